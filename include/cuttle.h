@@ -1,0 +1,14 @@
+/* cuttle.h: the whole public API of cuttle, a deep-learning runtime in C. */
+#ifndef CUTTLE_H
+#define CUTTLE_H
+#include "cuttle/status.h"
+#include "cuttle/device.h"
+#include "cuttle/tensor.h"
+#include "cuttle/ops.h"
+#include "cuttle/autograd.h"
+#include "cuttle/nn.h"
+#include "cuttle/optim.h"
+#include "cuttle/io.h"
+#include "cuttle/data.h"
+#include "cuttle/monitor.h"
+#endif

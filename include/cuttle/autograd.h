@@ -1,0 +1,53 @@
+/* cuttle/autograd.h: reverse-mode automatic differentiation on a tape.
+ *
+ * An op whose input requires grad (and grad mode is on) records a node on its output that holds
+ * references to the inputs and to what the backward rule needs. ct_backward walks the nodes from a
+ * scalar in reverse topological order, accumulates into the .grad of the leaves that require grad,
+ * and then frees the graph (PyTorch's retain_graph=False). The output tensor owns its node, so the
+ * graph also goes away when the tensors of a step are released (by ct_tensor_free or a scope). */
+#ifndef CUTTLE_AUTOGRAD_H
+#define CUTTLE_AUTOGRAD_H
+
+#include "cuttle/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Mark a leaf tensor as requiring grad (floating dtypes only; errors: CT_EDTYPE, CT_EAUTOGRAD for
+ * a non-leaf). */
+ct_status ct_requires_grad_(ct_tensor *t, int requires_grad);
+int ct_requires_grad(const ct_tensor *t);
+/* 1 for a tensor created by the user rather than by a recorded op. */
+int ct_is_leaf(const ct_tensor *t);
+/* The accumulated gradient of a leaf (borrowed: owned by t), or NULL before any backward. */
+ct_tensor *ct_grad(ct_tensor *t);
+/* Drop the accumulated gradient (set_to_none, PyTorch's default in zero_grad). */
+void ct_zero_grad(ct_tensor *t);
+/* The name of the op that produced t ("add", "matmul"), or NULL for a leaf. */
+const char *ct_grad_fn_name(const ct_tensor *t);
+/* A new tensor sharing t's storage, cut from the graph (torch.detach). */
+ct_tensor *ct_detach(ct_tensor *t);
+
+/* Backpropagate from root, a one-element floating tensor, with seed gradient 1.
+ * Errors: CT_EAUTOGRAD when root has no graph or more than one element. */
+ct_status ct_backward(ct_tensor *root);
+
+/* Grad mode is per thread and on by default. ct_no_grad_begin turns it off until the matching
+ * ct_no_grad_end (they nest), like `with torch.no_grad():`. */
+void ct_no_grad_begin(void);
+void ct_no_grad_end(void);
+int ct_grad_enabled(void);
+
+/* Compare analytic gradients with central finite differences in float64 (torch.autograd.gradcheck).
+ * fn maps the n inputs (f64 leaves that require grad) to one output tensor; the check reduces the
+ * output to sum(out * w) for a fixed random w. Returns CT_OK, or CT_EAUTOGRAD with the worst element
+ * in the message when |analytic - numeric| > atol + rtol |numeric|. */
+typedef ct_tensor *(*ct_gradcheck_fn)(ct_tensor *const *inputs, void *ctx);
+ct_status ct_gradcheck(ct_gradcheck_fn fn, void *ctx, int n, ct_tensor *const *inputs, double eps, double atol,
+                       double rtol);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

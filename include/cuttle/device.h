@@ -1,0 +1,86 @@
+/* cuttle/device.h: devices, their enumeration, properties and choice.
+ *
+ * A device is a small value: a kind (CPU or CUDA) and an index. There is no "current device": every
+ * constructor takes one, and every op runs on the device its inputs live on. The names follow
+ * PyTorch: "cpu", "cuda", "cuda:N"; "gpu" and "gpu:N" are aliases of "cuda" and "cuda:N" (as in the
+ * d2l course's try_gpu). */
+#ifndef CUTTLE_DEVICE_H
+#define CUTTLE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cuttle/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CT_CPU = 0, CT_CUDA = 1, CT_DEVICE_KIND_COUNT } ct_device_kind;
+
+typedef struct {
+  ct_device_kind kind;
+  int index; /* 0 for the CPU; the CUDA ordinal after CUDA_VISIBLE_DEVICES for a GPU */
+} ct_device;
+
+#define CT_DEVICE_CPU ((ct_device){CT_CPU, 0})
+#define CT_DEVICE_CUDA(i) ((ct_device){CT_CUDA, (i)})
+
+/* Parse "cpu", "cuda", "cuda:N", "gpu", "gpu:N" (case-sensitive, N a decimal >= 0) into *out.
+ * "cuda" and "gpu" mean index 0. Parsing does not check that the device exists.
+ * Errors: CT_EINVAL for a NULL or malformed string (the message quotes it and lists the forms). */
+ct_status ct_device_parse(const char *s, ct_device *out);
+
+/* Write the canonical name ("cpu", "cuda:1") into buf of size n (32 bytes always suffice) and
+ * return buf. */
+char *ct_device_str(ct_device d, char *buf, size_t n);
+
+/* 1 when a and b are the same device, else 0. */
+int ct_device_eq(ct_device a, ct_device b);
+
+/* The number of devices of a kind: 1 for CT_CPU; for CT_CUDA the number of visible GPUs, 0 when
+ * the CUDA backend is not compiled in, no driver is installed, or any CUDA runtime call fails while
+ * probing (cudaGetDeviceCount returns error 35 on a machine with no driver, which counts as zero). */
+int ct_device_count(ct_device_kind kind);
+
+/* 1 when the device exists on this machine (its index is below ct_device_count), else 0. */
+int ct_device_available(ct_device d);
+
+typedef struct {
+  char name[256];            /* "NVIDIA H100 80GB HBM3", or the CPU model name */
+  size_t total_memory;       /* bytes */
+  size_t free_memory;        /* bytes, at the time of the call */
+  int cores;                 /* CPU: online logical cores; GPU: streaming multiprocessors */
+  int compute_major;         /* GPU compute capability, 0 for the CPU */
+  int compute_minor;
+  char pci_bus_id[32];       /* "00000000:01:00.0" as nvidia-smi prints it; "" for the CPU */
+  char uuid[64];             /* "GPU-xxxxxxxx-..." as nvidia-smi prints it; "" for the CPU */
+  int utilization;           /* GPU utilization in percent from NVML, -1 when unknown */
+} ct_device_props;
+
+/* Fill *out with the properties of d. Errors: CT_EDEVICE when d does not exist (the message names
+ * it and says how many devices of its kind there are). */
+ct_status ct_device_props_get(ct_device d, ct_device_props *out);
+
+/* GPU i when it exists, else the CPU (d2l's try_gpu). Never fails. */
+ct_device ct_try_gpu(int i);
+
+/* Every GPU, or just the CPU when there is none (d2l's try_all_gpus). Writes at most cap devices to
+ * out and returns how many there are (which may exceed cap). */
+int ct_try_all_gpus(ct_device *out, int cap);
+
+typedef enum {
+  CT_BEST_MOST_FREE_MEMORY = 0, /* the GPU with the most free memory */
+  CT_BEST_LEAST_UTILIZATION,    /* the GPU with the lowest utilization (NVML), ties by free memory */
+} ct_best_policy;
+
+/* The best GPU by policy, or the CPU when there is no GPU. Never fails. */
+ct_device ct_device_best(ct_best_policy policy);
+
+/* Wait until all work queued on d has finished. A no-op on the CPU. Counted in the ledger as a
+ * synchronization point. Errors: CT_EDEVICE for a missing device, CT_EBACKEND for a driver error. */
+ct_status ct_synchronize(ct_device d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Install the Debian packages cuttle needs, only those missing. Needs root or sudo when any is.
+set -eu
+pkgs="build-essential cmake pkg-config libopenblas-dev zlib1g-dev libcmocka-dev libcjson-dev dataset-fashion-mnist"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "cuttle: installing$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,116 @@
+/* src/autograd/backward.c: the backward pass. Two passes over the graph reachable from the root:
+ * the first counts, for every tensor, how many consumers will send it a gradient; the second walks
+ * in reverse topological order (a tensor is processed once all its consumers are), calls each
+ * node's rule, and accumulates. Afterwards the graph is freed, as PyTorch does without
+ * retain_graph. Iterative, so deep graphs cannot overflow the C stack. */
+#include <string.h>
+#include "autograd/node.h"
+
+void ct__tensor_decref(ct_tensor *t);
+ct_status ct__add_into(ct_tensor *acc, ct_tensor *g); /* ops/elementwise.c: acc += g in place */
+
+typedef struct {
+  ct_tensor **v;
+  size_t n, cap;
+} tvec;
+
+static void tvec_push(tvec *a, ct_tensor *t) {
+  if (a->n == a->cap) {
+    a->cap = a->cap ? 2 * a->cap : 64;
+    a->v = realloc(a->v, a->cap * sizeof *a->v);
+    CT_ASSERT(a->v);
+  }
+  a->v[a->n++] = t;
+}
+
+/* Add g into *slot (taking g's reference), untracked from scopes. */
+static ct_status accumulate(ct_tensor **slot, ct_tensor *g) {
+  ct__untrack(g);
+  if (!*slot) {
+    *slot = g;
+    return CT_OK;
+  }
+  ct_status s = ct__add_into(*slot, g);
+  ct__tensor_decref(g);
+  return s;
+}
+
+ct_status ct_backward(ct_tensor *root) {
+  if (!root) return ct__error(CT_EINVAL, "ct_backward: NULL root");
+  if (!root->requires_grad)
+    return ct__error(CT_EAUTOGRAD, "ct_backward: the root does not require grad and has no graph (did a parameter "
+                     "require grad, and was grad mode on?)");
+  if (ct_tensor_numel(root) != 1) {
+    char shp[128];
+    return ct__error(CT_EAUTOGRAD, "ct_backward: the root must be a one-element tensor, got shape %s (reduce it with "
+                     "ct_sum or ct_mean first)", ct_shape_str(root, shp, sizeof shp));
+  }
+  tvec visited = {0}, work = {0};
+  root->bw_mark = 1;
+  tvec_push(&visited, ct_tensor_retain(root));
+  tvec_push(&work, root);
+  while (work.n) {
+    ct_tensor *t = work.v[--work.n];
+    if (!t->grad_fn) continue;
+    for (int i = 0; i < t->grad_fn->n_in; i++) {
+      ct_tensor *in = t->grad_fn->in[i];
+      if (!in) continue;
+      if (!in->bw_mark) {
+        in->bw_mark = 1;
+        tvec_push(&visited, ct_tensor_retain(in));
+        tvec_push(&work, in);
+      }
+      in->bw_pending++;
+    }
+  }
+
+  ct_status st = CT_OK;
+  ct_no_grad_begin();
+  ct_tensor *seed = ct_ones(root->ndim, root->shape, root->dtype, root->device);
+  if (!seed) st = ct_last_status();
+  else {
+    ct__untrack(seed);
+    root->bw_grad = seed;
+    tvec_push(&work, root);
+  }
+  while (st == CT_OK && work.n) {
+    ct_tensor *t = work.v[--work.n];
+    ct_tensor *g = t->bw_grad;
+    t->bw_grad = NULL;
+    ct_node *n = t->grad_fn;
+    if (!n) {
+      if (g) st = accumulate(&t->grad, g);
+      continue;
+    }
+    ct_tensor *grads[CT_NODE_MAX_IN] = {0};
+    if (g) {
+      st = n->backward(n, g, grads);
+      ct__tensor_decref(g);
+    }
+    for (int i = 0; i < n->n_in; i++) {
+      ct_tensor *in = n->in[i];
+      if (!in) continue;
+      if (grads[i] && st == CT_OK) {
+        ct_tensor *fit = ct__sum_to(grads[i], in->ndim, in->shape, in->dtype);
+        if (!fit) st = ct_last_status();
+        else st = accumulate(&in->bw_grad, fit);
+      }
+      if (grads[i]) ct_tensor_free(grads[i]);
+      if (--in->bw_pending == 0) tvec_push(&work, in);
+    }
+  }
+  ct_no_grad_end();
+
+  /* Free the graph: drop every node reached, then the references taken above. */
+  for (size_t i = 0; i < visited.n; i++) {
+    ct_tensor *t = visited.v[i];
+    t->bw_mark = 0;
+    t->bw_pending = 0;
+    if (t->bw_grad) ct__tensor_decref(t->bw_grad), t->bw_grad = NULL;
+    if (t->grad_fn) ct__node_free(t->grad_fn), t->grad_fn = NULL, t->requires_grad = false; /* a 2nd backward is an error */
+  }
+  for (size_t i = 0; i < visited.n; i++) ct__tensor_decref(visited.v[i]);
+  free(visited.v);
+  free(work.v);
+  return st;
+}

@@ -1,0 +1,80 @@
+/* src/autograd/node.c: recording nodes, grad mode, and the leaf accessors. */
+#include <string.h>
+#include "autograd/node.h"
+
+static _Thread_local int no_grad_depth;
+
+void ct_no_grad_begin(void) { no_grad_depth++; }
+void ct_no_grad_end(void) {
+  if (no_grad_depth > 0) no_grad_depth--;
+}
+int ct_grad_enabled(void) { return no_grad_depth == 0; }
+
+ct_node *ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_in, ct_tensor *const *in) {
+  if (!out || no_grad_depth > 0) return NULL;
+  int any = 0;
+  for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
+  if (!any) return NULL;
+  ct_node *n = calloc(1, sizeof *n);
+  CT_ASSERT(n);
+  n->name = name;
+  n->backward = fn;
+  n->n_in = n_in;
+  for (int i = 0; i < n_in; i++)
+    if (in[i] && in[i]->requires_grad) n->in[i] = ct_tensor_retain(in[i]);
+  out->grad_fn = n;
+  out->requires_grad = true;
+  return n;
+}
+
+void ct__tensor_decref(ct_tensor *t);
+
+void ct__save(ct_node *n, int i, ct_tensor *t) {
+  if (!n || !t) return;
+  n->saved[i] = ct_tensor_retain(t);
+}
+
+void ct__node_free(ct_node *n) {
+  if (!n) return;
+  for (int i = 0; i < CT_NODE_MAX_IN; i++) {
+    if (n->in[i]) ct__tensor_decref(n->in[i]);
+    if (n->saved[i]) ct__tensor_decref(n->saved[i]);
+  }
+  free(n->extra);
+  free(n);
+}
+
+ct_tensor *ct__detached(ct_tensor *t) {
+  ct_tensor *v = ct__view_of(t, t->ndim, t->shape, t->stride, t->offset);
+  ct__untrack(v);
+  return v;
+}
+
+ct_status ct_requires_grad_(ct_tensor *t, int requires_grad) {
+  if (!t) return ct__error(CT_EINVAL, "ct_requires_grad_: NULL tensor");
+  if (t->grad_fn)
+    return ct__error(CT_EAUTOGRAD, "ct_requires_grad_: only leaf tensors can be marked; this one comes from \"%s\" "
+                     "(use ct_detach first)", t->grad_fn->name);
+  if (requires_grad && !ct_dtype_is_floating(t->dtype))
+    return ct__error(CT_EDTYPE, "ct_requires_grad_: only floating tensors can require grad, got %s",
+                     ct_dtype_name(t->dtype));
+  t->requires_grad = requires_grad != 0;
+  return CT_OK;
+}
+
+int ct_requires_grad(const ct_tensor *t) { return t && t->requires_grad; }
+int ct_is_leaf(const ct_tensor *t) { return t && !t->grad_fn; }
+ct_tensor *ct_grad(ct_tensor *t) { return t ? t->grad : NULL; }
+const char *ct_grad_fn_name(const ct_tensor *t) { return t && t->grad_fn ? t->grad_fn->name : NULL; }
+
+void ct_zero_grad(ct_tensor *t) {
+  if (t && t->grad) {
+    ct__tensor_decref(t->grad);
+    t->grad = NULL;
+  }
+}
+
+ct_tensor *ct_detach(ct_tensor *t) {
+  if (!t) return NULL;
+  return ct__view_of(t, t->ndim, t->shape, t->stride, t->offset);
+}

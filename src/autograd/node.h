@@ -1,0 +1,40 @@
+/* src/autograd/node.h: the tape node every differentiable op records on its output. */
+#ifndef CUTTLE_NODE_H
+#define CUTTLE_NODE_H
+
+#include "core/internal.h"
+
+#define CT_NODE_MAX_IN 8
+
+typedef struct ct_node ct_node;
+/* Given g, the gradient of the node's output (same shape and dtype as the output), write into
+ * grads[i] a new tensor for each input i that requires grad (shape and dtype of that input; the
+ * engine fits them if they are broadcast or promoted), or leave NULL. Runs under no-grad. */
+typedef ct_status (*ct_backward_fn)(ct_node *n, ct_tensor *g, ct_tensor **grads);
+
+struct ct_node {
+  const char *name;
+  ct_backward_fn backward;
+  int n_in;
+  ct_tensor *in[CT_NODE_MAX_IN];    /* retained inputs (NULL when not an autograd input) */
+  ct_tensor *saved[CT_NODE_MAX_IN]; /* retained tensors the rule needs (the output must not be saved:
+                                       that would be a cycle; save a detached view of it instead) */
+  int64_t iv[16];                   /* integer parameters of the op */
+  double dv[4];                     /* float parameters of the op */
+  void *extra;                      /* free()d with the node */
+};
+
+/* When grad mode is on and an input requires grad: create the node on out (which then requires
+ * grad) retaining the inputs, and return it for the caller to fill saved/iv/dv. Else NULL. */
+ct_node *ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_in, ct_tensor *const *in);
+/* Retain t into n->saved[i] (t may be NULL). */
+void ct__save(ct_node *n, int i, ct_tensor *t);
+void ct__node_free(ct_node *n);
+/* A detached view of t (same storage, no graph), untracked by scopes: for saving an output. */
+ct_tensor *ct__detached(ct_tensor *t);
+
+/* g summed over broadcast dims down to shape (ndim, shape) and cast to dt: how an op's gradient
+ * fits an input that was broadcast or promoted. Returns g itself (one more reference) when it fits. */
+ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt);
+
+#endif

@@ -1,0 +1,100 @@
+/* src/backend/backend.h: the vtable, the only contract between the core and a device.
+ *
+ * The core validates arguments (devices, shapes, dtypes), allocates outputs on the inputs' device
+ * and then calls one of these entries. Kernels may assume: every tensor argument lives on the
+ * backend's device, shapes agree as documented per entry, outputs are contiguous unless said
+ * otherwise, and inputs may be strided (including stride-0 broadcast dims). */
+#ifndef CUTTLE_BACKEND_H
+#define CUTTLE_BACKEND_H
+
+#include "core/internal.h"
+
+typedef enum {
+#define CT_UNARY(E, name, fwd, deriv) CT_UNARY_##E,
+#include "ops/ops.def"
+  CT_UNARY_COUNT
+} ct_unary_op;
+
+typedef enum {
+#define CT_BINARY(E, name, fwd, da, db) CT_BINARY_##E,
+#define CT_COMPARE(E, name, pred) CT_BINARY_##E,
+#include "ops/ops.def"
+  CT_BINARY_COUNT
+} ct_binary_op;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CT_REDUCE_SUM = 0, CT_REDUCE_MAX, CT_REDUCE_MIN } ct_reduce_op;
+typedef enum { CT_DIST_UNIFORM = 0, CT_DIST_NORMAL, CT_DIST_RANDINT } ct_dist;
+typedef enum { CT_POOL_MAX = 0, CT_POOL_AVG } ct_pool_kind;
+
+typedef struct ct_backend {
+  const char *name; /* "cpu", "cuda" */
+  ct_device_kind kind;
+
+  /* devices */
+  int (*device_count)(void);
+  ct_status (*device_props)(int index, ct_device_props *out);
+  ct_status (*synchronize)(int index);
+
+  /* memory: alloc returns NULL and sets CT_ENOMEM with the figures on failure */
+  void *(*alloc)(int index, size_t nbytes);
+  void (*free)(int index, void *p, size_t nbytes);
+  /* dir: 0 host->device, 1 device->host, 2 device->device. host memory is pageable unless the
+   * backend says it is pinned. Returns CT_OK or CT_EBACKEND. */
+  ct_status (*memcpy)(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking);
+
+  /* dst[i] = (dtype of dst) src[i], same shape, any strides, any dtypes */
+  ct_status (*copy)(ct_tensor *dst, ct_tensor *src);
+  ct_status (*fill)(ct_tensor *dst, double value);
+  /* out = op(x); out contiguous, x same shape */
+  ct_status (*unary)(ct_unary_op op, ct_tensor *out, ct_tensor *x);
+  /* out = g * op'(x, y): the backward of a unary op; all same shape */
+  ct_status (*unary_backward)(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y);
+  /* out = op(a, b); a and b already expanded to out's shape */
+  ct_status (*binary)(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
+  /* out = g * d op(a, b) / d(a if wrt == 0 else b); all expanded to out's shape */
+  ct_status (*binary_backward)(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b);
+  /* out = cond ? a : b, all expanded to out's shape */
+  ct_status (*where)(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
+  /* out has x's ndim with size 1 on reduced dims. indices (int64, out's shape) may be NULL; for
+   * MAX/MIN it receives the flat index within the reduced dims (argmax over one dim). */
+  ct_status (*reduce)(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
+  /* out (B, M, N) = a (B, M, K) @ b (B, K, N); a, b may be strided in their last two dims */
+  ct_status (*matmul)(ct_tensor *out, ct_tensor *a, ct_tensor *b);
+  ct_status (*conv2d)(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+  /* gx and/or gw and/or gb may be NULL when not wanted */
+  ct_status (*conv2d_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
+                               const ct_conv2d_opts *o);
+  ct_status (*pool2d)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
+  ct_status (*pool2d_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
+  /* softmax or log_softmax over the last dim of a contiguous (R, C) x */
+  ct_status (*softmax)(ct_tensor *y, ct_tensor *x, int log);
+  ct_status (*softmax_backward)(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
+  /* fill out with a distribution; element i uses Philox counter (offset + i / 4, i % 4) */
+  ct_status (*random)(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
+  /* out = x.index_select(dim, index) and its backward: gx (zeroed) += scatter of gy */
+  ct_status (*index_select)(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+  ct_status (*index_add)(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+  /* out = x.gather(dim, index) and its backward: gx (zeroed) scatter_add of gy */
+  ct_status (*gather)(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+  ct_status (*scatter_add)(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+} ct_backend;
+
+/* out = op(a, b) in place where out may alias a (b broadcasts to out): for accumulating gradients
+ * and for optimizer updates. ops/elementwise.c. */
+ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
+
+/* The registry: the backend for a device kind, or NULL when it is not compiled in. */
+const ct_backend *ct__backend(ct_device_kind kind);
+extern const ct_backend ct__cpu_backend;
+#ifdef CUTTLE_WITH_CUDA
+extern const ct_backend ct__cuda_backend;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+/* src/backend/cpu/cpu.h: the CPU kernels behind the vtable (backend.c assembles it). */
+#ifndef CUTTLE_CPU_H
+#define CUTTLE_CPU_H
+
+#include "backend/backend.h"
+
+ct_status ct__cpu_copy(ct_tensor *dst, ct_tensor *src);
+ct_status ct__cpu_fill(ct_tensor *dst, double value);
+ct_status ct__cpu_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x);
+ct_status ct__cpu_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y);
+ct_status ct__cpu_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
+ct_status ct__cpu_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b);
+ct_status ct__cpu_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
+ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
+ct_status ct__cpu_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
+ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
+                                  const ct_conv2d_opts *o);
+ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
+ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
+ct_status ct__cpu_softmax(ct_tensor *y, ct_tensor *x, int log);
+ct_status ct__cpu_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
+ct_status ct__cpu_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
+ct_status ct__cpu_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__cpu_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+ct_status ct__cpu_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__cpu_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+
+/* Flat element offset of the multi-index idx in t (strides in elements). */
+static inline int64_t ct__cpu_offset(const ct_tensor *t, const int64_t *idx) {
+  int64_t o = 0;
+  for (int d = 0; d < t->ndim; d++) o += idx[d] * t->stride[d];
+  return o;
+}
+/* Advance a row-major multi-index over shape; returns 0 after the last one. */
+static inline int ct__cpu_next(int ndim, const int64_t *shape, int64_t *idx) {
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (++idx[d] < shape[d]) return 1;
+    idx[d] = 0;
+  }
+  return 0;
+}
+
+#endif

@@ -1,0 +1,194 @@
+/* src/backend/cpu/elementwise.c: copy, fill, unary, binary, where and their backward kernels.
+ *
+ * Two paths per kernel: a float32 path when every operand is f32 (the training hot path), and a
+ * reference path for every dtype that loads each element as a double and stores it back
+ * (ct__load/ct__store). The formulas come from src/ops/ops.def. */
+#include <math.h>
+#include <string.h>
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/iter.h"
+
+typedef struct {
+  int op;
+  ct_dtype dt[CT_ITER_MAX];
+  double value;
+  int f32; /* every operand is float32 */
+} ew_ctx;
+
+/* ---- copy and fill */
+static void copy_body(void *c, int64_t n, char **p, const int64_t *s) {
+  ew_ctx *x = c;
+  if (x->dt[0] == x->dt[1]) {
+    size_t es = ct_dtype_size(x->dt[0]);
+    if (s[0] == (int64_t)es && s[1] == (int64_t)es) {
+      memcpy(p[0], p[1], (size_t)n * es);
+      return;
+    }
+    for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], p[1] + i * s[1], es);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) ct__store(p[0] + i * s[0], x->dt[0], ct__load(p[1] + i * s[1], x->dt[1]));
+}
+
+ct_status ct__cpu_copy(ct_tensor *dst, ct_tensor *src) {
+  ct_iter it;
+  ct_tensor *ts[2] = {dst, src};
+  ct_iter_init(&it, 2, ts, dst->ndim, dst->shape);
+  ew_ctx c = {.dt = {dst->dtype, src->dtype}};
+  ct_iter_run_split(&it, copy_body, &c);
+  return CT_OK;
+}
+
+static void fill_body(void *c, int64_t n, char **p, const int64_t *s) {
+  ew_ctx *x = c;
+  char elem[8];
+  size_t es = ct_dtype_size(x->dt[0]);
+  ct__store(elem, x->dt[0], x->value);
+  for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], elem, es);
+}
+
+ct_status ct__cpu_fill(ct_tensor *dst, double value) {
+  ct_iter it;
+  ct_iter_init(&it, 1, &dst, dst->ndim, dst->shape);
+  ew_ctx c = {.dt = {dst->dtype}, .value = value};
+  ct_iter_run_split(&it, fill_body, &c);
+  return CT_OK;
+}
+
+/* ---- unary: out = f(x); backward: out = g * f'(x, y) */
+static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
+  ew_ctx *k = c;
+  switch (k->op) {
+#define CT_UNARY(E, name, fwd, deriv)                                        \
+  case CT_UNARY_##E:                                                         \
+    if (k->f32)                                                              \
+      for (int64_t i = 0; i < n; i++) {                                      \
+        double x = *(const float *)(p[1] + i * s[1]);                        \
+        *(float *)(p[0] + i * s[0]) = (float)(fwd);                          \
+      }                                                                      \
+    else                                                                     \
+      for (int64_t i = 0; i < n; i++) {                                      \
+        double x = ct__load(p[1] + i * s[1], k->dt[1]);                      \
+        ct__store(p[0] + i * s[0], k->dt[0], fwd);                           \
+      }                                                                      \
+    break;
+#include "ops/ops.def"
+  }
+}
+
+static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
+  ew_ctx *k = c;
+  /* operands: out, g, x, y */
+  switch (k->op) {
+#define CT_UNARY(E, name, fwd, deriv)                                                     \
+  case CT_UNARY_##E:                                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+      double g = ct__load(p[1] + i * s[1], k->dt[1]);                                     \
+      double x = ct__load(p[2] + i * s[2], k->dt[2]);                                     \
+      double y = ct__load(p[3] + i * s[3], k->dt[3]);                                     \
+      (void)x, (void)y;                                                                   \
+      ct__store(p[0] + i * s[0], k->dt[0], g * (deriv));                                  \
+    }                                                                                     \
+    break;
+#include "ops/ops.def"
+  }
+}
+
+static ct_status run(int n, ct_tensor *const *ts, int op, ct_iter_body body) {
+  ct_iter it;
+  ct_iter_init(&it, n, ts, ts[0]->ndim, ts[0]->shape);
+  ew_ctx c = {.op = op, .f32 = 1};
+  for (int i = 0; i < n; i++) c.dt[i] = ts[i]->dtype, c.f32 &= ts[i]->dtype == CT_F32;
+  ct_iter_run_split(&it, body, &c);
+  return CT_OK;
+}
+
+ct_status ct__cpu_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x) {
+  return run(2, (ct_tensor *[]){out, x}, op, unary_body);
+}
+
+ct_status ct__cpu_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y) {
+  return run(4, (ct_tensor *[]){out, g, x, y}, op, unary_bw_body);
+}
+
+/* ---- binary: out = f(a, b); backward: out = g * df/da or g * df/db */
+static void binary_body(void *c, int64_t n, char **p, const int64_t *s) {
+  ew_ctx *k = c;
+  switch (k->op) {
+#define CT_BINARY(E, name, fwd, da, db)                                                  \
+  case CT_BINARY_##E:                                                                    \
+    if (k->f32)                                                                          \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        double a = *(const float *)(p[1] + i * s[1]), b = *(const float *)(p[2] + i * s[2]); \
+        *(float *)(p[0] + i * s[0]) = (float)(fwd);                                      \
+      }                                                                                  \
+    else                                                                                 \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        double a = ct__load(p[1] + i * s[1], k->dt[1]), b = ct__load(p[2] + i * s[2], k->dt[2]); \
+        ct__store(p[0] + i * s[0], k->dt[0], fwd);                                       \
+      }                                                                                  \
+    break;
+#define CT_COMPARE(E, name, pred)                                                        \
+  case CT_BINARY_##E:                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      double a = ct__load(p[1] + i * s[1], k->dt[1]), b = ct__load(p[2] + i * s[2], k->dt[2]); \
+      ct__store(p[0] + i * s[0], k->dt[0], (double)(pred));                              \
+    }                                                                                    \
+    break;
+#include "ops/ops.def"
+  }
+}
+
+typedef struct {
+  ew_ctx e;
+  int wrt;
+} bw_ctx;
+
+static void binary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
+  bw_ctx *k = c;
+  const ct_dtype *dt = k->e.dt;
+  switch (k->e.op) {
+#define CT_BINARY(E, name, fwd, da, db)                                                   \
+  case CT_BINARY_##E:                                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+      double g = ct__load(p[1] + i * s[1], dt[1]);                                        \
+      double a = ct__load(p[2] + i * s[2], dt[2]), b = ct__load(p[3] + i * s[3], dt[3]);  \
+      double y = (fwd);                                                                   \
+      (void)y;                                                                            \
+      ct__store(p[0] + i * s[0], dt[0], k->wrt == 0 ? g * (da) : g * (db));               \
+    }                                                                                     \
+    break;
+#include "ops/ops.def"
+    default:
+      break;
+  }
+}
+
+ct_status ct__cpu_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b) {
+  return run(3, (ct_tensor *[]){out, a, b}, op, binary_body);
+}
+
+ct_status ct__cpu_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b) {
+  ct_tensor *ts[4] = {out, g, a, b};
+  ct_iter it;
+  ct_iter_init(&it, 4, ts, out->ndim, out->shape);
+  bw_ctx c = {.e.op = op, .wrt = wrt};
+  for (int i = 0; i < 4; i++) c.e.dt[i] = ts[i]->dtype;
+  ct_iter_run_split(&it, binary_bw_body, &c);
+  return CT_OK;
+}
+
+static void where_body(void *c, int64_t n, char **p, const int64_t *s) {
+  ew_ctx *k = c;
+  size_t es = ct_dtype_size(k->dt[0]);
+  for (int64_t i = 0; i < n; i++) {
+    int cond = ct__load(p[1] + i * s[1], k->dt[1]) != 0;
+    const char *src = cond ? p[2] + i * s[2] : p[3] + i * s[3];
+    if (k->dt[cond ? 2 : 3] == k->dt[0]) memcpy(p[0] + i * s[0], src, es);
+    else ct__store(p[0] + i * s[0], k->dt[0], ct__load(src, k->dt[cond ? 2 : 3]));
+  }
+}
+
+ct_status ct__cpu_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
+  return run(4, (ct_tensor *[]){out, cond, a, b}, 0, where_body);
+}

@@ -1,0 +1,90 @@
+/* src/backend/cpu/memory.c: the CPU as a device: its properties, host memory, and copies. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "backend/cpu/cpu.h"
+
+static int cpu_count(void) { return 1; }
+
+/* /proc/meminfo's value for key in bytes, or 0. */
+static size_t meminfo(const char *key) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  size_t v = 0, klen = strlen(key);
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+      v = (size_t)strtoull(line + klen + 1, NULL, 10) * 1024;
+      break;
+    }
+  if (f) fclose(f);
+  return v;
+}
+
+static ct_status cpu_props(int index, ct_device_props *p) {
+  snprintf(p->name, sizeof p->name, "cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "model name", 10) == 0) {
+      char *c = strchr(line, ':');
+      if (c) {
+        c += 1 + (c[1] == ' ');
+        c[strcspn(c, "\n")] = 0;
+        snprintf(p->name, sizeof p->name, "%s", c);
+      }
+      break;
+    }
+  if (f) fclose(f);
+  p->total_memory = meminfo("MemTotal");
+  p->free_memory = meminfo("MemAvailable");
+  p->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  p->utilization = -1;
+  return CT_OK;
+}
+
+static ct_status cpu_sync(int index) { return CT_OK; }
+
+static void *cpu_alloc(int index, size_t nbytes) {
+  /* 64-byte alignment for vector loads; the size is rounded up as aligned_alloc requires */
+  void *p = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
+  if (!p) ct__error(CT_ENOMEM, "out of memory on cpu: requested %zu bytes, %zu bytes available", nbytes, meminfo("MemAvailable"));
+  return p;
+}
+
+static void cpu_free(int index, void *p, size_t nbytes) { free(p); }
+
+static ct_status cpu_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking) {
+  memcpy(dst, src, nbytes);
+  return CT_OK;
+}
+
+const ct_backend ct__cpu_backend = {
+    .name = "cpu",
+    .kind = CT_CPU,
+    .device_count = cpu_count,
+    .device_props = cpu_props,
+    .synchronize = cpu_sync,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memcpy = cpu_memcpy,
+    .copy = ct__cpu_copy,
+    .fill = ct__cpu_fill,
+    .unary = ct__cpu_unary,
+    .unary_backward = ct__cpu_unary_backward,
+    .binary = ct__cpu_binary,
+    .binary_backward = ct__cpu_binary_backward,
+    .where = ct__cpu_where,
+    .reduce = ct__cpu_reduce,
+    .matmul = ct__cpu_matmul,
+    .conv2d = ct__cpu_conv2d,
+    .conv2d_backward = ct__cpu_conv2d_backward,
+    .pool2d = ct__cpu_pool2d,
+    .pool2d_backward = ct__cpu_pool2d_backward,
+    .softmax = ct__cpu_softmax,
+    .softmax_backward = ct__cpu_softmax_backward,
+    .random = ct__cpu_random,
+    .index_select = ct__cpu_index_select,
+    .index_add = ct__cpu_index_add,
+    .gather = ct__cpu_gather,
+    .scatter_add = ct__cpu_scatter_add,
+};

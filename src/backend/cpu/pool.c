@@ -1,0 +1,78 @@
+/* src/backend/cpu/pool.c: 2-D max and average pooling and their backward.
+ * x: (N, C, H, W) contiguous -> y: (N, C, Ho, Wo). Max pooling records, per output, the flat
+ * index h W + w of the chosen input (int64 argmax, y's shape) for the backward; average pooling
+ * divides by kH kW (count_include_pad=True, PyTorch's default). */
+#include <math.h>
+#include <string.h>
+#include "backend/cpu/cpu.h"
+
+ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o) {
+  int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], Ho = y->shape[2], Wo = y->shape[3];
+  ct_dtype dt = x->dtype;
+  size_t es = ct_dtype_size(dt);
+  int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
+  int f32 = dt == CT_F32;
+#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
+  for (int64_t p = 0; p < NC; p++) {
+    const char *xp = (const char *)ct__ptr(x) + p * H * W * (int64_t)es;
+    char *yp = (char *)ct__ptr(y) + p * Ho * Wo * (int64_t)es;
+    int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
+    for (int64_t ho = 0; ho < Ho; ho++)
+      for (int64_t wo = 0; wo < Wo; wo++) {
+        double best = kind == CT_POOL_MAX ? -INFINITY : 0.0;
+        int64_t best_i = -1;
+        for (int i = 0; i < kh; i++) {
+          int64_t h = ho * sh - ph + i;
+          if (h < 0 || h >= H) continue;
+          for (int j = 0; j < kw; j++) {
+            int64_t w = wo * sw - pw + j;
+            if (w < 0 || w >= W) continue;
+            double v = f32 ? ((const float *)xp)[h * W + w] : ct__load(xp + (h * W + w) * (int64_t)es, dt);
+            if (kind == CT_POOL_AVG) best += v;
+            else if (v > best || best_i < 0 || isnan(v)) best = v, best_i = h * W + w;
+          }
+        }
+        if (kind == CT_POOL_AVG) best /= (double)(kh * kw);
+        if (f32) ((float *)yp)[ho * Wo + wo] = (float)best;
+        else ct__store(yp + (ho * Wo + wo) * (int64_t)es, dt, best);
+        if (ap) ap[ho * Wo + wo] = best_i;
+      }
+  }
+  return CT_OK;
+}
+
+ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o) {
+  int64_t NC = gx->shape[0] * gx->shape[1], H = gx->shape[2], W = gx->shape[3], Ho = gy->shape[2], Wo = gy->shape[3];
+  ct_dtype dt = gx->dtype;
+  size_t es = ct_dtype_size(dt);
+  int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
+  memset(ct__ptr(gx), 0, (size_t)ct_tensor_numel(gx) * es);
+#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
+  for (int64_t p = 0; p < NC; p++) {
+    char *gxp = (char *)ct__ptr(gx) + p * H * W * (int64_t)es;
+    const char *gyp = (const char *)ct__ptr(gy) + p * Ho * Wo * (int64_t)es;
+    const int64_t *ap = argmax ? (const int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
+    for (int64_t q = 0; q < Ho * Wo; q++) {
+      double g = ct__load(gyp + q * (int64_t)es, dt);
+      if (kind == CT_POOL_MAX) {
+        if (ap[q] < 0) continue;
+        char *d = gxp + ap[q] * (int64_t)es;
+        ct__store(d, dt, ct__load(d, dt) + g);
+        continue;
+      }
+      int64_t ho = q / Wo, wo = q % Wo;
+      g /= (double)(kh * kw);
+      for (int i = 0; i < kh; i++) {
+        int64_t h = ho * sh - ph + i;
+        if (h < 0 || h >= H) continue;
+        for (int j = 0; j < kw; j++) {
+          int64_t w = wo * sw - pw + j;
+          if (w < 0 || w >= W) continue;
+          char *d = gxp + (h * W + w) * (int64_t)es;
+          ct__store(d, dt, ct__load(d, dt) + g);
+        }
+      }
+    }
+  }
+  return CT_OK;
+}

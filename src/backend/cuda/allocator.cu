@@ -1,0 +1,187 @@
+/* src/backend/cuda/allocator.cu: the caching allocator, one per device (in its context).
+ *
+ * cudaMalloc and cudaFree are slow and cudaFree synchronizes the device, so freed blocks are kept
+ * and handed out again. Requests are rounded up (to 512 B up to 1 MiB, to 2 MiB above, the
+ * driver's own large-page granularity), and free blocks sit in lists bucketed by their exact
+ * rounded size (a std::map from size to a stack of pointers). A request takes the smallest cached
+ * block of at least its rounded size, provided that block is at most twice that size (blocks are
+ * never split, so this bounds the waste to half a block). All device work runs on the context's
+ * compute stream (copies on the copy stream are fenced by events both ways), so a block freed by
+ * the host while a kernel still reads it can only be reused by work queued after that kernel.
+ *
+ * Statistics: allocated (bytes in blocks handed out), reserved (bytes held from cudaMalloc),
+ * peak allocated, and the number of cudaMalloc calls (ct__cuda_memory_stats).
+ *
+ * CUTTLE_CUDA_NO_CACHE=1 in the environment (read when the device's context is created) turns the
+ * cache off: every alloc is a cudaMalloc of the exact size and every free a cudaFree, so
+ * compute-sanitizer's memcheck sees each tensor's bounds.
+ *
+ * Out of memory: on a failed cudaMalloc the cache is emptied and the call retried once; if it still
+ * fails, alloc returns NULL with CT_ENOMEM and a message saying how much was requested, and how much
+ * the device has free, how much cuttle reserves and how much of that is allocated. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/common.cuh"
+
+struct ct__cuda_allocator {
+  int device;
+  int no_cache;
+  std::mutex lock;
+  std::map<size_t, std::vector<void *>> free_blocks; /* rounded size -> cached blocks */
+  std::unordered_map<void *, size_t> live;           /* block -> its size */
+  size_t allocated, reserved, peak, cached;
+  uint64_t num_mallocs;
+};
+
+#define KIB ((size_t)1024)
+#define MIB (KIB * KIB)
+
+static size_t round_size(size_t n) {
+  if (n == 0) n = 1;
+  if (n <= MIB) return (n + 511) & ~(size_t)511;
+  return (n + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+}
+
+/* "1.50 GiB" */
+static const char *human(size_t n, char *buf, size_t len) {
+  if (n >= 1024 * MIB) snprintf(buf, len, "%.2f GiB", (double)n / (double)(1024 * MIB));
+  else if (n >= MIB) snprintf(buf, len, "%.2f MiB", (double)n / (double)MIB);
+  else if (n >= KIB) snprintf(buf, len, "%.2f KiB", (double)n / (double)KIB);
+  else snprintf(buf, len, "%zu bytes", n);
+  return buf;
+}
+
+struct ct__cuda_allocator *ct__cuda_allocator_new(int dev) {
+  ct__cuda_allocator *a = new (std::nothrow) ct__cuda_allocator();
+  if (!a) return NULL;
+  a->device = dev;
+  const char *e = getenv("CUTTLE_CUDA_NO_CACHE");
+  a->no_cache = e && e[0] && strcmp(e, "0") != 0;
+  return a;
+}
+
+/* Give every cached block back to the driver; the caller holds a->lock. */
+static void release_cached(ct__cuda_allocator *a) {
+  for (auto &kv : a->free_blocks) {
+    for (void *p : kv.second) {
+      cudaFree(p);
+      a->reserved -= kv.first;
+      a->cached -= kv.first;
+    }
+  }
+  a->free_blocks.clear();
+}
+
+void ct__cuda_allocator_free_all(struct ct__cuda_allocator *a) {
+  {
+    std::lock_guard<std::mutex> g(a->lock);
+    release_cached(a);
+  }
+  delete a; /* blocks still live belong to tensors that outlive the context: leaked with the process */
+}
+
+void *ct__cuda_alloc(int dev, size_t nbytes) {
+  ct__cuda_ctx *ctx = ct__cuda_ctx_get(dev);
+  if (!ctx) return NULL;
+  ct__cuda_allocator *a = ctx->alloc;
+  std::lock_guard<std::mutex> g(a->lock);
+  size_t size = a->no_cache ? (nbytes ? nbytes : 1) : round_size(nbytes);
+  if (!a->no_cache) {
+    auto it = a->free_blocks.lower_bound(size);
+    if (it != a->free_blocks.end() && it->first <= 2 * size) {
+      void *p = it->second.back();
+      size_t bsize = it->first;
+      it->second.pop_back();
+      if (it->second.empty()) a->free_blocks.erase(it);
+      a->cached -= bsize;
+      a->live[p] = bsize;
+      a->allocated += bsize;
+      if (a->allocated > a->peak) a->peak = a->allocated;
+      return p;
+    }
+  }
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, size);
+  a->num_mallocs++;
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    release_cached(a); /* cudaFree synchronizes, so nothing queued still needs these blocks */
+    e = cudaMalloc(&p, size);
+    a->num_mallocs++;
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    if (e == cudaErrorMemoryAllocation)
+      ct__error(CT_ENOMEM,
+                "cuda:%d out of memory: requested %s (%zu bytes); the device has %s free of %s total; cuttle has "
+                "reserved %s, of which %s is allocated to tensors (the cache was emptied and the allocation "
+                "retried). Free tensors you no longer need, or use a smaller batch",
+                dev, human(size, b1, sizeof b1), nbytes, human(free_b, b2, sizeof b2), human(total_b, b3, sizeof b3),
+                human(a->reserved, b4, sizeof b4), human(a->allocated, b5, sizeof b5));
+    else
+      ct__error(CT_EBACKEND, "cuda: cudaMalloc(%zu) failed on cuda:%d: %s (requested %zu bytes)", size, dev,
+                cudaGetErrorString(e), nbytes);
+    return NULL;
+  }
+  a->live[p] = size;
+  a->reserved += size;
+  a->allocated += size;
+  if (a->allocated > a->peak) a->peak = a->allocated;
+  return p;
+}
+
+void ct__cuda_free(int dev, void *p, size_t nbytes) {
+  (void)nbytes; /* the block's own size is known */
+  if (!p) return;
+  ct__cuda_ctx *ctx = ct__cuda_ctx_get(dev);
+  if (!ctx) return;
+  ct__cuda_allocator *a = ctx->alloc;
+  std::lock_guard<std::mutex> g(a->lock);
+  auto it = a->live.find(p);
+  CT_ASSERT(it != a->live.end()); /* a pointer this allocator did not hand out: a bug */
+  size_t size = it->second;
+  a->live.erase(it);
+  a->allocated -= size;
+  if (a->no_cache) {
+    cudaFree(p);
+    a->reserved -= size;
+    return;
+  }
+  a->free_blocks[size].push_back(p);
+  a->cached += size;
+}
+
+extern "C" void ct__cuda_memory_stats(int dev, size_t *allocated, size_t *reserved, size_t *peak, uint64_t *num_mallocs) {
+  ct__cuda_ctx *ctx = ct__cuda_ctx_peek(dev);
+  size_t al = 0, re = 0, pk = 0;
+  uint64_t nm = 0;
+  if (ctx) {
+    std::lock_guard<std::mutex> g(ctx->alloc->lock);
+    al = ctx->alloc->allocated, re = ctx->alloc->reserved, pk = ctx->alloc->peak, nm = ctx->alloc->num_mallocs;
+  }
+  if (allocated) *allocated = al;
+  if (reserved) *reserved = re;
+  if (peak) *peak = pk;
+  if (num_mallocs) *num_mallocs = nm;
+}
+
+extern "C" void ct__cuda_empty_cache(int dev) {
+  ct__cuda_ctx *ctx = ct__cuda_ctx_peek(dev);
+  if (!ctx) return;
+  int prev = -1;
+  (void)cudaGetDevice(&prev);
+  (void)cudaSetDevice(dev);
+  {
+    std::lock_guard<std::mutex> g(ctx->alloc->lock);
+    release_cached(ctx->alloc);
+  }
+  if (prev >= 0 && prev != dev) (void)cudaSetDevice(prev);
+}

@@ -1,0 +1,37 @@
+/* src/backend/cuda/backend.cu: the CUDA backend's vtable, ct__cuda_backend, which the device
+ * registry (src/core/device.c) returns for CT_CUDA when cuttle is built with CUTTLE_WITH_CUDA.
+ * Each entry lives in the file of its family (device.cu, context.cu, allocator.cu, copy.cu,
+ * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, random.cu, index.cu). An
+ * entry left NULL makes the core report "op X is not implemented on cuda". */
+#include "backend/cuda/common.cuh"
+
+extern "C" const ct_backend ct__cuda_backend = {
+    .name = "cuda",
+    .kind = CT_CUDA,
+    .device_count = ct__cuda_device_count,
+    .device_props = ct__cuda_device_props,
+    .synchronize = ct__cuda_synchronize,
+    .alloc = ct__cuda_alloc,
+    .free = ct__cuda_free,
+    .memcpy = ct__cuda_memcpy,
+    .copy = ct__cuda_copy,
+    .fill = ct__cuda_fill,
+    .unary = ct__cuda_unary,
+    .unary_backward = ct__cuda_unary_backward,
+    .binary = ct__cuda_binary,
+    .binary_backward = ct__cuda_binary_backward,
+    .where = ct__cuda_where,
+    .reduce = ct__cuda_reduce,
+    .matmul = ct__cuda_matmul,
+    .conv2d = ct__cuda_conv2d,
+    .conv2d_backward = ct__cuda_conv2d_backward,
+    .pool2d = ct__cuda_pool2d,
+    .pool2d_backward = ct__cuda_pool2d_backward,
+    .softmax = ct__cuda_softmax,
+    .softmax_backward = ct__cuda_softmax_backward,
+    .random = ct__cuda_random,
+    .index_select = ct__cuda_index_select,
+    .index_add = ct__cuda_index_add,
+    .gather = ct__cuda_gather,
+    .scatter_add = ct__cuda_scatter_add,
+};

@@ -1,0 +1,259 @@
+/* src/backend/cuda/common.cuh: what every CUDA kernel file of the backend shares (C++ only).
+ *
+ *  - the per-device context (streams, library handles, workspace, allocator), reached through
+ *    ct__cuda_ctx_get(dev), which also makes dev the calling thread's CUDA device;
+ *  - CT_CUDA_TRY / CT_CUBLAS_TRY / CT_CUDNN_TRY: turn a failed library call into
+ *    ct__error(CT_EBACKEND, "cuda: <call> failed: <reason>") and return that status;
+ *  - element conversions between the eight dtypes on the device (half and bfloat16 through float,
+ *    as the CPU's ct__store does), typed and by a runtime dtype tag;
+ *  - the strided iterator: an output shape plus one stride vector per operand, with adjacent dims
+ *    merged on the host so most calls run with one or two dims;
+ *  - the entry points of every kernel file, which backend.cu puts into the vtable.
+ * Only src/backend/cuda/ includes this file. */
+#ifndef CUTTLE_CUDA_COMMON_CUH
+#define CUTTLE_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdint.h>
+#include <mutex>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+/* ---- error reporting: name the call that failed */
+#define CT_CUDA_TRY(call)                                                                             \
+  do {                                                                                                \
+    cudaError_t ct__e = (call);                                                                       \
+    if (ct__e != cudaSuccess) return ct__error(CT_EBACKEND, "cuda: %s failed: %s", #call, cudaGetErrorString(ct__e)); \
+  } while (0)
+#define CT_CUBLAS_TRY(call)                                                                           \
+  do {                                                                                                \
+    cublasStatus_t ct__e = (call);                                                                    \
+    if (ct__e != CUBLAS_STATUS_SUCCESS)                                                               \
+      return ct__error(CT_EBACKEND, "cuda: %s failed: %s", #call, cublasGetStatusString(ct__e));    \
+  } while (0)
+#define CT_CUDNN_TRY(call)                                                                            \
+  do {                                                                                                \
+    cudnnStatus_t ct__e = (call);                                                                     \
+    if (ct__e != CUDNN_STATUS_SUCCESS)                                                                \
+      return ct__error(CT_EBACKEND, "cuda: %s failed: %s", #call, cudnnGetErrorString(ct__e));      \
+  } while (0)
+/* After a kernel launch: a bad configuration shows up here (execution errors show up at the next
+ * synchronizing call). */
+#define CT_CUDA_LAUNCHED(name)                                                                        \
+  do {                                                                                                \
+    cudaError_t ct__e = cudaGetLastError();                                                           \
+    if (ct__e != cudaSuccess) return ct__error(CT_EBACKEND, "cuda: launch of %s failed: %s", name, cudaGetErrorString(ct__e)); \
+  } while (0)
+#define CT_TRY(expr)               \
+  do {                             \
+    ct_status ct__s = (expr);      \
+    if (ct__s != CT_OK) return ct__s; \
+  } while (0)
+
+/* ---- the per-device context */
+#define CT_CUDA_MAX_DEVICES 64
+struct ct__cuda_allocator; /* allocator.cu */
+
+typedef struct ct__cuda_ctx {
+  int device;
+  int sm_count;
+  cudaStream_t compute; /* every kernel and library call of this device */
+  cudaStream_t copy;    /* non-blocking host<->device copies */
+  cudaEvent_t compute_mark, copy_mark; /* order the two streams around a copy */
+  std::mutex lock;      /* guards the lazy handles and the workspace */
+  cublasHandle_t cublas; /* NULL until the first matmul */
+  cudnnHandle_t cudnn;   /* NULL until the first convolution */
+  void *workspace;       /* cuDNN workspace from the allocator, grown on demand, used on `compute` */
+  size_t workspace_size;
+  struct ct__cuda_allocator *alloc;
+} ct__cuda_ctx;
+
+/* The context of device dev, created on first use, after making dev the calling thread's current
+ * CUDA device. NULL with CT_EDEVICE / CT_EBACKEND set on failure. */
+ct__cuda_ctx *ct__cuda_ctx_get(int dev);
+/* The context if it exists, without creating it or touching the current device. */
+ct__cuda_ctx *ct__cuda_ctx_peek(int dev);
+/* The context of the device t lives on (see ct__cuda_ctx_get). */
+static inline ct__cuda_ctx *ct__cuda_ctx_of(const ct_tensor *t) { return ct__cuda_ctx_get(t->device.index); }
+/* Lazily created library handles bound to ctx->compute; NULL with the error set on failure. */
+cublasHandle_t ct__cuda_cublas(ct__cuda_ctx *ctx);
+cudnnHandle_t ct__cuda_cudnn(ct__cuda_ctx *ctx);
+/* At least nbytes of scratch on ctx's device, valid until the next call (stream-ordered on
+ * ctx->compute). *out receives NULL when nbytes is 0. */
+ct_status ct__cuda_workspace(ct__cuda_ctx *ctx, size_t nbytes, void **out);
+
+/* ---- allocator.cu */
+struct ct__cuda_allocator *ct__cuda_allocator_new(int dev);
+void ct__cuda_allocator_free_all(struct ct__cuda_allocator *a);
+void *ct__cuda_alloc(int dev, size_t nbytes);
+void ct__cuda_free(int dev, void *p, size_t nbytes);
+
+/* ---- a temporary device tensor that is no core object: header and storage live in the caller's
+ * frame, memory comes from the allocator. */
+typedef struct {
+  ct_tensor t;
+  ct_storage s;
+  int owned; /* 1 when the memory must go back to the allocator */
+} ct__cuda_tmp;
+/* tmp becomes a contiguous tensor of shape/dtype on dev. */
+ct_status ct__cuda_tmp_new(ct__cuda_tmp *tmp, int dev, int ndim, const int64_t *shape, ct_dtype dt);
+/* tmp becomes t itself (borrowed) when t is contiguous, else a contiguous copy of it. */
+ct_status ct__cuda_tmp_contiguous(ct__cuda_tmp *tmp, ct_tensor *t);
+void ct__cuda_tmp_free(ct__cuda_tmp *tmp);
+int ct__cuda_is_contiguous(const ct_tensor *t);
+
+/* ---- launch geometry: a grid-stride loop over n items with 256 threads a block */
+#define CT_CUDA_THREADS 256
+static inline unsigned ct__cuda_blocks(const ct__cuda_ctx *ctx, int64_t n) {
+  int64_t b = (n + CT_CUDA_THREADS - 1) / CT_CUDA_THREADS;
+  int64_t cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 80) * 32;
+  if (b > cap) b = cap;
+  return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* ---- element types and conversions. bool is stored as one byte 0/1, read as C++ bool. */
+static __device__ __forceinline__ float ct_up(__half v) { return __half2float(v); }
+static __device__ __forceinline__ float ct_up(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+static __device__ __forceinline__ T ct_up(T v) { return v; }
+template <typename D>
+struct ct_down {
+  template <typename X>
+  static __device__ __forceinline__ D f(X x) { return static_cast<D>(x); }
+};
+template <>
+struct ct_down<__half> {
+  template <typename X>
+  static __device__ __forceinline__ __half f(X x) { return __float2half_rn((float)x); }
+};
+template <>
+struct ct_down<__nv_bfloat16> {
+  template <typename X>
+  static __device__ __forceinline__ __nv_bfloat16 f(X x) { return __float2bfloat16_rn((float)x); }
+};
+template <>
+struct ct_down<bool> {
+  template <typename X>
+  static __device__ __forceinline__ bool f(X x) { return x != X(0); }
+};
+/* (D) s with the CPU's conventions for half, bfloat16 and bool. */
+template <typename D, typename S>
+static __device__ __forceinline__ D ct_cast(S s) { return ct_down<D>::f(ct_up(s)); }
+
+/* Element i of the array at p of runtime dtype dt, converted to C (float or double). */
+template <typename C>
+static __device__ __forceinline__ C ct_ld(const void *p, int64_t i, int dt) {
+  switch (dt) {
+    case CT_F32: return ct_cast<C>(((const float *)p)[i]);
+    case CT_F64: return ct_cast<C>(((const double *)p)[i]);
+    case CT_F16: return ct_cast<C>(((const __half *)p)[i]);
+    case CT_BF16: return ct_cast<C>(((const __nv_bfloat16 *)p)[i]);
+    case CT_I32: return ct_cast<C>(((const int32_t *)p)[i]);
+    case CT_I64: return ct_cast<C>(((const int64_t *)p)[i]);
+    case CT_U8: return ct_cast<C>(((const uint8_t *)p)[i]);
+    default: return ct_cast<C>(((const bool *)p)[i]);
+  }
+}
+template <typename C>
+static __device__ __forceinline__ void ct_st(void *p, int64_t i, int dt, C v) {
+  switch (dt) {
+    case CT_F32: ((float *)p)[i] = ct_cast<float>(v); break;
+    case CT_F64: ((double *)p)[i] = ct_cast<double>(v); break;
+    case CT_F16: ((__half *)p)[i] = ct_cast<__half>(v); break;
+    case CT_BF16: ((__nv_bfloat16 *)p)[i] = ct_cast<__nv_bfloat16>(v); break;
+    case CT_I32: ((int32_t *)p)[i] = ct_cast<int32_t>(v); break;
+    case CT_I64: ((int64_t *)p)[i] = ct_cast<int64_t>(v); break;
+    case CT_U8: ((uint8_t *)p)[i] = ct_cast<uint8_t>(v); break;
+    default: ((bool *)p)[i] = ct_cast<bool>(v); break;
+  }
+}
+
+/* Host-side dispatch on a dtype: runs the statement with `scalar_t` typedef'd. */
+#define CT_CUDA_DISPATCH_ALL(dt, ...)                                   \
+  switch (dt) {                                                         \
+    case CT_F32: { typedef float scalar_t; __VA_ARGS__; break; }        \
+    case CT_F64: { typedef double scalar_t; __VA_ARGS__; break; }       \
+    case CT_F16: { typedef __half scalar_t; __VA_ARGS__; break; }       \
+    case CT_BF16: { typedef __nv_bfloat16 scalar_t; __VA_ARGS__; break; } \
+    case CT_I32: { typedef int32_t scalar_t; __VA_ARGS__; break; }      \
+    case CT_I64: { typedef int64_t scalar_t; __VA_ARGS__; break; }      \
+    case CT_U8: { typedef uint8_t scalar_t; __VA_ARGS__; break; }       \
+    default: { typedef bool scalar_t; __VA_ARGS__; break; }             \
+  }
+
+/* The arithmetic type for a storage dtype: double for float64 and the integers (exact for int32,
+ * and for int64 up to 2^53), float for float32, float16, bfloat16, uint8 and bool. */
+static inline int ct__cuda_wants_double(ct_dtype dt) { return dt == CT_F64 || dt == CT_I32 || dt == CT_I64; }
+
+/* ---- the strided iterator over an N-d index space shared by NOPS operands */
+struct ct__cuda_iter {
+  int ndim;                         /* after merging; 0 means a single element */
+  int64_t size[CT_MAX_DIMS];
+  int64_t stride[4][CT_MAX_DIMS];   /* per operand, in elements */
+};
+/* Build it from a shape and each operand's strides (nops <= 4, each with ndim entries), dropping
+ * size-1 dims and merging dims that are contiguous for every operand at once. */
+void ct__cuda_iter_init(ct__cuda_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides);
+/* 1 when every operand walks memory with stride 1 (the contiguous fast path applies). */
+int ct__cuda_iter_is_contiguous(const ct__cuda_iter *it, int nops);
+
+/* Element offsets of the linear (row-major) index i for the first NOPS operands. */
+template <int NOPS>
+static __device__ __forceinline__ void ct_iter_offsets(const ct__cuda_iter &it, int64_t i, int64_t *off) {
+#pragma unroll
+  for (int k = 0; k < NOPS; k++) off[k] = 0;
+  for (int d = it.ndim - 1; d >= 0; d--) {
+    int64_t s = it.size[d];
+    int64_t q = i / s;
+    int64_t r = i - q * s;
+    i = q;
+#pragma unroll
+    for (int k = 0; k < NOPS; k++) off[k] += r * it.stride[k][d];
+  }
+}
+
+/* ---- entry points, one family per file (shapes are documented in backend/backend.h) */
+/* device.cu */
+int ct__cuda_device_count(void);
+ct_status ct__cuda_device_props(int index, ct_device_props *out);
+/* context.cu */
+ct_status ct__cuda_synchronize(int index);
+/* copy.cu */
+ct_status ct__cuda_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking);
+ct_status ct__cuda_copy(ct_tensor *dst, ct_tensor *src);
+ct_status ct__cuda_fill(ct_tensor *dst, double value);
+/* elementwise.cu */
+ct_status ct__cuda_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x);
+ct_status ct__cuda_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y);
+ct_status ct__cuda_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
+ct_status ct__cuda_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b);
+ct_status ct__cuda_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
+/* reduce.cu */
+ct_status ct__cuda_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
+/* matmul.cu */
+ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
+/* conv.cu */
+ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
+                                   ct_tensor *w, const ct_conv2d_opts *o);
+/* pool.cu */
+ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
+ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax,
+                                   const ct_pool2d_opts *o);
+/* softmax.cu */
+ct_status ct__cuda_softmax(ct_tensor *y, ct_tensor *x, int log);
+ct_status ct__cuda_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
+/* random.cu */
+ct_status ct__cuda_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
+/* index.cu */
+ct_status ct__cuda_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__cuda_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+ct_status ct__cuda_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__cuda_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+
+#endif

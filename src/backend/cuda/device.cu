@@ -1,0 +1,55 @@
+/* src/backend/cuda/device.cu: enumerating CUDA devices and reading their properties.
+ *
+ * device_count never fails: any CUDA runtime error while probing (cudaErrorNoDevice, or
+ * cudaErrorInsufficientDriver = 35 on a machine without a driver) counts as zero GPUs, and the
+ * sticky error is cleared so later calls are not poisoned. device_props formats the PCI bus id and
+ * the UUID exactly as nvidia-smi prints them ("00000000:01:00.0", "GPU-1a2b3c4d-...-..."), so the
+ * CLI's `cuttle devices` can be read beside `nvidia-smi -L`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cuda/common.cuh"
+
+int ct__cuda_device_count(void) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear it: no GPU is not an error */
+    return 0;
+  }
+  return n < 0 ? 0 : n;
+}
+
+ct_status ct__cuda_device_props(int index, ct_device_props *out) {
+  int n = ct__cuda_device_count();
+  if (index < 0 || index >= n)
+    return ct__error(CT_EDEVICE, "cuda:%d does not exist: this machine has %d CUDA device%s", index, n, n == 1 ? "" : "s");
+  cudaDeviceProp p;
+  CT_CUDA_TRY(cudaGetDeviceProperties(&p, index));
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "%s", p.name);
+  out->total_memory = p.totalGlobalMem;
+  out->cores = p.multiProcessorCount;
+  out->compute_major = p.major;
+  out->compute_minor = p.minor;
+  out->utilization = -1; /* NVML's business (src/monitor) */
+  /* nvidia-smi: 8 hex digits of domain, then bus:device.function */
+  snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%08X:%02X:%02X.0", (unsigned)p.pciDomainID,
+           (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
+  const unsigned char *u = (const unsigned char *)p.uuid.bytes;
+  snprintf(out->uuid, sizeof out->uuid,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4],
+           u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  /* Free memory needs a context on the device; cudaMemGetInfo creates the primary one. */
+  int prev = -1;
+  (void)cudaGetDevice(&prev);
+  size_t free_b = 0, total_b = 0;
+  cudaError_t e = cudaSetDevice(index);
+  if (e == cudaSuccess) e = cudaMemGetInfo(&free_b, &total_b);
+  if (prev >= 0) (void)cudaSetDevice(prev);
+  if (e != cudaSuccess)
+    return ct__error(CT_EBACKEND, "cuda: cudaMemGetInfo failed on cuda:%d: %s", index, cudaGetErrorString(e));
+  out->free_memory = free_b;
+  if (total_b) out->total_memory = total_b;
+  return CT_OK;
+}

@@ -1,0 +1,171 @@
+/* src/backend/cuda/pool.cu: 2-D max and average pooling, NCHW, and their backward.
+ *
+ * Own kernels rather than cuDNN: the vtable's backward gets (gy, argmax) and not x and y, which is
+ * what cudnnPoolingBackward needs, and the argmax layout must match the CPU's.
+ *   x: (N, C, H, W) -> y: (N, C, Ho, Wo), Ho = (H + 2 pH - kH) / sH + 1 (floor), same for Wo.
+ *   argmax: int64 of y's shape (may be NULL in the forward): the flat index h * W + w of the
+ *   maximum within its (H, W) input plane, as torch's max_pool2d_with_indices. Max pooling pads
+ *   with -inf and propagates NaN (as torch); average pooling counts the padding (the divisor is
+ *   always kH * kW, count_include_pad=True).
+ * Backward: max scatters gy into gx at argmax with atomicAdd (windows may overlap); average gathers,
+ * for each input element, the gy of every window covering it (deterministic, no atomics).
+ * Compute in float for float32/float16/bfloat16, double for float64. */
+#include <math.h>
+
+#include "backend/cuda/common.cuh"
+
+typedef struct {
+  int64_t N, C, H, W, Ho, Wo;
+  int kh, kw, sh, sw, ph, pw;
+} pool_geom;
+
+/* ---- kernels */
+
+/* one thread per y element (n, c, oh, ow) */
+template <typename S, typename C, int KIND>
+__global__ void pool_fwd_kernel(S *__restrict__ y, int64_t *__restrict__ argmax, const S *__restrict__ x, pool_geom g) {
+  int64_t n = g.N * g.C * g.Ho * g.Wo;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t ow = i % g.Wo, oh = (i / g.Wo) % g.Ho, nc = i / (g.Wo * g.Ho);
+    const S *xp = x + nc * g.H * g.W;
+    int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    int64_t hs = h0 < 0 ? 0 : h0, ws = w0 < 0 ? 0 : w0;
+    int64_t he = h0 + g.kh < g.H ? h0 + g.kh : g.H, we = w0 + g.kw < g.W ? w0 + g.kw : g.W;
+    if (KIND == CT_POOL_MAX) {
+      C best = -INFINITY;
+      int64_t bi = hs * g.W + ws;
+      for (int64_t h = hs; h < he; h++)
+        for (int64_t w = ws; w < we; w++) {
+          C v = ct_cast<C>(xp[h * g.W + w]);
+          if (v > best || v != v) {
+            best = v;
+            bi = h * g.W + w;
+            if (v != v) h = he, w = we; /* NaN: stop at the first one */
+          }
+        }
+      y[i] = ct_cast<S>(best);
+      if (argmax) argmax[i] = bi;
+    } else {
+      C s = 0;
+      for (int64_t h = hs; h < he; h++)
+        for (int64_t w = ws; w < we; w++) s += ct_cast<C>(xp[h * g.W + w]);
+      y[i] = ct_cast<S>(s / (C)(g.kh * g.kw));
+    }
+  }
+}
+
+static __device__ __forceinline__ void atomic_add_s(float *p, float v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void atomic_add_s(double *p, double v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void atomic_add_s(__half *p, __half v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void atomic_add_s(__nv_bfloat16 *p, __nv_bfloat16 v) { atomicAdd(p, v); }
+
+/* one thread per gy element: gx (zeroed) [argmax] += gy */
+template <typename S>
+__global__ void maxpool_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy, const int64_t *__restrict__ argmax,
+                                   pool_geom g) {
+  int64_t n = g.N * g.C * g.Ho * g.Wo;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t nc = i / (g.Wo * g.Ho), k = argmax[i];
+    if (k >= 0 && k < g.H * g.W) atomic_add_s(&gx[nc * g.H * g.W + k], gy[i]);
+  }
+}
+
+/* one thread per gx element (n, c, h, w): the sum of gy / (kH kW) over the windows covering it */
+template <typename S, typename C>
+__global__ void avgpool_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy, pool_geom g) {
+  int64_t n = g.N * g.C * g.H * g.W;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t w = i % g.W, h = (i / g.W) % g.H, nc = i / (g.W * g.H);
+    int64_t hp = h + g.ph, wp = w + g.pw;
+    /* windows oh with oh*sh <= hp < oh*sh + kh */
+    int64_t oh0 = hp < g.kh ? 0 : (hp - g.kh) / g.sh + 1, oh1 = hp / g.sh;
+    int64_t ow0 = wp < g.kw ? 0 : (wp - g.kw) / g.sw + 1, ow1 = wp / g.sw;
+    if (oh1 >= g.Ho) oh1 = g.Ho - 1;
+    if (ow1 >= g.Wo) ow1 = g.Wo - 1;
+    const S *gp = gy + nc * g.Ho * g.Wo;
+    C s = 0;
+    for (int64_t oh = oh0; oh <= oh1; oh++)
+      for (int64_t ow = ow0; ow <= ow1; ow++) s += ct_cast<C>(gp[oh * g.Wo + ow]);
+    gx[i] = ct_cast<S>(s / (C)(g.kh * g.kw));
+  }
+}
+
+/* ---- launchers */
+
+#define DISPATCH_POOL(dt, ...)                                                    \
+  switch (dt) {                                                                   \
+    case CT_F32: { typedef float S; typedef float C; __VA_ARGS__; break; }        \
+    case CT_F64: { typedef double S; typedef double C; __VA_ARGS__; break; }      \
+    case CT_F16: { typedef __half S; typedef float C; __VA_ARGS__; break; }       \
+    case CT_BF16: { typedef __nv_bfloat16 S; typedef float C; __VA_ARGS__; break; } \
+    default: return ct__error(CT_EDTYPE, "cuda: pool2d wants a floating dtype, not %s", ct_dtype_name(dt)); \
+  }
+
+static ct_status make_geom(pool_geom *g, const ct_tensor *big, const ct_tensor *small, const ct_pool2d_opts *o) {
+  if (big->ndim != 4 || small->ndim != 4)
+    return ct__error(CT_ESHAPE, "cuda: pool2d wants (N, C, H, W) tensors, got %d and %d dims", big->ndim, small->ndim);
+  g->N = big->shape[0], g->C = big->shape[1], g->H = big->shape[2], g->W = big->shape[3];
+  g->Ho = small->shape[2], g->Wo = small->shape[3];
+  g->kh = o->kernel[0], g->kw = o->kernel[1];
+  g->sh = o->stride[0] ? o->stride[0] : o->kernel[0];
+  g->sw = o->stride[1] ? o->stride[1] : o->kernel[1];
+  g->ph = o->padding[0], g->pw = o->padding[1];
+  if (g->kh <= 0 || g->kw <= 0 || g->sh <= 0 || g->sw <= 0)
+    return ct__error(CT_EINVAL, "cuda: pool2d: kernel (%d, %d) and stride (%d, %d) must be positive", g->kh, g->kw, g->sh, g->sw);
+  return CT_OK;
+}
+
+/* x: (N, C, H, W) any strides; y: (N, C, Ho, Wo) contiguous; argmax: int64 (N, C, Ho, Wo) or NULL */
+ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o) {
+  ct__cuda_ctx *ctx = ct__cuda_ctx_of(y);
+  if (!ctx) return ct_last_status();
+  pool_geom g;
+  CT_TRY(make_geom(&g, x, y, o));
+  int64_t n = g.N * g.C * g.Ho * g.Wo;
+  if (n == 0) return CT_OK;
+  ct__cuda_tmp xc;
+  CT_TRY(ct__cuda_tmp_contiguous(&xc, x));
+  unsigned grid = ct__cuda_blocks(ctx, n);
+  int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) : NULL;
+  ct_status s = CT_OK;
+  if (kind == CT_POOL_MAX) {
+    DISPATCH_POOL(x->dtype, pool_fwd_kernel<S, C, CT_POOL_MAX><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                                (S *)ct__ptr(y), ap, (const S *)ct__ptr(&xc.t), g));
+  } else {
+    DISPATCH_POOL(x->dtype, pool_fwd_kernel<S, C, CT_POOL_AVG><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                                (S *)ct__ptr(y), NULL, (const S *)ct__ptr(&xc.t), g));
+  }
+  cudaError_t e = cudaGetLastError();
+  ct__cuda_tmp_free(&xc);
+  if (e != cudaSuccess) s = ct__error(CT_EBACKEND, "cuda: launch of pool_fwd_kernel failed: %s", cudaGetErrorString(e));
+  return s;
+}
+
+/* gx: (N, C, H, W) contiguous (overwritten); gy: (N, C, Ho, Wo) contiguous; argmax: int64 (N, C, Ho, Wo), max only */
+ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax,
+                                   const ct_pool2d_opts *o) {
+  ct__cuda_ctx *ctx = ct__cuda_ctx_of(gx);
+  if (!ctx) return ct_last_status();
+  pool_geom g;
+  CT_TRY(make_geom(&g, gx, gy, o));
+  if (!ct__cuda_is_contiguous(gx) || !ct__cuda_is_contiguous(gy))
+    return ct__error(CT_EINVAL, "cuda: pool2d_backward wants contiguous gx and gy");
+  if (gx->dtype != gy->dtype) return ct__error(CT_EDTYPE, "cuda: pool2d_backward wants gx and gy of one dtype");
+  if (kind == CT_POOL_MAX) {
+    if (!argmax) return ct__error(CT_EINVAL, "cuda: max_pool2d backward needs the argmax of the forward");
+    CT_TRY(ct__cuda_fill(gx, 0.0));
+    int64_t n = g.N * g.C * g.Ho * g.Wo;
+    if (n == 0) return CT_OK;
+    unsigned grid = ct__cuda_blocks(ctx, n);
+    DISPATCH_POOL(gx->dtype, maxpool_bwd_kernel<S><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                                 (S *)ct__ptr(gx), (const S *)ct__ptr(gy), (const int64_t *)ct__ptr(argmax), g));
+  } else {
+    int64_t n = g.N * g.C * g.H * g.W;
+    if (n == 0) return CT_OK;
+    unsigned grid = ct__cuda_blocks(ctx, n);
+    DISPATCH_POOL(gx->dtype, avgpool_bwd_kernel<S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                                 (S *)ct__ptr(gx), (const S *)ct__ptr(gy), g));
+  }
+  CT_CUDA_LAUNCHED("pool_backward_kernel");
+  return CT_OK;
+}

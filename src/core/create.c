@@ -1,0 +1,84 @@
+/* src/core/create.c: the constructors: empty, zeros, ones, full, scalar, arange, from_host, and the
+ * random ones (rand, randn, randint) over the Philox generator of rng.c. */
+#include <math.h>
+#include "backend/backend.h"
+
+ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
+  return ct__alloc(ndim, shape, dt, dev);
+}
+
+ct_tensor *ct_full(int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev) {
+  ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
+  if (t && t->storage->backend->fill(t, value) != CT_OK) {
+    ct_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return ct_full(ndim, shape, 0, dt, dev); }
+ct_tensor *ct_ones(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return ct_full(ndim, shape, 1, dt, dev); }
+ct_tensor *ct_scalar(double value, ct_dtype dt, ct_device dev) { return ct_full(0, NULL, value, dt, dev); }
+
+ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_device dev) {
+  if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
+    CT_FAIL_NULL(CT_EINVAL, "arange: need finite bounds and a nonzero step, got start %g end %g step %g", start, end, step);
+  double span = (end - start) / step;
+  int64_t n = span > 0 ? (int64_t)ceil(span) : 0;
+  ct_tensor *h = ct__alloc(1, &n, dt, CT_DEVICE_CPU);
+  if (!h) return NULL;
+  size_t es = ct_dtype_size(dt);
+  for (int64_t i = 0; i < n; i++) ct__store((char *)ct__ptr(h) + i * es, dt, start + (double)i * step);
+  if (dev.kind == CT_CPU) return h;
+  ct_tensor *d = ct_to(h, dev, 0);
+  ct_tensor_free(h);
+  return d;
+}
+
+ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
+  if (!data && ndim >= 0 && ndim <= CT_MAX_DIMS && ct__numel(ndim, shape) > 0)
+    CT_FAIL_NULL(CT_EINVAL, "ct_from_host: NULL data");
+  ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
+  if (!t) return NULL;
+  size_t nbytes = t->storage->nbytes;
+  ct_status s = nbytes ? t->storage->backend->memcpy(dev.index, t->storage->data, data, nbytes, 0, 0) : CT_OK;
+  if (s == CT_OK && dev.kind != CT_CPU) ct__ledger_copy(CT_DEVICE_CPU, dev, nbytes, false, true);
+  if (s != CT_OK) {
+    ct_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+static ct_tensor *random_tensor(const char *op, int ndim, const int64_t *shape, ct_dist dist, double p0, double p1,
+                                ct_dtype dt, ct_device dev, ct_generator *gen) {
+  int want_float = dist != CT_DIST_RANDINT;
+  if (want_float != ct_dtype_is_floating(dt) || dt == CT_BOOL)
+    CT_FAIL_NULL(CT_EDTYPE, "%s: dtype %s is not allowed (use a %s dtype)", op, ct_dtype_name(dt),
+                 want_float ? "floating" : "integer");
+  ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
+  if (!t) return NULL;
+  if (!gen) gen = ct_default_generator();
+  ct_status s = t->storage->backend->random(t, dist, p0, p1, gen->seed, gen->offset);
+  if (s != CT_OK) {
+    ct_tensor_free(t);
+    return NULL;
+  }
+  gen->offset += (uint64_t)(ct_tensor_numel(t) + 3) / 4;
+  return t;
+}
+
+ct_tensor *ct_rand(int ndim, const int64_t *shape, double lo, double hi, ct_dtype dt, ct_device dev, ct_generator *gen) {
+  return random_tensor("rand", ndim, shape, CT_DIST_UNIFORM, lo, hi, dt, dev, gen);
+}
+
+ct_tensor *ct_randn(int ndim, const int64_t *shape, double mean, double std, ct_dtype dt, ct_device dev, ct_generator *gen) {
+  return random_tensor("randn", ndim, shape, CT_DIST_NORMAL, mean, std, dt, dev, gen);
+}
+
+ct_tensor *ct_randint(int ndim, const int64_t *shape, int64_t lo, int64_t hi, ct_dtype dt, ct_device dev,
+                      ct_generator *gen) {
+  if (hi <= lo || hi - lo > 4294967296LL)
+    CT_FAIL_NULL(CT_EINVAL, "randint: need lo < hi and hi - lo <= 2^32, got [%lld, %lld)", (long long)lo, (long long)hi);
+  return random_tensor("randint", ndim, shape, CT_DIST_RANDINT, (double)lo, (double)hi, dt, dev, gen);
+}

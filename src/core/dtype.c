@@ -1,0 +1,153 @@
+/* src/core/dtype.c: dtype names, sizes, promotion, half-precision conversions, and the generic
+ * element load/store the reference kernels use. */
+#include <math.h>
+#include <string.h>
+#include "core/internal.h"
+
+const char *ct_dtype_name(ct_dtype dt) {
+  switch (dt) {
+#define CT__DT_NAME(e, name, size, fl) \
+  case e:                              \
+    return name;
+    CT_DTYPE_TABLE(CT__DT_NAME)
+#undef CT__DT_NAME
+    default:
+      return "?";
+  }
+}
+
+size_t ct_dtype_size(ct_dtype dt) {
+  switch (dt) {
+#define CT__DT_SIZE(e, name, size, fl) \
+  case e:                              \
+    return size;
+    CT_DTYPE_TABLE(CT__DT_SIZE)
+#undef CT__DT_SIZE
+    default:
+      return 0;
+  }
+}
+
+int ct_dtype_is_floating(ct_dtype dt) { return dt == CT_F32 || dt == CT_F64 || dt == CT_F16 || dt == CT_BF16; }
+
+ct_status ct_dtype_parse(const char *s, ct_dtype *out) {
+  static const struct {
+    const char *name;
+    ct_dtype dt;
+  } aliases[] = {{"f32", CT_F32}, {"f64", CT_F64}, {"f16", CT_F16},   {"bf16", CT_BF16}, {"i32", CT_I32},
+                 {"i64", CT_I64}, {"u8", CT_U8},   {"half", CT_F16}, {"float", CT_F32}, {"double", CT_F64}};
+  if (!s || !out) return ct__error(CT_EINVAL, "ct_dtype_parse: NULL argument");
+  for (int d = 0; d < CT_DTYPE_COUNT; d++)
+    if (strcmp(s, ct_dtype_name((ct_dtype)d)) == 0) return *out = (ct_dtype)d, CT_OK;
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcmp(s, aliases[i].name) == 0) return *out = aliases[i].dt, CT_OK;
+  return ct__error(CT_EINVAL, "unknown dtype \"%s\": use float32, float64, float16, bfloat16, int32, int64, uint8 or bool",
+                   s);
+}
+
+/* Rank in PyTorch's lattice for tensors of one category: bool < u8 < i32 < i64 < f16,bf16 < f32 < f64. */
+static int rank(ct_dtype dt) {
+  switch (dt) {
+    case CT_BOOL: return 0;
+    case CT_U8: return 1;
+    case CT_I32: return 2;
+    case CT_I64: return 3;
+    case CT_F16: case CT_BF16: return 4;
+    case CT_F32: return 5;
+    case CT_F64: return 6;
+    default: return -1;
+  }
+}
+
+ct_dtype ct_promote_types(ct_dtype a, ct_dtype b) {
+  if (a == b) return a;
+  if ((a == CT_F16 && b == CT_BF16) || (a == CT_BF16 && b == CT_F16)) return CT_F32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+/* ---- IEEE binary16 and bfloat16, round to nearest even */
+static inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t ct_f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+float ct_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t ct_f32_to_f16(float f) {
+  uint32_t u = f32_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t absu = u & 0x7fffffffu;
+  if (absu >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u : 0)); /* inf/nan */
+  if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: overflow to inf */
+  if (absu < 0x38800000u) { /* subnormal half or zero: scale by 2^24 and round */
+    float a = bits_f32(absu) * 16777216.0f;
+    return (uint16_t)(sign | (uint32_t)lrintf(a));
+  }
+  uint32_t mant = absu & 0x7fffffu;
+  uint32_t exp = (absu >> 23) - 127 + 15;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+  return (uint16_t)(sign | h);
+}
+
+float ct_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {
+    float v = (float)mant / 16777216.0f; /* mant * 2^-24 */
+    return sign ? -v : v;
+  }
+  if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
+  return bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+double ct__load(const void *p, ct_dtype dt) {
+  switch (dt) {
+    case CT_F32: return *(const float *)p;
+    case CT_F64: return *(const double *)p;
+    case CT_F16: return ct_f16_to_f32(*(const uint16_t *)p);
+    case CT_BF16: return ct_bf16_to_f32(*(const uint16_t *)p);
+    case CT_I32: return *(const int32_t *)p;
+    case CT_I64: return (double)*(const int64_t *)p;
+    case CT_U8: return *(const uint8_t *)p;
+    case CT_BOOL: return *(const uint8_t *)p != 0;
+    default: return NAN;
+  }
+}
+
+/* Float to integer conversions truncate toward zero as C (and PyTorch) do; out-of-range values are
+ * clamped rather than left undefined. */
+static int64_t to_i64(double v, double lo, double hi) {
+  if (isnan(v)) return 0;
+  if (v < lo) v = lo;
+  if (v > hi) v = hi;
+  return (int64_t)v;
+}
+
+void ct__store(void *p, ct_dtype dt, double v) {
+  switch (dt) {
+    case CT_F32: *(float *)p = (float)v; break;
+    case CT_F64: *(double *)p = v; break;
+    case CT_F16: *(uint16_t *)p = ct_f32_to_f16((float)v); break;
+    case CT_BF16: *(uint16_t *)p = ct_f32_to_bf16((float)v); break;
+    case CT_I32: *(int32_t *)p = (int32_t)to_i64(v, -2147483648.0, 2147483647.0); break;
+    case CT_I64: *(int64_t *)p = to_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case CT_U8: *(uint8_t *)p = (uint8_t)(to_i64(v, -1e18, 1e18) & 0xff); break;
+    case CT_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+  }
+}

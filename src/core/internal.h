@@ -1,0 +1,109 @@
+/* src/core/internal.h: the tensor and storage structs and the helpers every layer of the core
+ * shares. Not installed; only src/ includes it. */
+#ifndef CUTTLE_INTERNAL_H
+#define CUTTLE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include "cuttle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ct_backend;
+struct ct_node;
+
+/* A block of memory on one device, shared by every view of it. */
+typedef struct ct_storage {
+  int refs; /* atomic via __atomic builtins (this header is also read by nvcc as C++) */
+  void *data;
+  size_t nbytes;
+  ct_device device;
+  const struct ct_backend *backend;
+  void (*release)(struct ct_storage *s); /* NULL: backend->free; else custom (borrowed buffers) */
+  void *release_ctx;
+} ct_storage;
+
+struct ct_tensor {
+  int refs; /* atomic via __atomic builtins */
+  int ndim;
+  int64_t shape[CT_MAX_DIMS];
+  int64_t stride[CT_MAX_DIMS]; /* in elements */
+  int64_t offset;              /* in elements, into storage */
+  ct_dtype dtype;
+  ct_device device;
+  ct_storage *storage;
+  /* autograd */
+  bool requires_grad;
+  struct ct_node *grad_fn; /* owned; NULL for a leaf */
+  ct_tensor *grad;         /* owned; accumulated gradient of a leaf */
+  ct_tensor *bw_grad;      /* owned; gradient being accumulated during one backward pass */
+  int bw_pending;          /* consumers not yet processed during one backward pass */
+  int bw_mark;             /* visited during one backward pass */
+  int scope_refs;          /* references held by scopes on this thread */
+};
+
+/* ---- errors: set the thread-local message; return the status (or NULL from the macros). */
+ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CT_FAIL_NULL(status, ...)   \
+  do {                              \
+    ct__error(status, __VA_ARGS__); \
+    return NULL;                    \
+  } while (0)
+/* Internal invariant: a bug in cuttle, not a user error. */
+#define CT_ASSERT(cond)                                                                      \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      fprintf(stderr, "cuttle: internal error: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
+      abort();                                                                               \
+    }                                                                                        \
+  } while (0)
+
+/* ---- tensors */
+/* A new contiguous tensor (uninitialized), registered in the open scope. */
+ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
+/* A new view header on t's storage (one more storage reference), registered in the open scope. */
+ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
+/* Contiguous strides for a shape. */
+void ct__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t ct__numel(int ndim, const int64_t *shape);
+/* Address of element 0 of t (storage data + offset * itemsize). */
+static inline void *ct__ptr(const ct_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)ct_dtype_size(t->dtype);
+}
+/* Normalize a possibly negative dim; -1 when out of range. */
+int ct__dim(int dim, int ndim);
+/* Record one more reference to t in the innermost open scope (no-op without a scope). */
+void ct__scope_track(ct_tensor *t);
+/* Drop t's destruction reference (the last ct_tensor_free without the scope bookkeeping). */
+void ct__tensor_decref(ct_tensor *t);
+/* Move one scope reference of t out to the caller (never to a parent scope). */
+void ct__untrack(ct_tensor *t);
+/* Shape as "(2, 3)" into buf. */
+char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
+/* Check that all n tensors live on one device. op names the op; argument names come from names.
+ * Returns CT_OK or CT_EDEVICE with the message the design asks for. */
+ct_status ct__same_device(const char *op, int n, ct_tensor *const *ts, const char *const *names);
+
+/* The NumPy broadcast of two shapes into (nd, out); 0 with CT_ESHAPE naming them when impossible. */
+int ct__broadcast_shape(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nd, int64_t *out);
+/* torch.result_type of two tensors (0-dim tensors weigh less). */
+ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b);
+
+/* ---- the ledger */
+void ct__ledger_copy(ct_device src, ct_device dst, size_t nbytes, bool pinned, bool synchronous);
+void ct__ledger_sync(void);
+
+/* ---- element conversions used by generic (reference) kernels */
+double ct__load(const void *p, ct_dtype dt);
+void ct__store(void *p, ct_dtype dt, double v);
+
+/* ---- Philox4x32-10: four 32-bit outputs of counter (ctr_lo, ctr_hi) under key seed. */
+void ct__philox(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi, uint32_t out[4]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,173 @@
+/* src/core/tensor.c: tensor headers, reference-counted storage and the accessors.
+ * Storage is shared by every view; a tensor header is itself reference counted so that ct_to can
+ * hand back the same tensor with one more reference. */
+#include <stdio.h>
+#include <string.h>
+#include "backend/backend.h"
+
+static inline void incref(int *r) { __atomic_add_fetch(r, 1, __ATOMIC_RELAXED); }
+static inline int decref(int *r) { return __atomic_sub_fetch(r, 1, __ATOMIC_ACQ_REL); }
+
+int64_t ct__numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+void ct__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    stride[i] = s;
+    s *= shape[i] > 0 ? shape[i] : 1;
+  }
+}
+
+int ct__dim(int dim, int ndim) {
+  int d = dim < 0 ? dim + ndim : dim;
+  return d >= 0 && d < (ndim > 0 ? ndim : 1) ? d : -1;
+}
+
+char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "(");
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, ndim == 1 ? ",)" : ")");
+  return buf;
+}
+
+char *ct_shape_str(const ct_tensor *t, char *buf, size_t n) { return ct__shape_str(t->ndim, t->shape, buf, n); }
+
+static void storage_release(ct_storage *s) {
+  if (!s || decref(&s->refs) > 0) return;
+  if (s->release) s->release(s);
+  else if (s->data) s->backend->free(s->device.index, s->data, s->nbytes);
+  free(s);
+}
+
+void ct__scope_track(ct_tensor *t); /* scope.c */
+
+static ct_tensor *header_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, ct_storage *s) {
+  ct_tensor *t = calloc(1, sizeof *t);
+  if (!t) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a tensor header");
+  t->refs = 1;
+  t->ndim = ndim;
+  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+  t->dtype = dt;
+  t->device = dev;
+  t->storage = s;
+  ct__scope_track(t);
+  return t;
+}
+
+ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
+  char name[32], shp[160];
+  if (ndim < 0 || ndim > CT_MAX_DIMS) CT_FAIL_NULL(CT_EINVAL, "tensors have at most %d dims, got %d", CT_MAX_DIMS, ndim);
+  if ((unsigned)dt >= CT_DTYPE_COUNT) CT_FAIL_NULL(CT_EDTYPE, "invalid dtype %d", (int)dt);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0)
+      CT_FAIL_NULL(CT_EINVAL, "negative size in shape %s", ct__shape_str(ndim, shape, shp, sizeof shp));
+  const ct_backend *be = ct__backend(dev.kind);
+  if (!be || !ct_device_available(dev))
+    CT_FAIL_NULL(CT_EDEVICE, "device %s is not available on this machine (%d cuda device(s)); use ct_try_gpu() or \"cpu\"",
+                 ct_device_str(dev, name, sizeof name), ct_device_count(CT_CUDA));
+  int64_t numel = ct__numel(ndim, shape);
+  size_t nbytes = (size_t)numel * ct_dtype_size(dt);
+  ct_storage *s = calloc(1, sizeof *s);
+  if (!s) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a storage header");
+  s->refs = 1;
+  s->device = dev;
+  s->backend = be;
+  s->nbytes = nbytes;
+  s->data = be->alloc(dev.index, nbytes ? nbytes : 1);
+  if (!s->data) {
+    free(s);
+    return NULL; /* the backend set CT_ENOMEM with the figures */
+  }
+  ct_tensor *t = header_new(ndim, shape, dt, dev, s);
+  if (!t) {
+    storage_release(s);
+    return NULL;
+  }
+  ct__contiguous_strides(ndim, shape, t->stride);
+  return t;
+}
+
+ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset) {
+  incref(&t->storage->refs);
+  ct_tensor *v = header_new(ndim, shape, t->dtype, t->device, t->storage);
+  if (!v) {
+    storage_release(t->storage);
+    return NULL;
+  }
+  if (ndim) memcpy(v->stride, stride, (size_t)ndim * sizeof(int64_t));
+  v->offset = offset;
+  return v;
+}
+
+void ct__node_free(struct ct_node *n); /* autograd/node.c */
+
+ct_tensor *ct_tensor_retain(ct_tensor *t) {
+  if (t) incref(&t->refs);
+  return t;
+}
+
+void ct__scope_release_one(ct_tensor *t); /* scope.c */
+
+/* Destroy when the last reference goes. Called by ct_tensor_free and by scopes. */
+void ct__tensor_decref(ct_tensor *t) {
+  if (decref(&t->refs) > 0) return;
+  if (t->grad_fn) ct__node_free(t->grad_fn);
+  if (t->grad) ct__tensor_decref(t->grad);
+  if (t->bw_grad) ct__tensor_decref(t->bw_grad);
+  storage_release(t->storage);
+  free(t);
+}
+
+void ct_tensor_free(ct_tensor *t) {
+  if (!t) return;
+  if (t->scope_refs > 0) ct__scope_release_one(t); /* the scope no longer holds this reference */
+  ct__tensor_decref(t);
+}
+
+int ct_tensor_ndim(const ct_tensor *t) { return t->ndim; }
+const int64_t *ct_tensor_shape(const ct_tensor *t) { return t->shape; }
+const int64_t *ct_tensor_strides(const ct_tensor *t) { return t->stride; }
+int64_t ct_tensor_size(const ct_tensor *t, int dim) {
+  int d = ct__dim(dim, t->ndim);
+  return d < 0 || t->ndim == 0 ? -1 : t->shape[d];
+}
+int64_t ct_tensor_numel(const ct_tensor *t) { return ct__numel(t->ndim, t->shape); }
+ct_dtype ct_tensor_dtype(const ct_tensor *t) { return t->dtype; }
+ct_device ct_tensor_device(const ct_tensor *t) { return t->device; }
+void *ct_tensor_data(ct_tensor *t) { return t->device.kind == CT_CPU ? ct__ptr(t) : NULL; }
+
+int ct_tensor_is_contiguous(const ct_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->stride[i] != s) return 0;
+    s *= t->shape[i];
+  }
+  return 1;
+}
+
+ct_status ct__same_device(const char *op, int n, ct_tensor *const *ts, const char *const *names) {
+  int first = -1;
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) continue;
+    if (first < 0) {
+      first = i;
+      continue;
+    }
+    if (!ct_device_eq(ts[i]->device, ts[first]->device)) {
+      char msg[1024], dev[32];
+      size_t k = (size_t)snprintf(msg, sizeof msg, "%s: arguments live on different devices (", op);
+      for (int j = 0; j < n; j++)
+        if (ts[j] && k < sizeof msg)
+          k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s on %s", j ? ", " : "", names[j],
+                                ct_device_str(ts[j]->device, dev, sizeof dev));
+      return ct__error(CT_EDEVICE, "%s); cuttle never copies implicitly: move them to one device first, e.g. %s = ct_to(%s, %s, 0)",
+                       msg, names[i], names[i], ts[first]->device.kind == CT_CPU ? "CT_DEVICE_CPU" : "CT_DEVICE_CUDA(i)");
+    }
+  }
+  return CT_OK;
+}

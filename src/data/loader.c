@@ -1,0 +1,269 @@
+/* src/data/loader.c: batches from a dataset, prepared ahead by worker threads.
+ *
+ * An epoch is a permutation of the N sample indices (from seed + epoch, or the identity without
+ * shuffle) cut into batches 0..nbatches-1. Batch b is gathered and normalized into slot b % cap of
+ * a ring of cap = num_workers * prefetch_factor preallocated host buffers. Workers claim batches in
+ * order, never more than cap ahead of the consumer, so the queue is bounded; the consumer takes
+ * them in order, so the delivered batches are the same bits for any number of workers. With
+ * num_workers 0 the calling thread gathers each batch into the single slot itself.
+ *
+ * Tensors are only created on the consumer thread (ct_from_host copies the slot), since scopes and
+ * the last error are thread-local; workers touch nothing but the dataset, the permutation and
+ * their slot. One mutex guards the counters; two condition variables signal "work available"
+ * (to workers) and "a slot is ready / a worker went idle" (to the consumer).
+ *
+ * Epoch reset and shutdown: the consumer clears `active` (workers stop claiming) and waits until
+ * no worker is busy before the permutation or the slots change; ct_loader_free sets `stop`, wakes
+ * everyone and joins. A worker finishes the batch in hand and then exits, so freeing mid-epoch
+ * never deadlocks and leaks nothing. */
+#include <pthread.h>
+#include <string.h>
+#include "data/data_internal.h"
+
+#define MAX_WORKERS 64
+
+typedef struct {
+  float *x;      /* (B, C, H, W) */
+  int64_t *y;    /* (B) */
+  int64_t count; /* samples in the batch held */
+  int64_t batch; /* index of the batch held, -1 when empty */
+} slot;
+
+struct ct_loader {
+  const ct_dataset *ds;
+  int64_t B, nbatches;
+  int shuffle, drop_last, nw, cap;
+  uint64_t seed;
+  ct_device device;
+  int64_t *perm; /* (N) sample order of the current epoch */
+  slot *slots;   /* cap entries */
+
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, ready_cv;
+  pthread_t *threads;
+  int nthreads;
+  /* guarded by mu */
+  int64_t epoch;
+  int active;                  /* the epoch's permutation is built and batches may be claimed */
+  int64_t next_claim, consumed; /* batches claimed by workers / handed to the caller */
+  int busy;                    /* workers gathering a batch right now */
+  int stop;
+};
+
+static int64_t batch_count(const ct_loader *l, int64_t b) {
+  int64_t start = b * l->B, n = ct_dataset_len(l->ds);
+  return n - start < l->B ? n - start : l->B;
+}
+
+static void fill(ct_loader *l, slot *s, int64_t b) {
+  s->count = batch_count(l, b);
+  ct__dataset_gather(l->ds, l->perm + b * l->B, s->count, s->x, s->y);
+}
+
+static int can_claim(const ct_loader *l) {
+  return l->active && l->next_claim < l->nbatches && l->next_claim < l->consumed + l->cap;
+}
+
+static void *worker(void *arg) {
+  ct_loader *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->stop && !can_claim(l)) pthread_cond_wait(&l->work_cv, &l->mu);
+    if (l->stop) break;
+    int64_t b = l->next_claim++;
+    slot *s = &l->slots[b % l->cap];
+    l->busy++;
+    pthread_mutex_unlock(&l->mu);
+    fill(l, s, b);
+    pthread_mutex_lock(&l->mu);
+    s->batch = b;
+    l->busy--;
+    pthread_cond_broadcast(&l->ready_cv);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+/* Stop claiming and wait until no worker is inside fill(). Called with mu held. */
+static void quiesce(ct_loader *l) {
+  l->active = 0;
+  while (l->busy > 0) pthread_cond_wait(&l->ready_cv, &l->mu);
+}
+
+static void release(ct_loader *l) {
+  if (l->slots)
+    for (int i = 0; i < l->cap; i++) free(l->slots[i].x), free(l->slots[i].y);
+  free(l->slots);
+  free(l->perm);
+  free(l->threads);
+  free(l);
+}
+
+ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
+  ct_loader_opts o = {0};
+  if (opts) o = *opts;
+  if (!ds) CT_FAIL_NULL(CT_EINVAL, "ct_loader_new: ds is NULL");
+  if (o.batch_size < 0 || o.num_workers < 0 || o.num_workers > MAX_WORKERS || o.prefetch_factor < 0)
+    CT_FAIL_NULL(CT_EINVAL,
+                 "ct_loader_new: need batch_size >= 0 (0 means 1), num_workers in [0, %d], prefetch_factor >= 0 "
+                 "(0 means 2); got batch_size=%lld, num_workers=%d, prefetch_factor=%d",
+                 MAX_WORKERS, (long long)o.batch_size, o.num_workers, o.prefetch_factor);
+  if (!ct_device_available(o.device)) {
+    char name[32];
+    CT_FAIL_NULL(CT_EDEVICE, "ct_loader_new: device %s is not available (%d device(s) of its kind); pass a device from ct_try_gpu or leave it zero for the CPU",
+                 ct_device_str(o.device, name, sizeof name), ct_device_count(o.device.kind));
+  }
+  ct_loader *l = calloc(1, sizeof *l);
+  if (!l) CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory");
+  int64_t n = ct_dataset_len(ds);
+  l->ds = ds;
+  l->B = o.batch_size ? o.batch_size : 1;
+  l->nbatches = o.drop_last ? n / l->B : (n + l->B - 1) / l->B;
+  l->shuffle = o.shuffle != 0, l->drop_last = o.drop_last != 0, l->seed = o.seed, l->device = o.device;
+  l->nw = o.num_workers;
+  l->cap = l->nw ? l->nw * (o.prefetch_factor ? o.prefetch_factor : 2) : 1;
+  if (l->nbatches > 0 && l->cap > l->nbatches) l->cap = (int)l->nbatches; /* no use buffering more than an epoch */
+  int64_t bsz = l->B < n ? l->B : (n > 0 ? n : 1); /* a batch never holds more than N samples */
+  size_t d = (size_t)ds->sample_numel;
+  l->perm = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+  l->slots = calloc((size_t)l->cap, sizeof(slot));
+  int ok = l->perm && l->slots;
+  for (int i = 0; ok && i < l->cap; i++) {
+    l->slots[i].batch = -1;
+    l->slots[i].x = malloc((size_t)bsz * d * sizeof(float));
+    l->slots[i].y = malloc((size_t)bsz * sizeof(int64_t));
+    ok = l->slots[i].x && l->slots[i].y;
+  }
+  if (l->nw) {
+    l->threads = calloc((size_t)l->nw, sizeof(pthread_t));
+    ok = ok && l->threads;
+  }
+  if (!ok) {
+    release(l);
+    CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory for %d batch buffers of %lld samples of %zu floats", l->cap,
+                 (long long)bsz, d);
+  }
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->work_cv, NULL);
+  pthread_cond_init(&l->ready_cv, NULL);
+  for (int i = 0; i < l->nw; i++) {
+    int rc = pthread_create(&l->threads[i], NULL, worker, l);
+    if (rc != 0) {
+      ct_loader_free(l);
+      CT_FAIL_NULL(CT_EBACKEND, "ct_loader_new: could not start worker thread %d of %d: %s", i, o.num_workers, strerror(rc));
+    }
+    l->nthreads++;
+  }
+  return l;
+}
+
+void ct_loader_free(ct_loader *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  l->active = 0;
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+  for (int i = 0; i < l->nthreads; i++) pthread_join(l->threads[i], NULL);
+  pthread_cond_destroy(&l->work_cv);
+  pthread_cond_destroy(&l->ready_cv);
+  pthread_mutex_destroy(&l->mu);
+  release(l);
+}
+
+int64_t ct_loader_len(const ct_loader *l) { return l ? l->nbatches : 0; }
+
+int64_t ct_loader_epoch(const ct_loader *l) {
+  if (!l) return 0;
+  pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+  int64_t e = l->epoch;
+  pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+  return e;
+}
+
+ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch) {
+  if (!l || epoch < 0)
+    return ct__error(CT_EINVAL, "ct_loader_set_epoch: %s", l ? "epoch must be >= 0" : "loader is NULL");
+  pthread_mutex_lock(&l->mu);
+  quiesce(l);
+  l->epoch = epoch;
+  pthread_mutex_unlock(&l->mu);
+  return CT_OK;
+}
+
+/* Build the epoch's order and let the workers go. No worker is busy (active was 0). */
+static void start_epoch(ct_loader *l) {
+  int64_t n = ct_dataset_len(l->ds);
+  if (l->shuffle) {
+    ct__permutation(l->perm, n, l->seed + (uint64_t)l->epoch);
+  } else {
+    for (int64_t i = 0; i < n; i++) l->perm[i] = i;
+  }
+  pthread_mutex_lock(&l->mu);
+  for (int i = 0; i < l->cap; i++) l->slots[i].batch = -1;
+  l->next_claim = l->consumed = 0;
+  l->active = 1;
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* Wrap slot s as CPU tensors (copies), then move them to the loader's device. */
+static int wrap(ct_loader *l, const slot *s, ct_tensor **x, ct_tensor **y) {
+  const ct_dataset *ds = l->ds;
+  int64_t xs[4] = {s->count, ds->c, ds->h, ds->w}, ys[1] = {s->count};
+  ct_tensor *hx = ct_from_host(s->x, 4, xs, CT_F32, CT_DEVICE_CPU);
+  ct_tensor *hy = hx ? ct_from_host(s->y, 1, ys, CT_I64, CT_DEVICE_CPU) : NULL;
+  if (!hx || !hy) {
+    ct_status st = ct_last_status();
+    ct_tensor_free(hx);
+    return st < 0 ? st : CT_ENOMEM;
+  }
+  if (l->device.kind == CT_CPU) {
+    *x = hx, *y = hy;
+    return 1;
+  }
+  ct_tensor *dx = ct_to(hx, l->device, 0);
+  ct_tensor *dy = dx ? ct_to(hy, l->device, 0) : NULL;
+  ct_tensor_free(hx);
+  ct_tensor_free(hy);
+  if (!dx || !dy) {
+    ct_status st = ct_last_status();
+    ct_tensor_free(dx);
+    return st < 0 ? st : CT_EDEVICE;
+  }
+  *x = dx, *y = dy;
+  return 1;
+}
+
+int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y) {
+  if (x) *x = NULL;
+  if (y) *y = NULL;
+  if (!l || !x || !y)
+    return ct__error(CT_EINVAL, "ct_loader_next: %s is NULL", !l ? "loader" : !x ? "x" : "y");
+  if (!l->active) start_epoch(l);
+  pthread_mutex_lock(&l->mu);
+  if (l->consumed == l->nbatches) {
+    l->active = 0; /* every batch was delivered, so no worker is busy */
+    l->epoch++;
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+  }
+  int64_t b = l->consumed;
+  slot *s = &l->slots[b % l->cap];
+  if (l->nw == 0) {
+    pthread_mutex_unlock(&l->mu);
+    fill(l, s, b);
+    s->batch = b;
+  } else {
+    while (s->batch != b) pthread_cond_wait(&l->ready_cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+  }
+  int rc = wrap(l, s, x, y);
+  if (rc < 0) return rc; /* the batch stays in its slot; the next call retries it */
+  pthread_mutex_lock(&l->mu);
+  s->batch = -1;
+  l->consumed++;
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+  return 1;
+}

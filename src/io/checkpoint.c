@@ -1,0 +1,270 @@
+/* src/io/checkpoint.c: model and training checkpoints as one safetensors file (see io.h).
+ *
+ * The model's state_dict goes under its PyTorch names, so safetensors.torch.load_file reads it into a
+ * PyTorch model; the optimizer's state goes under "optimizer.state.<param>.<slot>", and everything
+ * else a resumed run needs (epoch, generator, lr, step count) into "__metadata__" strings.
+ * Loading validates everything before it changes anything. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "cuttle/io.h"
+
+#define OPT_PREFIX "optimizer."
+
+static const char *const reserved_keys[] = {"format", "epoch", "rng_seed", "rng_offset",
+                                            "optimizer", "optimizer.lr", "optimizer.steps"};
+
+/* The optimizer kind as far as its state shows it (optim.h has no kind accessor). */
+static const char *optim_kind_name(const ct_named_tensor *st, int ns) {
+  for (int i = 0; i < ns; i++)
+    if (strstr(st[i].name, ".exp_avg")) return "adam";
+  return "sgd";
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The named tensors of m (with buffers) and, when opt, of opt's state, in one malloc'd array.
+ * *nm: count of model entries; *no: count of optimizer entries. Optimizer names get the prefix. */
+static ct_named_tensor *collect(ct_module *m, ct_optimizer *opt, int *nm, int *no) {
+  int a = ct_module_named_tensors(m, 1, NULL, 0);
+  int b = opt ? ct_optimizer_named_state(opt, NULL, 0) : 0;
+  if (a < 0 || b < 0) CT_FAIL_NULL(CT_EINVAL, "checkpoint: cannot list the module's or the optimizer's tensors");
+  ct_named_tensor *all = calloc((size_t)(a + b) + 1, sizeof *all);
+  if (!all) CT_FAIL_NULL(CT_ENOMEM, "checkpoint: out of memory");
+  a = ct_module_named_tensors(m, 1, all, a);
+  if (opt) b = ct_optimizer_named_state(opt, all + a, b);
+  for (int i = a; i < a + b; i++) {
+    char name[sizeof all[i].name];
+    int w = snprintf(name, sizeof name, OPT_PREFIX "%s", all[i].name);
+    if (w < 0 || (size_t)w >= sizeof name) {
+      ct__error(CT_EINVAL, "checkpoint: optimizer state name \"%s\" is too long", all[i].name);
+      free(all);
+      return NULL;
+    }
+    memcpy(all[i].name, name, sizeof name);
+  }
+  *nm = a, *no = b;
+  return all;
+}
+
+ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, const ct_checkpoint_meta *meta) {
+  if (!path || !m) return ct__error(CT_EINVAL, "ct_checkpoint_save: NULL %s", !path ? "path" : "module");
+  int n_extra = meta ? meta->n_extra : 0;
+  if (n_extra < 0 || (n_extra > 0 && !meta->extra))
+    return ct__error(CT_EINVAL, "ct_checkpoint_save(%s): meta has n_extra %d and extra %p", path, n_extra,
+                     meta ? (const void *)meta->extra : NULL);
+  for (int i = 0; i < n_extra; i++) {
+    const char *k = meta->extra[i].key;
+    if (!k) return ct__error(CT_EINVAL, "ct_checkpoint_save(%s): extra metadata %d has a NULL key", path, i);
+    for (size_t r = 0; r < sizeof reserved_keys / sizeof *reserved_keys; r++)
+      if (strcmp(k, reserved_keys[r]) == 0)
+        return ct__error(CT_EINVAL, "ct_checkpoint_save(%s): extra metadata key \"%s\" is reserved for the checkpoint",
+                         path, k);
+  }
+  int nm = 0, no = 0;
+  ct_named_tensor *all = collect(m, opt, &nm, &no);
+  if (!all) return ct_last_status();
+  int n = nm + no;
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  ct_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+  ct_metadata_kv *kv = calloc((size_t)n_extra + 8, sizeof *kv);
+  ct_status s;
+  if (!names || !ts || !kv) {
+    s = ct__error(CT_ENOMEM, "ct_checkpoint_save(%s): out of memory", path);
+    goto out;
+  }
+  for (int i = 0; i < n; i++) names[i] = all[i].name, ts[i] = all[i].tensor;
+  char epoch[32], seed[32], offset[32], lr[40], steps[32];
+  int nkv = 0;
+  kv[nkv++] = (ct_metadata_kv){"format", CT_CHECKPOINT_FORMAT};
+  if (meta) {
+    snprintf(epoch, sizeof epoch, "%" PRId64, meta->epoch);
+    snprintf(seed, sizeof seed, "%" PRIu64, meta->rng.seed);
+    snprintf(offset, sizeof offset, "%" PRIu64, meta->rng.offset);
+    kv[nkv++] = (ct_metadata_kv){"epoch", epoch};
+    kv[nkv++] = (ct_metadata_kv){"rng_seed", seed};
+    kv[nkv++] = (ct_metadata_kv){"rng_offset", offset};
+  }
+  if (opt) {
+    snprintf(lr, sizeof lr, "%.17g", ct_optimizer_lr(opt));
+    snprintf(steps, sizeof steps, "%" PRId64, ct_optimizer_steps(opt));
+    kv[nkv++] = (ct_metadata_kv){"optimizer", optim_kind_name(all + nm, no)};
+    kv[nkv++] = (ct_metadata_kv){"optimizer.lr", lr};
+    kv[nkv++] = (ct_metadata_kv){"optimizer.steps", steps};
+  }
+  for (int i = 0; i < n_extra; i++) kv[nkv++] = meta->extra[i];
+  s = ct_safetensors_save(path, n, names, ts, nkv, kv);
+out:
+  free(kv);
+  free(ts);
+  free(names);
+  free(all);
+  return s;
+}
+
+/* Parse a whole decimal integer from metadata key; absent keys leave *out and return CT_OK. */
+static ct_status meta_int(const ct_safetensors *f, const char *path, const char *key, int is_signed, void *out) {
+  const char *v = ct_safetensors_metadata(f, key);
+  if (!v) return CT_OK;
+  char *end = NULL;
+  errno = 0;
+  if (is_signed) {
+    long long x = strtoll(v, &end, 10);
+    if (!errno && end != v && !*end) return *(int64_t *)out = x, CT_OK;
+  } else if (v[0] != '-') {
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!errno && end != v && !*end) return *(uint64_t *)out = x, CT_OK;
+  }
+  return ct__error(CT_EFORMAT, "%s: metadata \"%s\" = \"%.40s\" is not a%s integer", path, key, v,
+                   is_signed ? "n" : " non-negative");
+}
+
+/* Does the file's tensor fit the destination? Returns CT_OK or the error for key. */
+static ct_status check_fit(const char *path, const char *key, const ct_safetensors_info *in, ct_tensor *dst,
+                           const char *what) {
+  char a[160], b[160];
+  int nd = ct_tensor_ndim(dst);
+  const int64_t *sh = ct_tensor_shape(dst);
+  int same = in->ndim == nd;
+  for (int d = 0; same && d < nd; d++) same = in->shape[d] == sh[d];
+  if (!same) {
+    /* the file's shape may have more dims than a tensor can */
+    size_t used = (size_t)snprintf(a, sizeof a, "(");
+    for (int d = 0; d < in->ndim && used < sizeof a; d++)
+      used += (size_t)snprintf(a + used, sizeof a - used, "%s%lld", d ? ", " : "", (long long)in->shape[d]);
+    if (used < sizeof a) snprintf(a + used, sizeof a - used, in->ndim == 1 ? ",)" : ")");
+    return ct__error(CT_ESHAPE, "%s: %s: file has %s, %s has %s", path, key, a, what, ct_shape_str(dst, b, sizeof b));
+  }
+  ct_dtype dt = ct_tensor_dtype(dst);
+  if (in->dtype == dt) return CT_OK;
+  if (in->dtype != CT_DTYPE_COUNT && ct_dtype_is_floating(in->dtype) && ct_dtype_is_floating(dt)) return CT_OK;
+  return ct__error(CT_EDTYPE, "%s: %s: file has dtype %s, %s has %s (only floating dtypes are converted)", path, key,
+                   in->format_dtype, what, ct_dtype_name(dt));
+}
+
+ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, ct_checkpoint_meta *meta_out) {
+  if (!path || !m) return ct__error(CT_EINVAL, "ct_checkpoint_load: NULL %s", !path ? "path" : "module");
+  ct_safetensors *f = ct_safetensors_open(path);
+  if (!f) return ct_last_status();
+  ct_named_tensor *all = NULL;
+  ct_tensor **src = NULL;
+  char *used = NULL;
+  int n = 0;
+  ct_status s = CT_OK;
+
+  const char *fmt = ct_safetensors_metadata(f, "format");
+  if (fmt && strncmp(fmt, "cuttle-checkpoint-", 18) == 0 && strcmp(fmt, CT_CHECKPOINT_FORMAT) != 0) {
+    s = ct__error(CT_EFORMAT, "%s: checkpoint format \"%.40s\" is newer than this cuttle reads (%s)", path, fmt,
+                  CT_CHECKPOINT_FORMAT);
+    goto out;
+  }
+  int64_t epoch = 0, steps = 0;
+  uint64_t seed = 0, offset = 0;
+  if ((s = meta_int(f, path, "epoch", 1, &epoch)) || (s = meta_int(f, path, "rng_seed", 0, &seed)) ||
+      (s = meta_int(f, path, "rng_offset", 0, &offset)) || (s = meta_int(f, path, "optimizer.steps", 1, &steps)))
+    goto out;
+  double lr = 0;
+  if (opt) {
+    const char *v = ct_safetensors_metadata(f, "optimizer.steps");
+    if (!v) {
+      s = ct__error(CT_EFORMAT, "%s: the file holds no optimizer state (it was saved without an optimizer); load it with opt = NULL",
+                    path);
+      goto out;
+    }
+    const char *lrs = ct_safetensors_metadata(f, "optimizer.lr");
+    char *end = NULL;
+    lr = lrs ? strtod(lrs, &end) : 0;
+    if (!lrs || end == lrs || *end || !(lr >= 0)) {
+      s = ct__error(CT_EFORMAT, "%s: metadata \"optimizer.lr\" is %s%.40s%s", path, lrs ? "\"" : "missing",
+                    lrs ? lrs : "", lrs ? "\", not a non-negative number" : "");
+      goto out;
+    }
+    /* Create the optimizer's state slots when the file has any, so that both sides can be matched. */
+    int file_has_state = 0;
+    for (int i = 0; i < ct_safetensors_count(f) && !file_has_state; i++) {
+      ct_safetensors_info in;
+      ct_safetensors_info_at(f, i, &in);
+      file_has_state = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
+    }
+    if (file_has_state && (s = ct_optimizer_init_state(opt)) != CT_OK) goto out;
+  }
+
+  int nm = 0, no = 0;
+  all = collect(m, opt, &nm, &no);
+  if (!all) {
+    s = ct_last_status();
+    goto out;
+  }
+  n = nm + no;
+  int nf = ct_safetensors_count(f);
+  src = calloc((size_t)n + 1, sizeof *src);
+  used = calloc((size_t)nf + 1, 1);
+  if (!src || !used) {
+    s = ct__error(CT_ENOMEM, "%s: out of memory", path);
+    goto out;
+  }
+  /* Phase 1: validate. */
+  for (int i = 0; i < n; i++) {
+    const char *what = i < nm ? "model" : "optimizer";
+    int k = ct_safetensors_find(f, all[i].name);
+    if (k < 0) {
+      s = ct__error(CT_EFORMAT, "%s: missing key \"%s\" (the %s has it, the file does not)", path, all[i].name, what);
+      goto out;
+    }
+    ct_safetensors_info in;
+    ct_safetensors_info_at(f, k, &in);
+    if ((s = check_fit(path, all[i].name, &in, all[i].tensor, what)) != CT_OK) goto out;
+    used[k] = 1;
+  }
+  for (int k = 0; k < nf; k++) {
+    if (used[k]) continue;
+    ct_safetensors_info in;
+    ct_safetensors_info_at(f, k, &in);
+    int is_opt = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
+    if (is_opt && !opt) continue;
+    /* PyTorch's BatchNorm counts batches in an int64 buffer cuttle's BatchNorm does not keep. */
+    if (!is_opt && in.dtype == CT_I64 && ends_with(in.name, "num_batches_tracked")) continue;
+    s = ct__error(CT_EFORMAT, "%s: unexpected key \"%s\" (the file has it, the %s does not)", path, in.name,
+                  is_opt ? "optimizer" : "model");
+    goto out;
+  }
+  /* Phase 2: read every tensor onto its destination's device; nothing has changed yet. */
+  for (int i = 0; i < n; i++) {
+    if (!(src[i] = ct_safetensors_get(f, all[i].name, ct_tensor_device(all[i].tensor)))) {
+      s = ct_last_status();
+      goto out;
+    }
+  }
+  /* Phase 3: copy in place (shapes and devices already match; dtypes convert). */
+  ct_no_grad_begin();
+  for (int i = 0; i < n && s == CT_OK; i++) s = ct_copy_(all[i].tensor, src[i]);
+  ct_no_grad_end();
+  if (s != CT_OK) goto out;
+  if (opt) {
+    ct_optimizer_set_lr(opt, lr);
+    ct_optimizer_set_steps(opt, steps);
+  }
+  if (meta_out) {
+    memset(meta_out, 0, sizeof *meta_out);
+    meta_out->has_training_state = ct_safetensors_metadata(f, "epoch") != NULL;
+    meta_out->epoch = epoch;
+    meta_out->rng.seed = seed;
+    meta_out->rng.offset = offset;
+  }
+out:
+  if (src)
+    for (int i = 0; i < n; i++) ct_tensor_free(src[i]);
+  free(src);
+  free(used);
+  free(all);
+  ct_safetensors_close(f);
+  return s;
+}

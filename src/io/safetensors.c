@@ -1,0 +1,711 @@
+/* src/io/safetensors.c: the safetensors format (https://github.com/huggingface/safetensors): a
+ * validating reader over a memory buffer, file reading, and an atomic writer. The checks mirror the
+ * reference reader (safetensors/src/tensor.rs: read_metadata, Metadata::validate); see io.h.
+ *
+ * Layout of a file: u64 little-endian N | N bytes of JSON header | byte buffer.
+ * JSON is parsed and printed by cJSON; everything about the format's rules is checked here. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/internal.h"
+#include "cuttle/io.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "src/io/safetensors.c assumes a little-endian host (safetensors data is little-endian)"
+#endif
+
+/* ---- dtypes of the format */
+
+typedef struct {
+  const char *name;
+  unsigned bits;  /* per element: 4 and 6 for the sub-byte float formats */
+  ct_dtype dtype; /* CT_DTYPE_COUNT: no cuttle dtype */
+} st_dtype;
+
+/* Every dtype of the format as of safetensors 0.8, in the order of the reference's Dtype enum
+ * (increasing alignment), which the writer's layout follows. */
+#define NONE CT_DTYPE_COUNT
+static const st_dtype st_dtypes[] = {
+    {"BOOL", 8, CT_BOOL}, {"F4", 4, NONE},       {"F6_E2M3", 6, NONE}, {"F6_E3M2", 6, NONE}, {"U8", 8, CT_U8},
+    {"I8", 8, NONE},      {"F8_E5M2", 8, NONE},  {"F8_E4M3", 8, NONE}, {"F8_E8M0", 8, NONE}, {"I16", 16, NONE},
+    {"U16", 16, NONE},    {"F16", 16, CT_F16},   {"BF16", 16, CT_BF16}, {"I32", 32, CT_I32}, {"U32", 32, NONE},
+    {"F32", 32, CT_F32},  {"F64", 64, CT_F64},   {"C64", 64, NONE},    {"I64", 64, CT_I64}, {"U64", 64, NONE},
+};
+#undef NONE
+#define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
+
+static const st_dtype *st_dtype_by_name(const char *s) {
+  for (int i = 0; i < ST_NDTYPES; i++)
+    if (strcmp(st_dtypes[i].name, s) == 0) return &st_dtypes[i];
+  return NULL;
+}
+
+static const char *st_dtype_name_of(ct_dtype dt) {
+  for (int i = 0; i < ST_NDTYPES; i++)
+    if (st_dtypes[i].dtype == dt) return st_dtypes[i].name;
+  return NULL;
+}
+
+/* ---- the parsed file */
+
+typedef struct {
+  char *name;
+  const st_dtype *dt;
+  int ndim;
+  int64_t *shape;
+  uint64_t begin, end;
+} st_entry;
+
+struct ct_safetensors {
+  char *label;
+  uint8_t *buf; /* the whole file (owned) */
+  const uint8_t *data; /* the byte buffer: buf + 8 + N */
+  size_t data_size;
+  int n;
+  st_entry *entries; /* sorted by name */
+  int n_meta;
+  char **meta_keys, **meta_values; /* file order */
+};
+
+void ct_safetensors_close(ct_safetensors *f) {
+  if (!f) return;
+  for (int i = 0; i < f->n; i++) {
+    free(f->entries[i].name);
+    free(f->entries[i].shape);
+  }
+  free(f->entries);
+  for (int i = 0; i < f->n_meta; i++) {
+    free(f->meta_keys[i]);
+    free(f->meta_values[i]);
+  }
+  free(f->meta_keys);
+  free(f->meta_values);
+  free(f->buf);
+  free(f->label);
+  free(f);
+}
+
+/* Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). Returns the
+ * offset of the first bad byte, or n when all n bytes are valid. */
+static size_t utf8_check(const uint8_t *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint8_t c = s[i];
+    size_t len;
+    uint32_t cp, min;
+    if (c < 0x80) {
+      i++;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+    else return i;
+    if (n - i < len) return i;
+    for (size_t k = 1; k < len; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return n;
+}
+
+/* A JSON number that is an exact non-negative integer (cJSON holds numbers as doubles, which are
+ * exact up to 2^53). */
+static int json_uint(const cJSON *item, uint64_t *out) {
+  if (!cJSON_IsNumber(item)) return 0;
+  double d = item->valuedouble;
+  if (!(d >= 0) || d > 9007199254740992.0 || d != (double)(uint64_t)d) return 0;
+  *out = (uint64_t)d;
+  return 1;
+}
+
+/* "(2, 3)" for a shape of any length, cut short with "..." when buf is too small. */
+static char *dims_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t used = 0;
+  int w = snprintf(buf, n, "(");
+  used = w > 0 ? (size_t)w : 0;
+  for (int i = 0; i < ndim && used < n; i++) {
+    w = snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  if (used < n) snprintf(buf + used, n - used, ndim == 1 ? ",)" : ")");
+  if (used >= n && n > 4) strcpy(buf + n - 4, "...");
+  return buf;
+}
+
+static int cmp_entry_name(const void *a, const void *b) {
+  return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
+}
+static int cmp_entry_offsets(const void *a, const void *b) {
+  const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return 0;
+}
+
+/* Is key seen before item among the children of its parent? (cJSON keeps repeated keys.) */
+static int key_repeated(const cJSON *parent, const cJSON *item) {
+  for (const cJSON *c = parent->child; c && c != item; c = c->next)
+    if (c->string && item->string && strcmp(c->string, item->string) == 0) return 1;
+  return 0;
+}
+
+static ct_status parse_metadata(ct_safetensors *f, const cJSON *meta) {
+  const char *L = f->label;
+  if (!cJSON_IsObject(meta)) return ct__error(CT_EFORMAT, "%s: \"__metadata__\" must be an object of strings", L);
+  int n = cJSON_GetArraySize(meta);
+  f->meta_keys = calloc((size_t)n + 1, sizeof(char *));
+  f->meta_values = calloc((size_t)n + 1, sizeof(char *));
+  if (!f->meta_keys || !f->meta_values) return ct__error(CT_ENOMEM, "%s: out of memory reading the metadata", L);
+  for (const cJSON *c = meta->child; c; c = c->next) {
+    if (!cJSON_IsString(c))
+      return ct__error(CT_EFORMAT, "%s: \"__metadata__\" value of \"%s\" is not a string", L, c->string);
+    if (key_repeated(meta, c)) return ct__error(CT_EFORMAT, "%s: duplicate key \"%s\" in \"__metadata__\"", L, c->string);
+    char *k = strdup(c->string), *v = strdup(c->valuestring);
+    if (!k || !v) {
+      free(k), free(v);
+      return ct__error(CT_ENOMEM, "%s: out of memory reading the metadata", L);
+    }
+    f->meta_keys[f->n_meta] = k;
+    f->meta_values[f->n_meta] = v;
+    f->n_meta++;
+  }
+  return CT_OK;
+}
+
+static ct_status parse_entry(ct_safetensors *f, const cJSON *item, st_entry *e) {
+  const char *L = f->label, *name = item->string;
+  if (!cJSON_IsObject(item)) return ct__error(CT_EFORMAT, "%s: tensor \"%s\": entry is not an object", L, name);
+  const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
+  for (const cJSON *c = item->child; c; c = c->next) {
+    const cJSON **slot = strcmp(c->string, "dtype") == 0          ? &dtype
+                         : strcmp(c->string, "shape") == 0        ? &shape
+                         : strcmp(c->string, "data_offsets") == 0 ? &offs
+                                                                  : NULL;
+    if (!slot) continue; /* unknown fields are ignored, as serde does for the reference's TensorInfo */
+    if (*slot) return ct__error(CT_EFORMAT, "%s: tensor \"%s\": duplicate field \"%s\"", L, name, c->string);
+    *slot = c;
+  }
+  if (!dtype || !shape || !offs)
+    return ct__error(CT_EFORMAT, "%s: tensor \"%s\": missing field \"%s\"", L, name,
+                     !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+  if (!cJSON_IsString(dtype)) return ct__error(CT_EFORMAT, "%s: tensor \"%s\": dtype is not a string", L, name);
+  e->dt = st_dtype_by_name(dtype->valuestring);
+  if (!e->dt)
+    return ct__error(CT_EFORMAT,
+                     "%s: tensor \"%s\": unknown dtype \"%.32s\" (known: BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 "
+                     "F8_E4M3 F8_E8M0 I16 U16 F16 BF16 I32 U32 F32 F64 C64 I64 U64)",
+                     L, name, dtype->valuestring);
+  if (!cJSON_IsArray(shape)) return ct__error(CT_EFORMAT, "%s: tensor \"%s\": shape is not an array", L, name);
+  int nd = cJSON_GetArraySize(shape);
+  e->shape = malloc(((size_t)nd + 1) * sizeof(int64_t));
+  if (!e->shape) return ct__error(CT_ENOMEM, "%s: out of memory", L);
+  e->ndim = 0;
+  for (const cJSON *c = shape->child; c; c = c->next) {
+    uint64_t v;
+    if (!json_uint(c, &v))
+      return ct__error(CT_EFORMAT, "%s: tensor \"%s\": shape entry %d is not a non-negative integer (at most 2^53)", L,
+                       name, e->ndim);
+    e->shape[e->ndim++] = (int64_t)v;
+  }
+  if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &e->begin) ||
+      !json_uint(offs->child->next, &e->end))
+    return ct__error(CT_EFORMAT, "%s: tensor \"%s\": data_offsets must be two non-negative integers [begin, end]", L,
+                     name);
+  if (e->end < e->begin)
+    return ct__error(CT_EFORMAT, "%s: tensor \"%s\": data_offsets [%llu, %llu] end before begin", L, name,
+                     (unsigned long long)e->begin, (unsigned long long)e->end);
+  uint64_t bits = e->dt->bits;
+  for (int i = 0; i < e->ndim; i++)
+    if (__builtin_mul_overflow(bits, (uint64_t)e->shape[i], &bits))
+      return ct__error(CT_EFORMAT, "%s: tensor \"%s\": the byte size of shape %s overflows 64 bits", L, name,
+                       dims_str(e->ndim, e->shape, (char[128]){0}, 128));
+  if (bits % 8)
+    return ct__error(CT_EFORMAT, "%s: tensor \"%s\": shape %s of %s is not a whole number of bytes", L, name,
+                     dims_str(e->ndim, e->shape, (char[128]){0}, 128), e->dt->name);
+  uint64_t bytes = bits / 8;
+  if (bytes != e->end - e->begin)
+    return ct__error(CT_EFORMAT, "%s: tensor \"%s\": shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] span %llu",
+                     L, name, dims_str(e->ndim, e->shape, (char[128]){0}, 128), e->dt->name, (unsigned long long)bytes,
+                     (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
+  return CT_OK;
+}
+
+/* Parse the header of f->buf (total bytes size); fills everything else in f. */
+static ct_status parse_buffer(ct_safetensors *f, size_t size) {
+  const char *L = f->label;
+  const uint8_t *b = f->buf;
+  if (size < 8) return ct__error(CT_EFORMAT, "%s: %zu bytes is too short for the 8-byte header length", L, size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
+  if (n > CT_SAFETENSORS_MAX_HEADER)
+    return ct__error(CT_EFORMAT, "%s: header length %llu exceeds the limit of %u bytes (the reference's MAX_HEADER_SIZE)",
+                     L, (unsigned long long)n, CT_SAFETENSORS_MAX_HEADER);
+  if (n < 2) return ct__error(CT_EFORMAT, "%s: header length %llu is too small for a JSON object", L, (unsigned long long)n);
+  if (n > size - 8)
+    return ct__error(CT_EFORMAT, "%s: header length %llu runs past the end of the file (%zu bytes follow the length)", L,
+                     (unsigned long long)n, size - 8);
+  const uint8_t *h = b + 8;
+  const uint8_t *nul = memchr(h, 0, (size_t)n);
+  if (nul) return ct__error(CT_EFORMAT, "%s: header contains a NUL byte at offset %zu", L, (size_t)(nul - h));
+  size_t bad = utf8_check(h, (size_t)n);
+  if (bad != n) return ct__error(CT_EFORMAT, "%s: header is not valid UTF-8 (byte %zu)", L, bad);
+  if (h[0] != '{') return ct__error(CT_EFORMAT, "%s: header does not start with '{'", L);
+
+  char *text = malloc((size_t)n + 1);
+  if (!text) return ct__error(CT_ENOMEM, "%s: out of memory for a %llu-byte header", L, (unsigned long long)n);
+  memcpy(text, h, (size_t)n);
+  text[n] = 0;
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+  if (!root) {
+    size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : 0;
+    ct__error(CT_EFORMAT, "%s: header is not valid JSON (at byte %zu of %llu: \"%.20s\")", L, at, (unsigned long long)n,
+              text + at);
+    free(text);
+    return CT_EFORMAT;
+  }
+  free(text);
+  ct_status s = CT_OK;
+  st_entry **order = NULL;
+  if (!cJSON_IsObject(root)) {
+    s = ct__error(CT_EFORMAT, "%s: header is not a JSON object", L);
+    goto done;
+  }
+  int count = cJSON_GetArraySize(root);
+  f->entries = calloc((size_t)count + 1, sizeof(st_entry));
+  if (!f->entries) {
+    s = ct__error(CT_ENOMEM, "%s: out of memory for %d tensors", L, count);
+    goto done;
+  }
+  int seen_meta = 0;
+  for (const cJSON *c = root->child; c; c = c->next) {
+    if (strcmp(c->string, "__metadata__") == 0) {
+      if (seen_meta++) {
+        s = ct__error(CT_EFORMAT, "%s: duplicate key \"__metadata__\"", L);
+        goto done;
+      }
+      if ((s = parse_metadata(f, c)) != CT_OK) goto done;
+      continue;
+    }
+    st_entry *e = &f->entries[f->n++];
+    if (!(e->name = strdup(c->string))) {
+      s = ct__error(CT_ENOMEM, "%s: out of memory", L);
+      goto done;
+    }
+    if ((s = parse_entry(f, c, e)) != CT_OK) goto done;
+  }
+  qsort(f->entries, (size_t)f->n, sizeof(st_entry), cmp_entry_name);
+  for (int i = 1; i < f->n; i++)
+    if (strcmp(f->entries[i - 1].name, f->entries[i].name) == 0) {
+      s = ct__error(CT_EFORMAT, "%s: duplicate tensor name \"%s\"", L, f->entries[i].name);
+      goto done;
+    }
+  order = malloc(((size_t)f->n + 1) * sizeof *order);
+  if (!order) {
+    s = ct__error(CT_ENOMEM, "%s: out of memory", L);
+    goto done;
+  }
+  for (int i = 0; i < f->n; i++) order[i] = &f->entries[i];
+  qsort(order, (size_t)f->n, sizeof *order, cmp_entry_offsets);
+  uint64_t at = 0;
+  for (int i = 0; i < f->n; i++) {
+    const st_entry *e = order[i];
+    if (e->begin > at) {
+      s = ct__error(CT_EFORMAT, "%s: tensor \"%s\": gap in the byte buffer: data_offsets begin at %llu, the previous tensor ends at %llu",
+                    L, e->name, (unsigned long long)e->begin, (unsigned long long)at);
+      goto done;
+    }
+    if (e->begin < at) {
+      s = ct__error(CT_EFORMAT, "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap the previous tensor, which ends at %llu", L,
+                    e->name, (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)at);
+      goto done;
+    }
+    at = e->end;
+  }
+  size_t data_size = size - 8 - (size_t)n;
+  if (at != data_size) {
+    s = ct__error(CT_EFORMAT, "%s: the tensors' data ends at byte %llu of the buffer, but the buffer holds %zu bytes (%s)", L,
+                  (unsigned long long)at, data_size, at > data_size ? "file truncated" : "trailing bytes");
+    goto done;
+  }
+  f->data = b + 8 + n;
+  f->data_size = data_size;
+done:
+  free(order);
+  cJSON_Delete(root);
+  return s;
+}
+
+/* Takes ownership of buf (malloc'd, size bytes) in every case. */
+static ct_safetensors *parse_owned(uint8_t *buf, size_t size, const char *label) {
+  ct_safetensors *f = calloc(1, sizeof *f);
+  char *l = strdup(label ? label : "<memory>");
+  if (!f || !l) {
+    free(f), free(l), free(buf);
+    CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory", label ? label : "<memory>");
+  }
+  f->label = l;
+  f->buf = buf;
+  if (parse_buffer(f, size) != CT_OK) {
+    ct_safetensors_close(f);
+    return NULL;
+  }
+  return f;
+}
+
+ct_safetensors *ct_safetensors_parse(const void *data, size_t size, const char *label) {
+  if (!data && size > 0) CT_FAIL_NULL(CT_EINVAL, "ct_safetensors_parse: NULL data of %zu bytes", size);
+  uint8_t *buf = malloc(size ? size : 1);
+  if (!buf) CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory for %zu bytes", label ? label : "<memory>", size);
+  if (size) memcpy(buf, data, size);
+  return parse_owned(buf, size, label);
+}
+
+ct_safetensors *ct_safetensors_open(const char *path) {
+  if (!path) CT_FAIL_NULL(CT_EINVAL, "ct_safetensors_open: NULL path");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) CT_FAIL_NULL(CT_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int err = errno;
+    close(fd);
+    CT_FAIL_NULL(CT_EIO, "%s: not a regular file%s%s", path, err ? ": " : "", err ? strerror(err) : "");
+  }
+  size_t size = (size_t)st.st_size;
+  uint8_t *buf = malloc(size ? size : 1);
+  if (!buf) {
+    close(fd);
+    CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory for %zu bytes", path, size);
+  }
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = read(fd, buf + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int err = r < 0 ? errno : 0;
+      close(fd);
+      free(buf);
+      CT_FAIL_NULL(CT_EIO, "%s: read failed after %zu of %zu bytes%s%s", path, got, size, err ? ": " : " (file shrank)",
+                   err ? strerror(err) : "");
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  return parse_owned(buf, size, path);
+}
+
+int ct_safetensors_count(const ct_safetensors *f) { return f ? f->n : 0; }
+
+ct_status ct_safetensors_info_at(const ct_safetensors *f, int i, ct_safetensors_info *out) {
+  if (!f || !out) return ct__error(CT_EINVAL, "ct_safetensors_info_at: NULL argument");
+  if (i < 0 || i >= f->n)
+    return ct__error(CT_EINVAL, "ct_safetensors_info_at: index %d out of range for %s (%d tensors)", i, f->label, f->n);
+  const st_entry *e = &f->entries[i];
+  out->name = e->name;
+  out->format_dtype = e->dt->name;
+  out->dtype = e->dt->dtype;
+  out->ndim = e->ndim;
+  out->shape = e->shape;
+  out->offset = (size_t)e->begin;
+  out->nbytes = (size_t)(e->end - e->begin);
+  return CT_OK;
+}
+
+int ct_safetensors_find(const ct_safetensors *f, const char *name) {
+  if (!f || !name || f->n == 0) return -1;
+  st_entry key = {.name = (char *)name};
+  const st_entry *e = bsearch(&key, f->entries, (size_t)f->n, sizeof(st_entry), cmp_entry_name);
+  return e ? (int)(e - f->entries) : -1;
+}
+
+ct_tensor *ct_safetensors_get(const ct_safetensors *f, const char *name, ct_device dev) {
+  if (!f || !name) CT_FAIL_NULL(CT_EINVAL, "ct_safetensors_get: NULL argument");
+  int i = ct_safetensors_find(f, name);
+  if (i < 0) {
+    char list[256] = "";
+    size_t used = 0;
+    for (int k = 0; k < f->n && k < 5 && used < sizeof list; k++) {
+      int w = snprintf(list + used, sizeof list - used, "%s\"%s\"", k ? ", " : "", f->entries[k].name);
+      if (w < 0) break;
+      used += (size_t)w;
+    }
+    CT_FAIL_NULL(CT_EINVAL, "%s: no tensor \"%s\" in the file (it has %d: %s%s)", f->label, name, f->n, list,
+                 f->n > 5 ? ", ..." : "");
+  }
+  const st_entry *e = &f->entries[i];
+  if (e->dt->dtype == CT_DTYPE_COUNT)
+    CT_FAIL_NULL(CT_EDTYPE, "%s: tensor \"%s\" has dtype %s, which cuttle has no tensor type for", f->label, name,
+                 e->dt->name);
+  if (e->ndim > CT_MAX_DIMS)
+    CT_FAIL_NULL(CT_EUNSUPPORTED, "%s: tensor \"%s\" has %d dims; cuttle tensors have at most %d", f->label, name,
+                 e->ndim, CT_MAX_DIMS);
+  /* A zero-size tensor may have huge other dims; the core's numel and stride products must not
+   * overflow, and every partial product is at most the product of the nonzero dims. */
+  uint64_t prod = 1;
+  for (int d = 0; d < e->ndim; d++)
+    if (e->shape[d] && (__builtin_mul_overflow(prod, (uint64_t)e->shape[d], &prod) || prod > (uint64_t)INT64_MAX))
+      CT_FAIL_NULL(CT_EUNSUPPORTED, "%s: tensor \"%s\": shape %s is too large for a tensor's strides", f->label, name,
+                   dims_str(e->ndim, e->shape, (char[128]){0}, 128));
+  const uint8_t *p = f->data + e->begin;
+  size_t nbytes = (size_t)(e->end - e->begin);
+  uint8_t *tmp = NULL;
+  if (e->dt->dtype == CT_BOOL && nbytes) { /* only 0 and 1 are valid bools in memory */
+    if (!(tmp = malloc(nbytes))) CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory", f->label);
+    for (size_t k = 0; k < nbytes; k++) tmp[k] = p[k] != 0;
+    p = tmp;
+  }
+  ct_tensor *t = ct_from_host(nbytes ? (const void *)p : (const void *)f->buf, e->ndim, e->shape, e->dt->dtype, dev);
+  free(tmp);
+  return t;
+}
+
+const char *ct_safetensors_metadata(const ct_safetensors *f, const char *key) {
+  if (!f || !key) return NULL;
+  for (int i = 0; i < f->n_meta; i++)
+    if (strcmp(f->meta_keys[i], key) == 0) return f->meta_values[i];
+  return NULL;
+}
+
+int ct_safetensors_metadata_count(const ct_safetensors *f) { return f ? f->n_meta : 0; }
+
+ct_status ct_safetensors_metadata_at(const ct_safetensors *f, int i, const char **key, const char **value) {
+  if (!f) return ct__error(CT_EINVAL, "ct_safetensors_metadata_at: NULL file");
+  if (i < 0 || i >= f->n_meta)
+    return ct__error(CT_EINVAL, "ct_safetensors_metadata_at: index %d out of range for %s (%d entries)", i, f->label,
+                     f->n_meta);
+  if (key) *key = f->meta_keys[i];
+  if (value) *value = f->meta_values[i];
+  return CT_OK;
+}
+
+/* ---- writing */
+
+typedef struct {
+  const char *name;
+  ct_tensor *t;
+  int rank; /* index in st_dtypes, which lists the dtypes in the reference's Dtype enum order */
+  uint64_t nbytes;
+} w_item;
+
+/* The reference writer's order (prepare() in safetensors/src/tensor.rs): descending Dtype enum order,
+ * which is increasing alignment, then name by bytes. So every tensor is aligned to its dtype size. */
+static int cmp_w_item(const void *a, const void *b) {
+  const w_item *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static int st_rank_of(ct_dtype dt) {
+  for (int i = 0; i < ST_NDTYPES; i++)
+    if (st_dtypes[i].dtype == dt) return i;
+  return -1;
+}
+static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static int utf8_ok(const char *s) { return utf8_check((const uint8_t *)s, strlen(s)) == strlen(s); }
+
+/* Append v to arr as a raw number: exact, where cJSON would print a double. */
+static int json_add_uint(cJSON *arr, uint64_t v) {
+  char num[32];
+  snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+  cJSON *item = cJSON_CreateRaw(num);
+  if (!item) return 0;
+  if (!cJSON_AddItemToArray(arr, item)) {
+    cJSON_Delete(item);
+    return 0;
+  }
+  return 1;
+}
+
+/* Build the padded header for the sorted items. Returns a malloc'd string of *len bytes (a multiple
+ * of 8), or NULL on ENOMEM. */
+static char *build_header(int n, const w_item *items, int n_meta, const ct_metadata_kv *meta, size_t *len) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  int ok = 1;
+  if (n_meta > 0) {
+    cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+    ok = m != NULL;
+    for (int i = 0; ok && i < n_meta; i++) ok = cJSON_AddStringToObject(m, meta[i].key, meta[i].value) != NULL;
+  }
+  uint64_t at = 0;
+  for (int i = 0; ok && i < n; i++) {
+    cJSON *e = cJSON_AddObjectToObject(root, items[i].name);
+    /* field order as the reference prints it: dtype, shape, data_offsets */
+    ok = e && cJSON_AddStringToObject(e, "dtype", st_dtype_name_of(ct_tensor_dtype(items[i].t)));
+    cJSON *shape = ok ? cJSON_AddArrayToObject(e, "shape") : NULL;
+    ok = shape != NULL;
+    int nd = ok ? ct_tensor_ndim(items[i].t) : 0;
+    const int64_t *sh = ok ? ct_tensor_shape(items[i].t) : NULL;
+    for (int d = 0; ok && d < nd; d++) ok = json_add_uint(shape, (uint64_t)sh[d]);
+    cJSON *offs = ok ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+    ok = offs && json_add_uint(offs, at) && json_add_uint(offs, at + items[i].nbytes);
+    at += items[i].nbytes;
+  }
+  char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  if (!text) return NULL;
+  size_t tl = strlen(text), padded = (tl + 7) / 8 * 8;
+  char *out = realloc(text, padded + 1);
+  if (!out) {
+    free(text);
+    return NULL;
+  }
+  memset(out + tl, ' ', padded - tl);
+  out[padded] = 0;
+  *len = padded;
+  return out;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const uint8_t *c = p;
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w, n -= (size_t)w;
+  }
+  return 0;
+}
+
+ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
+                              int n_meta, const ct_metadata_kv *meta) {
+  if (!path) return ct__error(CT_EINVAL, "ct_safetensors_save: NULL path");
+  if (n < 0 || n_meta < 0 || (n > 0 && (!names || !tensors)) || (n_meta > 0 && !meta))
+    return ct__error(CT_EINVAL, "ct_safetensors_save(%s): bad counts or NULL arrays (n %d, n_meta %d)", path, n, n_meta);
+  for (int i = 0; i < n_meta; i++) {
+    if (!meta[i].key || !meta[i].value)
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata entry %d has a NULL key or value", path, i);
+    if (!utf8_ok(meta[i].key) || !utf8_ok(meta[i].value))
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata entry %d is not valid UTF-8", path, i);
+    for (int j = 0; j < i; j++)
+      if (strcmp(meta[i].key, meta[j].key) == 0)
+        return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata key \"%s\" given twice", path, meta[i].key);
+  }
+  w_item *items = calloc((size_t)n + 1, sizeof *items);
+  const char **sorted = calloc((size_t)n + 1, sizeof *sorted);
+  char *header = NULL, *tmp = NULL;
+  uint8_t *buf = NULL;
+  int fd = -1;
+  ct_status s = CT_OK;
+  if (!items || !sorted) {
+    s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory", path);
+    goto fail;
+  }
+  size_t maxbytes = 0;
+  uint64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !tensors[i]) {
+      s = ct__error(CT_EINVAL, "ct_safetensors_save(%s): %s %d is NULL", path, !names[i] ? "name" : "tensor", i);
+      goto fail;
+    }
+    if (strcmp(names[i], "__metadata__") == 0 || !utf8_ok(names[i])) {
+      s = ct__error(CT_EINVAL, "ct_safetensors_save(%s): tensor name \"%s\" is %s", path, names[i],
+                    utf8_ok(names[i]) ? "reserved for the metadata" : "not valid UTF-8");
+      goto fail;
+    }
+    ct_dtype dt = ct_tensor_dtype(tensors[i]);
+    if (!st_dtype_name_of(dt)) {
+      s = ct__error(CT_EDTYPE, "ct_safetensors_save(%s): tensor \"%s\" has dtype %s, which the format lacks", path,
+                    names[i], ct_dtype_name(dt));
+      goto fail;
+    }
+    items[i] = (w_item){names[i], tensors[i], st_rank_of(dt), 0};
+    items[i].nbytes = (uint64_t)ct_tensor_numel(tensors[i]) * ct_dtype_size(dt);
+    if (items[i].nbytes > maxbytes) maxbytes = (size_t)items[i].nbytes;
+    total += items[i].nbytes;
+    sorted[i] = names[i];
+  }
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_str_ptr);
+  for (int i = 1; i < n; i++)
+    if (strcmp(sorted[i - 1], sorted[i]) == 0) {
+      s = ct__error(CT_EINVAL, "ct_safetensors_save(%s): tensor name \"%s\" given twice", path, sorted[i]);
+      goto fail;
+    }
+  qsort(items, (size_t)n, sizeof *items, cmp_w_item);
+  size_t hlen = 0;
+  header = build_header(n, items, n_meta, meta, &hlen);
+  buf = malloc(maxbytes ? maxbytes : 1);
+  if (!header || !buf || asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+    tmp = NULL;
+    s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory (%llu bytes of data)", path,
+                  (unsigned long long)total);
+    goto fail;
+  }
+
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) {
+    s = ct__error(CT_EIO, "ct_safetensors_save: cannot create %s: %s", tmp, strerror(errno));
+    free(tmp);
+    tmp = NULL; /* not ours: do not remove it */
+    goto fail;
+  }
+  uint8_t len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+  if (write_all(fd, len8, 8) || write_all(fd, header, hlen)) {
+    s = ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", tmp, strerror(errno));
+    goto fail;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!items[i].nbytes) continue;
+    s = ct_to_host(items[i].t, buf, (size_t)items[i].nbytes, ct_tensor_dtype(items[i].t));
+    if (s != CT_OK) goto fail; /* ct_to_host set the message */
+    if (write_all(fd, buf, (size_t)items[i].nbytes)) {
+      s = ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", tmp, strerror(errno));
+      goto fail;
+    }
+  }
+  if (fsync(fd) != 0) {
+    s = ct__error(CT_EIO, "ct_safetensors_save: fsync of %s failed: %s", tmp, strerror(errno));
+    goto fail;
+  }
+  int rc = close(fd);
+  fd = -1;
+  if (rc != 0) {
+    s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", tmp, strerror(errno));
+    goto fail;
+  }
+  if (rename(tmp, path) != 0) {
+    s = ct__error(CT_EIO, "ct_safetensors_save: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    goto fail;
+  }
+  /* Make the rename itself durable: fsync the directory that holds path. */
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (dfd >= 0) {
+    if (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)
+      s = ct__error(CT_EIO, "ct_safetensors_save: %s was written, but fsync of its directory %s failed: %s", path, dir,
+                    strerror(errno));
+    close(dfd);
+  }
+  free(dir);
+  free(tmp);
+  free(buf);
+  free(header);
+  free(sorted);
+  free(items);
+  return s;
+
+fail:
+  if (fd >= 0) close(fd);
+  if (tmp) unlink(tmp);
+  free(tmp);
+  free(buf);
+  free(header);
+  free(sorted);
+  free(items);
+  return s;
+}

@@ -1,0 +1,171 @@
+/* src/monitor/stats.c: cuttle's allocator statistics, in this process (ct_monitor_allocator_stats)
+ * and across processes (ct_monitor_publish writes a small file that `cuttle smi --pid` reads).
+ *
+ * Allocators register a statistics function per device kind instead of the monitor calling into
+ * them, so that the monitor links without them and a process that never allocated on a GPU simply
+ * reports N/A there. The format of the file is documented in cuttle/monitor.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "monitor/monitor_internal.h"
+
+static ct__allocator_stats_fn stats_fn[CT_DEVICE_KIND_COUNT];
+static ct__cuda_bus_ids_fn bus_ids_fn;
+
+void ct__monitor_set_allocator_stats(ct_device_kind kind, ct__allocator_stats_fn fn) {
+  if ((int)kind >= 0 && kind < CT_DEVICE_KIND_COUNT) __atomic_store_n(&stats_fn[kind], fn, __ATOMIC_RELEASE);
+}
+
+void ct__monitor_set_cuda_bus_ids(ct__cuda_bus_ids_fn fn) { __atomic_store_n(&bus_ids_fn, fn, __ATOMIC_RELEASE); }
+ct__cuda_bus_ids_fn ct__monitor_cuda_bus_ids(void) { return __atomic_load_n(&bus_ids_fn, __ATOMIC_ACQUIRE); }
+
+ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *reserved) {
+  if (!allocated || !reserved) return ct__error(CT_EINVAL, "ct_monitor_allocator_stats: allocated and reserved must not be NULL");
+  if ((int)d.kind < 0 || d.kind >= CT_DEVICE_KIND_COUNT)
+    return ct__error(CT_EINVAL, "ct_monitor_allocator_stats: unknown device kind %d", (int)d.kind);
+  ct__allocator_stats_fn fn = __atomic_load_n(&stats_fn[d.kind], __ATOMIC_ACQUIRE);
+  if (fn) return fn(d, allocated, reserved);
+  if (d.kind == CT_CPU) {
+    if (d.index != 0) return ct__error(CT_EDEVICE, "ct_monitor_allocator_stats: there is one CPU device (cpu), not cpu:%d", d.index);
+    /* No CPU allocator has registered: the process's malloc heap is the closest honest figure. */
+    struct mallinfo2 mi = mallinfo2();
+    *allocated = mi.uordblks + mi.hblkhd;
+    *reserved = mi.arena + mi.hblkhd;
+    return CT_OK;
+  }
+  return ct__error(CT_EUNSUPPORTED, "ct_monitor_allocator_stats: no allocator statistics for cuda:%d in this "
+                   "process (the CUDA allocator registers them when it is first used)", d.index);
+}
+
+/* The folder for stats files: $XDG_RUNTIME_DIR when it is a folder, else /tmp. */
+static const char *stats_dir(int prefer_xdg) {
+  const char *x = getenv("XDG_RUNTIME_DIR");
+  struct stat st;
+  if (prefer_xdg && x && *x && stat(x, &st) == 0 && S_ISDIR(st.st_mode)) return x;
+  return "/tmp";
+}
+
+ct_status ct_monitor_stats_path(int pid, char *buf, size_t n) {
+  if (!buf) return ct__error(CT_EINVAL, "ct_monitor_stats_path: buf is NULL");
+  int w = snprintf(buf, n, "%s/cuttle-%d.stats", stats_dir(1), pid);
+  if (w < 0 || (size_t)w >= n) return ct__error(CT_EINVAL, "ct_monitor_stats_path: a buffer of %zu bytes is too small", n);
+  return CT_OK;
+}
+
+/* Fill out->devices with what this process's allocators say (allocated/reserved), CPU first. */
+static void gather_self(ct_monitor_proc *out) {
+  out->ndevices = 0;
+  for (int i = -1; i < CT_MONITOR_MAX_PROC_DEVICES - 1; i++) {
+    ct_device d = i < 0 ? CT_DEVICE_CPU : CT_DEVICE_CUDA(i);
+    size_t a = 0, r = 0;
+    if (ct_monitor_allocator_stats(d, &a, &r) != CT_OK) {
+      ct_clear_error(); /* an absent device is the normal end of the list, not an error */
+      if (i < 0) continue;
+      break;
+    }
+    ct_monitor_proc_device *pd = &out->devices[out->ndevices++];
+    if (i < 0)
+      snprintf(pd->device, sizeof pd->device, "cpu");
+    else
+      snprintf(pd->device, sizeof pd->device, "cuda:%d", i);
+    pd->allocated = (int64_t)a;
+    pd->reserved = (int64_t)r;
+    pd->driver_used = -1;
+  }
+}
+
+void ct__stats_self(ct_monitor_proc *out) { gather_self(out); }
+
+ct_status ct_monitor_publish(void) {
+  ct_monitor_proc p;
+  memset(&p, 0, sizeof p);
+  gather_self(&p);
+  char path[512], tmp[600];
+  ct_status s = ct_monitor_stats_path((int)getpid(), path, sizeof path);
+  if (s != CT_OK) return s;
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return ct__error(CT_EIO, "ct_monitor_publish: cannot write %s: %s", tmp, strerror(errno));
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(f, "cuttle-stats 1\npid %d\ntime %lld.%03ld\n", (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+  for (int i = 0; i < p.ndevices; i++)
+    fprintf(f, "%s %lld %lld\n", p.devices[i].device, (long long)p.devices[i].allocated, (long long)p.devices[i].reserved);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    int e = errno;
+    remove(tmp);
+    return ct__error(CT_EIO, "ct_monitor_publish: writing %s failed: %s", tmp, strerror(e));
+  }
+  /* rename is atomic within a folder: a reader sees the old file or the new one, never half. */
+  if (rename(tmp, path) != 0) {
+    int e = errno;
+    remove(tmp);
+    return ct__error(CT_EIO, "ct_monitor_publish: cannot rename %s to %s: %s", tmp, path, strerror(e));
+  }
+  return CT_OK;
+}
+
+ct_status ct_monitor_unpublish(void) {
+  char path[512];
+  ct_status s = ct_monitor_stats_path((int)getpid(), path, sizeof path);
+  if (s != CT_OK) return s;
+  if (remove(path) != 0 && errno != ENOENT)
+    return ct__error(CT_EIO, "ct_monitor_unpublish: cannot remove %s: %s", path, strerror(errno));
+  return CT_OK;
+}
+
+/* Parse one stats file; 1 when it is a valid version-1 file of pid. */
+static int parse_file(const char *path, int pid, ct_monitor_proc *out) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[256];
+  int ok = 0, version = 0, file_pid = -1;
+  double t = 0;
+  out->ndevices = 0;
+  if (fgets(line, sizeof line, f) && sscanf(line, "cuttle-stats %d", &version) == 1 && version == 1) ok = 1;
+  while (ok && fgets(line, sizeof line, f)) {
+    char dev[32];
+    long long a, r;
+    if (sscanf(line, "pid %d", &file_pid) == 1) continue;
+    if (sscanf(line, "time %lf", &t) == 1) continue;
+    if (sscanf(line, "%31s %lld %lld", dev, &a, &r) == 3 && out->ndevices < CT_MONITOR_MAX_PROC_DEVICES) {
+      int idx, used = 0;
+      if (strcmp(dev, "cpu") != 0 && !(sscanf(dev, "cuda:%d%n", &idx, &used) == 1 && dev[used] == 0 && idx >= 0))
+        continue; /* a device this version does not know */
+      ct_monitor_proc_device *pd = &out->devices[out->ndevices++];
+      snprintf(pd->device, sizeof pd->device, "%s", dev);
+      pd->allocated = a;
+      pd->reserved = r;
+      pd->driver_used = -1;
+    }
+  }
+  fclose(f);
+  if (!ok || file_pid != pid) {
+    out->ndevices = 0;
+    return 0;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  out->stats_age_s = t > 0 && now > t ? now - t : 0;
+  return 1;
+}
+
+int ct__stats_read(int pid, ct_monitor_proc *out) {
+  char path[512];
+  /* The reader may run with another XDG_RUNTIME_DIR (sudo, another session) than the writer, so
+   * both places are tried. */
+  for (int xdg = 1; xdg >= 0; xdg--) {
+    snprintf(path, sizeof path, "%s/cuttle-%d.stats", stats_dir(xdg), pid);
+    if (parse_file(path, pid, out)) return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,142 @@
+/* src/nn/layers.c: the layers (Linear, Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten, Dropout,
+ * Sequential): constructors with PyTorch's default initialization, and forward. */
+#include <math.h>
+#include <string.h>
+#include "nn/module.h"
+
+/* U(-bound, bound) in float32 on dev: kaiming_uniform_(a=sqrt(5)) gives bound = 1/sqrt(fan_in)
+ * for the weights of Linear and Conv2d, and their biases use the same bound (torch.nn.Linear's
+ * reset_parameters). */
+static ct_tensor *uniform_param(int ndim, const int64_t *shape, double bound, ct_device dev, ct_generator *gen) {
+  ct_tensor *t = ct_rand(ndim, shape, -bound, bound, CT_F32, dev, gen);
+  if (t) ct_requires_grad_(t, 1);
+  return t;
+}
+
+ct_module *ct_linear_new(int64_t in_features, int64_t out_features, int bias, ct_device dev, ct_generator *gen) {
+  if (in_features <= 0 || out_features <= 0)
+    CT_FAIL_NULL(CT_EINVAL, "Linear: in_features and out_features must be positive, got %lld and %lld", (long long)in_features,
+                 (long long)out_features);
+  ct_module *m = ct__module_alloc(CT_M_LINEAR);
+  if (!m) return NULL;
+  m->in = in_features, m->out = out_features;
+  double bound = 1.0 / sqrt((double)in_features);
+  ct_tensor *w = uniform_param(2, (int64_t[]){out_features, in_features}, bound, dev, gen);
+  if (!w) return ct_module_free(m), NULL;
+  ct__module_add(m, "weight", w, 0);
+  if (bias) {
+    ct_tensor *b = uniform_param(1, &out_features, bound, dev, gen);
+    if (!b) return ct_module_free(m), NULL;
+    ct__module_add(m, "bias", b, 0);
+  }
+  return m;
+}
+
+ct_module *ct_conv2d_new(int64_t in_channels, int64_t out_channels, int kernel_size, const ct_conv2d_opts *opts, int bias,
+                         ct_device dev, ct_generator *gen) {
+  ct_conv2d_opts o = opts ? *opts : (ct_conv2d_opts){0};
+  int groups = o.groups ? o.groups : 1;
+  if (in_channels <= 0 || out_channels <= 0 || kernel_size <= 0 || in_channels % groups || out_channels % groups)
+    CT_FAIL_NULL(CT_EINVAL, "Conv2d: need positive channels and kernel size, divisible by groups=%d; got %lld, %lld, %d", groups,
+                 (long long)in_channels, (long long)out_channels, kernel_size);
+  ct_module *m = ct__module_alloc(CT_M_CONV2D);
+  if (!m) return NULL;
+  m->in = in_channels, m->out = out_channels, m->kernel = kernel_size, m->conv = o;
+  for (int i = 0; i < 2; i++) {
+    if (!m->conv.stride[i]) m->conv.stride[i] = 1;
+    if (!m->conv.dilation[i]) m->conv.dilation[i] = 1;
+  }
+  m->conv.groups = groups;
+  int64_t fan_in = in_channels / groups * kernel_size * kernel_size;
+  double bound = 1.0 / sqrt((double)fan_in);
+  ct_tensor *w = uniform_param(4, (int64_t[]){out_channels, in_channels / groups, kernel_size, kernel_size}, bound, dev, gen);
+  if (!w) return ct_module_free(m), NULL;
+  ct__module_add(m, "weight", w, 0);
+  if (bias) {
+    ct_tensor *b = uniform_param(1, &out_channels, bound, dev, gen);
+    if (!b) return ct_module_free(m), NULL;
+    ct__module_add(m, "bias", b, 0);
+  }
+  return m;
+}
+
+ct_module *ct_batchnorm2d_new(int64_t num_features, double eps, double momentum, ct_device dev) {
+  if (num_features <= 0) CT_FAIL_NULL(CT_EINVAL, "BatchNorm2d: num_features must be positive, got %lld", (long long)num_features);
+  ct_module *m = ct__module_alloc(CT_M_BATCHNORM2D);
+  if (!m) return NULL;
+  m->out = num_features;
+  m->eps = eps > 0 ? eps : 1e-5;
+  m->momentum = momentum > 0 ? momentum : 0.1;
+  const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
+  double init[4] = {1, 0, 0, 1};
+  for (int i = 0; i < 4; i++) {
+    ct_tensor *t = ct_full(1, &num_features, init[i], CT_F32, dev);
+    if (!t) return ct_module_free(m), NULL;
+    if (i < 2) ct_requires_grad_(t, 1);
+    ct__module_add(m, names[i], t, i >= 2);
+  }
+  return m;
+}
+
+ct_module *ct_relu_new(void) { return ct__module_alloc(CT_M_RELU); }
+ct_module *ct_flatten_new(void) { return ct__module_alloc(CT_M_FLATTEN); }
+
+ct_module *ct_max_pool2d_new(const ct_pool2d_opts *opts) {
+  if (!opts || opts->kernel[0] < 1 || opts->kernel[1] < 1) CT_FAIL_NULL(CT_EINVAL, "MaxPool2d: a kernel size >= 1 is required");
+  ct_module *m = ct__module_alloc(CT_M_MAXPOOL2D);
+  if (!m) return NULL;
+  m->pool = *opts;
+  for (int i = 0; i < 2; i++)
+    if (!m->pool.stride[i]) m->pool.stride[i] = m->pool.kernel[i];
+  return m;
+}
+
+ct_module *ct_dropout_new(double p) {
+  if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "Dropout: p must be in [0, 1], got %g", p);
+  ct_module *m = ct__module_alloc(CT_M_DROPOUT);
+  if (m) m->p = p;
+  return m;
+}
+
+ct_module *ct_sequential_new(int n, ct_module **children) {
+  if (n < 0 || (n > 0 && !children)) CT_FAIL_NULL(CT_EINVAL, "Sequential: need n >= 0 children, got %d", n);
+  for (int i = 0; i < n; i++)
+    if (!children[i]) {
+      for (int j = 0; j < n; j++) ct_module_free(children[j]); /* it owns them, even on failure */
+      CT_FAIL_NULL(CT_EINVAL, "Sequential: child %d is NULL (did its constructor fail? %s)", i, ct_last_error());
+    }
+  ct_module *m = ct__module_alloc(CT_M_SEQUENTIAL);
+  if (!m || !(m->children = calloc((size_t)(n ? n : 1), sizeof *m->children))) {
+    for (int j = 0; j < n; j++) ct_module_free(children[j]);
+    free(m);
+    CT_FAIL_NULL(CT_ENOMEM, "Sequential: out of host memory");
+  }
+  memcpy(m->children, children, (size_t)n * sizeof *children);
+  m->n_children = n;
+  return m;
+}
+
+ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
+  if (!m || !x) return NULL;
+  switch (m->kind) {
+    case CT_M_LINEAR: return ct_linear(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL);
+    case CT_M_CONV2D: return ct_conv2d(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL, &m->conv);
+    case CT_M_BATCHNORM2D:
+      return ct_batch_norm(x, m->slot[2], m->slot[3], m->slot[0], m->slot[1], m->training, m->momentum, m->eps);
+    case CT_M_RELU: return ct_relu(x);
+    case CT_M_MAXPOOL2D: return ct_max_pool2d(x, &m->pool);
+    case CT_M_FLATTEN: return ct_flatten(x, 1, -1);
+    case CT_M_DROPOUT: return ct_dropout(x, m->p, m->training, NULL);
+    case CT_M_SEQUENTIAL: {
+      ct_tensor *h = ct_tensor_retain(x);
+      ct__scope_track(h);
+      for (int i = 0; i < m->n_children && h; i++) {
+        ct_tensor *next = ct_module_forward(m->children[i], h);
+        ct_tensor_free(h);
+        h = next;
+      }
+      return h;
+    }
+  }
+  return NULL;
+}

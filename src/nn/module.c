@@ -1,0 +1,144 @@
+/* src/nn/module.c: what every module shares: freeing, train/eval, moving to a device, named
+ * tensors (state_dict names), parameter counting and printing. */
+#include <string.h>
+#include "nn/module.h"
+
+static const char *const type_names[] = {"Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "Flatten", "Dropout", "Sequential"};
+
+ct_module *ct__module_alloc(ct_module_kind kind) {
+  ct_module *m = calloc(1, sizeof *m);
+  if (!m) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a module");
+  m->kind = kind;
+  m->training = 1;
+  return m;
+}
+
+void ct__module_add(ct_module *m, const char *name, ct_tensor *t, int is_buffer) {
+  CT_ASSERT(m->n_slots < CT_MODULE_SLOTS);
+  ct__untrack(t);
+  m->slot_name[m->n_slots] = name;
+  m->slot[m->n_slots] = t;
+  m->slot_is_buffer[m->n_slots] = is_buffer;
+  m->n_slots++;
+}
+
+void ct_module_free(ct_module *m) {
+  if (!m) return;
+  for (int i = 0; i < m->n_slots; i++) ct__tensor_decref(m->slot[i]);
+  for (int i = 0; i < m->n_children; i++) ct_module_free(m->children[i]);
+  free(m->children);
+  free(m);
+}
+
+void ct_module_train(ct_module *m, int training) {
+  if (!m) return;
+  m->training = training != 0;
+  for (int i = 0; i < m->n_children; i++) ct_module_train(m->children[i], training);
+}
+
+const char *ct_module_type(const ct_module *m) { return m ? type_names[m->kind] : "?"; }
+
+static int collect(ct_module *m, const char *prefix, int with_buffers, ct_named_tensor *out, int cap, int k) {
+  for (int i = 0; i < m->n_slots; i++) {
+    if (m->slot_is_buffer[i] && !with_buffers) continue;
+    if (out && k < cap) {
+      snprintf(out[k].name, sizeof out[k].name, "%s%s", prefix, m->slot_name[i]);
+      out[k].tensor = m->slot[i];
+      out[k].is_buffer = m->slot_is_buffer[i];
+    }
+    k++;
+  }
+  for (int c = 0; c < m->n_children; c++) {
+    char p[128];
+    snprintf(p, sizeof p, "%s%d.", prefix, c);
+    k = collect(m->children[c], p, with_buffers, out, cap, k);
+  }
+  return k;
+}
+
+int ct_module_named_tensors(ct_module *m, int with_buffers, ct_named_tensor *out, int cap) {
+  return m ? collect(m, "", with_buffers, out, cap, 0) : 0;
+}
+
+int64_t ct_module_num_params(ct_module *m) {
+  int n = ct_module_named_tensors(m, 0, NULL, 0);
+  ct_named_tensor *nt = calloc((size_t)(n ? n : 1), sizeof *nt);
+  if (!nt) return -1;
+  ct_module_named_tensors(m, 0, nt, n);
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) total += ct_tensor_numel(nt[i].tensor);
+  free(nt);
+  return total;
+}
+
+/* Moving keeps every tensor header (the handles optimizers and users hold) and swaps in storage
+ * on the new device. Two phases: copy everything first, so a failure changes nothing. */
+ct_status ct_module_to(ct_module *m, ct_device dev) {
+  if (!m) return ct__error(CT_EINVAL, "ct_module_to: NULL module");
+  int n = ct_module_named_tensors(m, 1, NULL, 0);
+  ct_named_tensor *nt = calloc((size_t)(n ? n : 1), sizeof *nt);
+  ct_tensor **moved = calloc((size_t)(n ? n : 1), sizeof *moved);
+  if (!nt || !moved) return free(nt), free(moved), ct__error(CT_ENOMEM, "ct_module_to: out of host memory");
+  ct_module_named_tensors(m, 1, nt, n);
+  ct_status s = CT_OK;
+  ct_no_grad_begin();
+  for (int i = 0; i < n && s == CT_OK; i++) {
+    ct_tensor *c = ct_to(nt[i].tensor, dev, 0);
+    if (!c) s = ct_last_status();
+    else ct__untrack(c), moved[i] = c;
+  }
+  ct_no_grad_end();
+  for (int i = 0; i < n; i++) {
+    if (!moved[i]) continue;
+    ct_tensor *t = nt[i].tensor, *c = moved[i];
+    if (s == CT_OK && c != t) { /* swap storages: t takes c's, c (freed below) takes t's old one */
+      ct_storage *old = t->storage;
+      t->storage = c->storage, t->device = c->device, t->offset = c->offset;
+      memcpy(t->stride, c->stride, sizeof t->stride);
+      c->storage = old;
+      ct_zero_grad(t);
+    }
+    ct__tensor_decref(c);
+  }
+  free(nt);
+  free(moved);
+  return s;
+}
+
+static void print_rec(ct_module *m, FILE *f, int indent) {
+  switch (m->kind) {
+    case CT_M_LINEAR:
+      fprintf(f, "Linear(in_features=%lld, out_features=%lld, bias=%s)", (long long)m->in, (long long)m->out,
+              m->n_slots > 1 ? "True" : "False");
+      break;
+    case CT_M_CONV2D:
+      fprintf(f, "Conv2d(%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d), padding=(%d, %d))", (long long)m->in,
+              (long long)m->out, m->kernel, m->kernel, m->conv.stride[0], m->conv.stride[1], m->conv.padding[0],
+              m->conv.padding[1]);
+      break;
+    case CT_M_BATCHNORM2D:
+      fprintf(f, "BatchNorm2d(%lld, eps=%g, momentum=%g)", (long long)m->out, m->eps, m->momentum);
+      break;
+    case CT_M_RELU: fprintf(f, "ReLU()"); break;
+    case CT_M_MAXPOOL2D:
+      fprintf(f, "MaxPool2d(kernel_size=%d, stride=%d, padding=%d)", m->pool.kernel[0], m->pool.stride[0], m->pool.padding[0]);
+      break;
+    case CT_M_FLATTEN: fprintf(f, "Flatten(start_dim=1, end_dim=-1)"); break;
+    case CT_M_DROPOUT: fprintf(f, "Dropout(p=%g)", m->p); break;
+    case CT_M_SEQUENTIAL:
+      fprintf(f, "Sequential(\n");
+      for (int i = 0; i < m->n_children; i++) {
+        fprintf(f, "%*s(%d): ", indent + 2, "", i);
+        print_rec(m->children[i], f, indent + 2);
+        fprintf(f, "\n");
+      }
+      fprintf(f, "%*s)", indent, "");
+      break;
+  }
+}
+
+void ct_module_print(ct_module *m, FILE *f) {
+  if (!m) return;
+  print_rec(m, f, 0);
+  fprintf(f, "\n");
+}

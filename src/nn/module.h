@@ -1,0 +1,35 @@
+/* src/nn/module.h: the module struct shared by module.c (generic walking) and layers.c (each
+ * layer's constructor and forward). */
+#ifndef CUTTLE_MODULE_H
+#define CUTTLE_MODULE_H
+
+#include "core/internal.h"
+
+typedef enum { CT_M_LINEAR, CT_M_CONV2D, CT_M_BATCHNORM2D, CT_M_RELU, CT_M_MAXPOOL2D, CT_M_FLATTEN, CT_M_DROPOUT, CT_M_SEQUENTIAL } ct_module_kind;
+
+#define CT_MODULE_SLOTS 4
+
+struct ct_module {
+  ct_module_kind kind;
+  int training;
+  /* named tensors in state_dict order: parameters, then buffers */
+  int n_slots;
+  const char *slot_name[CT_MODULE_SLOTS];
+  ct_tensor *slot[CT_MODULE_SLOTS];
+  int slot_is_buffer[CT_MODULE_SLOTS];
+  /* layer settings */
+  int64_t in, out;
+  int kernel;
+  ct_conv2d_opts conv;
+  ct_pool2d_opts pool;
+  double p, eps, momentum;
+  /* Sequential */
+  int n_children;
+  ct_module **children;
+};
+
+ct_module *ct__module_alloc(ct_module_kind kind);
+/* Take t (a fresh, untracked reference) as the module's named tensor. */
+void ct__module_add(ct_module *m, const char *name, ct_tensor *t, int is_buffer);
+
+#endif

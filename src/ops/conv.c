@@ -1,0 +1,135 @@
+/* src/ops/conv.c: conv2d, max_pool2d and avg_pool2d front-ends (NCHW), with their backward. */
+#include <string.h>
+#include "autograd/node.h"
+#include "backend/backend.h"
+
+typedef struct {
+  ct_conv2d_opts conv;
+  ct_pool2d_opts pool;
+} conv_extra;
+
+static ct_conv2d_opts conv_defaults(const ct_conv2d_opts *o) {
+  ct_conv2d_opts r = o ? *o : (ct_conv2d_opts){0};
+  for (int i = 0; i < 2; i++) {
+    if (r.stride[i] == 0) r.stride[i] = 1;
+    if (r.dilation[i] == 0) r.dilation[i] = 1;
+  }
+  if (r.groups == 0) r.groups = 1;
+  return r;
+}
+
+static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->saved[0], *w = n->saved[1];
+  conv_extra *e = n->extra;
+  ct_tensor *gc = ct_contiguous(g);
+  if (!gc) return ct_last_status();
+  if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
+  if (n->in[1]) grads[1] = ct__alloc(w->ndim, w->shape, w->dtype, w->device);
+  if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
+  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
+                    ? ct_last_status()
+                    : g->storage->backend->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv);
+  ct_tensor_free(gc);
+  return s;
+}
+
+ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts) {
+  if (!x || !w) return NULL;
+  char sx[160], sw[160], sb[160];
+  if (ct__same_device("conv2d", 3, (ct_tensor *[]){x, w, b}, (const char *[]){"input", "weight", "bias"}) != CT_OK) return NULL;
+  ct_conv2d_opts o = conv_defaults(opts);
+  if (x->ndim != 4 || w->ndim != 4)
+    CT_FAIL_NULL(CT_ESHAPE, "conv2d: expected input (N, C, H, W) and weight (O, C/groups, kH, kW), got %s and %s",
+                 ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw));
+  int64_t C = x->shape[1], O = w->shape[0];
+  if (o.groups < 1 || C % o.groups || O % o.groups || w->shape[1] * o.groups != C)
+    CT_FAIL_NULL(CT_ESHAPE, "conv2d: input %s with groups=%d does not fit weight %s (weight dim 1 must be C/groups)",
+                 ct_shape_str(x, sx, sizeof sx), o.groups, ct_shape_str(w, sw, sizeof sw));
+  if (b && (b->ndim != 1 || b->shape[0] != O))
+    CT_FAIL_NULL(CT_ESHAPE, "conv2d: bias %s does not match %lld output channels", ct_shape_str(b, sb, sizeof sb), (long long)O);
+  for (int i = 0; i < 2; i++)
+    if (o.stride[i] < 1 || o.padding[i] < 0 || o.dilation[i] < 1)
+      CT_FAIL_NULL(CT_EINVAL, "conv2d: stride and dilation must be >= 1 and padding >= 0");
+  int64_t Ho = (x->shape[2] + 2 * o.padding[0] - o.dilation[0] * (w->shape[2] - 1) - 1) / o.stride[0] + 1;
+  int64_t Wo = (x->shape[3] + 2 * o.padding[1] - o.dilation[1] * (w->shape[3] - 1) - 1) / o.stride[1] + 1;
+  if (Ho <= 0 || Wo <= 0)
+    CT_FAIL_NULL(CT_ESHAPE, "conv2d: input %s is smaller than the (dilated) kernel %s after padding",
+                 ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw));
+  ct_dtype dt = ct_promote_types(x->dtype, w->dtype);
+  if (dt != CT_F32 && dt != CT_F64) CT_FAIL_NULL(CT_EDTYPE, "conv2d: supports float32 and float64, got %s", ct_dtype_name(dt));
+  const ct_backend *be = x->storage->backend;
+  if (!be->conv2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "conv2d is not implemented on %s", be->name);
+  ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
+  int64_t ys[4] = {x->shape[0], O, Ho, Wo};
+  ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
+  ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
+  if (s == CT_OK) {
+    ct_node *n = ct__record(y, "conv2d", bw_conv, 3, (ct_tensor *[]){x, w, b});
+    if (n) {
+      conv_extra *e = calloc(1, sizeof *e);
+      CT_ASSERT(e);
+      e->conv = o;
+      n->extra = e;
+      n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc);
+    }
+  } else ct_tensor_free(y), y = NULL;
+  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
+  return y;
+}
+
+static ct_status bw_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->in[0];
+  conv_extra *e = n->extra;
+  ct_tensor *gc = ct_contiguous(g);
+  ct_tensor *gx = gc ? ct__alloc(x->ndim, x->shape, g->dtype, g->device) : NULL;
+  ct_status s = gx ? g->storage->backend->pool2d_backward((ct_pool_kind)n->iv[0], gx, gc, n->saved[0], &e->pool)
+                   : ct_last_status();
+  ct_tensor_free(gc);
+  if (s != CT_OK) return ct_tensor_free(gx), s;
+  grads[0] = gx;
+  return CT_OK;
+}
+
+static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct_pool2d_opts *opts) {
+  if (!x) return NULL;
+  char sx[160];
+  if (!opts) CT_FAIL_NULL(CT_EINVAL, "%s: options with a kernel size are required", op);
+  ct_pool2d_opts o = *opts;
+  for (int i = 0; i < 2; i++) {
+    if (o.kernel[i] < 1) CT_FAIL_NULL(CT_EINVAL, "%s: kernel size must be >= 1, got %d", op, o.kernel[i]);
+    if (o.stride[i] == 0) o.stride[i] = o.kernel[i];
+    if (o.padding[i] < 0 || o.padding[i] > o.kernel[i] / 2)
+      CT_FAIL_NULL(CT_EINVAL, "%s: padding must be between 0 and kernel/2, got %d", op, o.padding[i]);
+  }
+  if (x->ndim != 4) CT_FAIL_NULL(CT_ESHAPE, "%s: expected input (N, C, H, W), got %s", op, ct_shape_str(x, sx, sizeof sx));
+  if (!ct_dtype_is_floating(x->dtype)) CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s", op, ct_dtype_name(x->dtype));
+  int64_t Ho = (x->shape[2] + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
+  int64_t Wo = (x->shape[3] + 2 * o.padding[1] - o.kernel[1]) / o.stride[1] + 1;
+  if (Ho <= 0 || Wo <= 0) CT_FAIL_NULL(CT_ESHAPE, "%s: input %s is smaller than the kernel", op, ct_shape_str(x, sx, sizeof sx));
+  const ct_backend *be = x->storage->backend;
+  if (!be->pool2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, be->name);
+  ct_tensor *xc = ct_contiguous(x);
+  int64_t ys[4] = {x->shape[0], x->shape[1], Ho, Wo};
+  ct_tensor *y = xc ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
+  ct_tensor *am = y && kind == CT_POOL_MAX ? ct__alloc(4, ys, CT_I64, x->device) : NULL;
+  ct_status s = y && (kind != CT_POOL_MAX || am) ? be->pool2d(kind, y, am, xc, &o) : ct_last_status();
+  ct_tensor_free(xc);
+  if (s != CT_OK) {
+    ct_tensor_free(y), ct_tensor_free(am);
+    return NULL;
+  }
+  ct_node *n = ct__record(y, op, bw_pool, 1, &x);
+  if (n) {
+    conv_extra *e = calloc(1, sizeof *e);
+    CT_ASSERT(e);
+    e->pool = o;
+    n->extra = e;
+    n->iv[0] = kind;
+    if (am) n->saved[0] = ct__detached(am);
+  }
+  ct_tensor_free(am);
+  return y;
+}
+
+ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("max_pool2d", CT_POOL_MAX, x, opts); }
+ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("avg_pool2d", CT_POOL_AVG, x, opts); }

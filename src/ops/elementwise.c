@@ -1,0 +1,299 @@
+/* src/ops/elementwise.c: the front-ends of the elementwise ops (ops.def): broadcasting, dtype
+ * promotion, device checks, and the autograd rules; plus the helpers autograd itself uses
+ * (sum_to, add_into). */
+#include <math.h>
+#include <string.h>
+#include "autograd/node.h"
+#include "backend/backend.h"
+
+static const char *const binary_names[] = {
+#define CT_BINARY(E, name, fwd, da, db) #name,
+#define CT_COMPARE(E, name, pred) #name,
+#include "ops/ops.def"
+};
+static const char *const unary_names[] = {
+#define CT_UNARY(E, name, fwd, deriv) #name,
+#include "ops/ops.def"
+};
+
+/* The broadcast shape of a and b (NumPy rules), or 0 with CT_ESHAPE naming both shapes. */
+int ct__broadcast_shape(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nd, int64_t *out) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int64_t x = i < n - na ? 1 : sa[i - (n - na)], y = i < n - nb ? 1 : sb[i - (n - nb)];
+    if (x != y && x != 1 && y != 1) {
+      char a[160], b[160];
+      ct__error(CT_ESHAPE, "%s: shapes %s and %s cannot be broadcast together (dim %d: %lld vs %lld)", op,
+                ct__shape_str(na, sa, a, sizeof a), ct__shape_str(nb, sb, b, sizeof b), i, (long long)x, (long long)y);
+      return 0;
+    }
+    out[i] = x == 1 ? y : x;
+  }
+  *nd = n;
+  return 1;
+}
+
+static int category(ct_dtype dt) { return dt == CT_BOOL ? 0 : ct_dtype_is_floating(dt) ? 2 : 1; }
+
+/* torch.result_type for two tensors: a 0-dim tensor only decides the dtype when it is of a higher
+ * category (bool < integer < floating) than the other operand. */
+ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b) {
+  int za = a->ndim == 0, zb = b->ndim == 0;
+  if (za != zb) {
+    const ct_tensor *z = za ? a : b, *d = za ? b : a;
+    if (category(z->dtype) > category(d->dtype))
+      return category(z->dtype) == 2 && d->dtype != CT_F64 ? (z->dtype == CT_F64 ? CT_F32 : z->dtype) : z->dtype;
+    return d->dtype;
+  }
+  return ct_promote_types(a->dtype, b->dtype);
+}
+
+/* t expanded to shape and cast to dt (a view when no cast is needed). */
+static ct_tensor *prepare(ct_tensor *t, ct_dtype dt, int nd, const int64_t *shape) {
+  ct_tensor *c = t->dtype == dt ? ct_tensor_retain(t) : ct_cast(t, dt);
+  if (c && t->dtype == dt) ct__scope_track(c);
+  ct_tensor *e = c ? ct_expand(c, nd, shape) : NULL;
+  ct_tensor_free(c);
+  return e;
+}
+
+/* ---- binary */
+static ct_status bw_binary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_binary_op op = (ct_binary_op)n->iv[0];
+  for (int i = 0; i < 2; i++) {
+    if (!n->in[i]) continue;
+    if (op == CT_BINARY_ADD || (op == CT_BINARY_SUB && i == 0)) {
+      grads[i] = ct_tensor_retain(g);
+      ct__scope_track(g);
+      continue;
+    }
+    if (op == CT_BINARY_SUB) {
+      grads[i] = ct_neg(g);
+      if (!grads[i]) return ct_last_status();
+      continue;
+    }
+    ct_tensor *a = ct_expand(n->saved[0], g->ndim, g->shape), *b = ct_expand(n->saved[1], g->ndim, g->shape);
+    ct_tensor *out = a && b ? ct__alloc(g->ndim, g->shape, g->dtype, g->device) : NULL;
+    ct_status s = out ? g->storage->backend->binary_backward(op, i, out, g, a, b) : ct_last_status();
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    if (s != CT_OK) {
+      ct_tensor_free(out);
+      return s;
+    }
+    grads[i] = out;
+  }
+  return CT_OK;
+}
+
+static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
+  if (!a || !b) return NULL;
+  const char *name = binary_names[op];
+  if (ct__same_device(name, 2, (ct_tensor *[]){a, b}, (const char *[]){"a", "b"}) != CT_OK) return NULL;
+  int nd;
+  int64_t shape[CT_MAX_DIMS];
+  if (!ct__broadcast_shape(name, a->ndim, a->shape, b->ndim, b->shape, &nd, shape)) return NULL;
+  int compare = op >= CT_BINARY_EQ;
+  ct_dtype dt = ct__result_type(a, b);
+  if (op == CT_BINARY_DIV && !ct_dtype_is_floating(dt)) dt = CT_F32; /* true division */
+  if (!compare && dt == CT_BOOL && op != CT_BINARY_MAXIMUM && op != CT_BINARY_MINIMUM && op != CT_BINARY_MUL)
+    dt = op == CT_BINARY_ADD ? CT_BOOL : CT_I64;
+  const ct_backend *be = a->storage->backend;
+  if (!be->binary) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", name, be->name);
+  ct_tensor *ae = prepare(a, dt, nd, shape), *bexp = prepare(b, dt, nd, shape);
+  ct_tensor *out = ae && bexp ? ct__alloc(nd, shape, compare ? CT_BOOL : dt, a->device) : NULL;
+  ct_status s = out ? be->binary(op, out, ae, bexp) : ct_last_status();
+  ct_tensor_free(ae);
+  ct_tensor_free(bexp);
+  if (s != CT_OK) {
+    ct_tensor_free(out);
+    return NULL;
+  }
+  if (!compare && ct_dtype_is_floating(dt)) {
+    ct_node *n = ct__record(out, name, bw_binary, 2, (ct_tensor *[]){a, b});
+    if (n) {
+      n->iv[0] = op;
+      if (op != CT_BINARY_ADD && op != CT_BINARY_SUB) {
+        /* the rule needs a and b in the compute dtype, detached */
+        ct_tensor *ac = ct_cast(a, dt), *bc = ct_cast(b, dt);
+        n->saved[0] = ac ? ct__detached(ac) : NULL;
+        n->saved[1] = bc ? ct__detached(bc) : NULL;
+        ct_tensor_free(ac);
+        ct_tensor_free(bc);
+      }
+    }
+  }
+  return out;
+}
+
+#define CT_BINARY(E, name, fwd, da, db) \
+  ct_tensor *ct_##name(ct_tensor *a, ct_tensor *b) { return binary(CT_BINARY_##E, a, b); }
+#define CT_COMPARE(E, name, pred) \
+  ct_tensor *ct_##name(ct_tensor *a, ct_tensor *b) { return binary(CT_BINARY_##E, a, b); }
+#include "ops/ops.def"
+
+/* The scalar keeps a floating tensor's dtype; an integer tensor with a fractional scalar gives
+ * float32 (PyTorch's wrapped-number rule). */
+static ct_tensor *with_scalar(ct_binary_op op, ct_tensor *a, double s) {
+  if (!a) return NULL;
+  ct_dtype dt = ct_dtype_is_floating(a->dtype) ? a->dtype : (s == floor(s) && op != CT_BINARY_DIV ? a->dtype : CT_F32);
+  if (dt == CT_BOOL) dt = CT_I64;
+  ct_tensor *sc = ct_scalar(s, dt, a->device);
+  ct_tensor *out = binary(op, a, sc);
+  ct_tensor_free(sc);
+  return out;
+}
+
+ct_tensor *ct_add_scalar(ct_tensor *a, double s) { return with_scalar(CT_BINARY_ADD, a, s); }
+ct_tensor *ct_mul_scalar(ct_tensor *a, double s) { return with_scalar(CT_BINARY_MUL, a, s); }
+ct_tensor *ct_pow_scalar(ct_tensor *a, double s) { return with_scalar(CT_BINARY_POW, a, s); }
+
+/* ---- unary */
+static ct_status bw_unary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_unary_op op = (ct_unary_op)n->iv[0];
+  if (op == CT_UNARY_NEG) {
+    grads[0] = ct_neg(g);
+    return grads[0] ? CT_OK : ct_last_status();
+  }
+  ct_tensor *out = ct__alloc(g->ndim, g->shape, g->dtype, g->device);
+  if (!out) return ct_last_status();
+  ct_status s = g->storage->backend->unary_backward(op, out, g, n->saved[0], n->saved[1]);
+  if (s != CT_OK) {
+    ct_tensor_free(out);
+    return s;
+  }
+  grads[0] = out;
+  return CT_OK;
+}
+
+static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
+  if (!x) return NULL;
+  const char *name = unary_names[op];
+  int keeps_int = op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU;
+  ct_dtype dt = ct_dtype_is_floating(x->dtype) || (keeps_int && x->dtype != CT_BOOL) ? x->dtype : CT_F32;
+  const ct_backend *be = x->storage->backend;
+  if (!be->unary) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", name, be->name);
+  ct_tensor *xc = x->dtype == dt ? NULL : ct_cast(x, dt);
+  if (x->dtype != dt && !xc) return NULL;
+  ct_tensor *src = xc ? xc : x;
+  ct_tensor *out = ct__alloc(x->ndim, x->shape, dt, x->device);
+  ct_status s = out ? be->unary(op, out, src) : ct_last_status();
+  if (s != CT_OK) {
+    ct_tensor_free(xc);
+    ct_tensor_free(out);
+    return NULL;
+  }
+  if (ct_dtype_is_floating(dt)) {
+    ct_node *n = ct__record(out, name, bw_unary, 1, &x);
+    if (n) {
+      n->iv[0] = op;
+      n->saved[0] = ct__detached(src);
+      n->saved[1] = ct__detached(out);
+    }
+  }
+  ct_tensor_free(xc);
+  return out;
+}
+
+#define CT_UNARY(E, name, fwd, deriv) \
+  ct_tensor *ct_##name(ct_tensor *x) { return unary(CT_UNARY_##E, x); }
+#include "ops/ops.def"
+
+/* ---- where and clamp */
+static ct_status bw_where(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *zero = ct_scalar(0, g->dtype, g->device);
+  if (n->in[1]) grads[1] = ct_where(n->saved[0], g, zero);
+  if (n->in[2]) grads[2] = ct_where(n->saved[0], zero, g);
+  ct_tensor_free(zero);
+  return (n->in[1] && !grads[1]) || (n->in[2] && !grads[2]) ? ct_last_status() : CT_OK;
+}
+
+ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
+  if (!cond || !a || !b) return NULL;
+  if (ct__same_device("where", 3, (ct_tensor *[]){cond, a, b}, (const char *[]){"cond", "a", "b"}) != CT_OK) return NULL;
+  int nd, nd2;
+  int64_t s1[CT_MAX_DIMS], shape[CT_MAX_DIMS];
+  if (!ct__broadcast_shape("where", a->ndim, a->shape, b->ndim, b->shape, &nd, s1) ||
+      !ct__broadcast_shape("where", cond->ndim, cond->shape, nd, s1, &nd2, shape))
+    return NULL;
+  ct_dtype dt = ct__result_type(a, b);
+  ct_tensor *ce = prepare(cond, CT_BOOL, nd2, shape), *ae = prepare(a, dt, nd2, shape), *be_ = prepare(b, dt, nd2, shape);
+  ct_tensor *out = ce && ae && be_ ? ct__alloc(nd2, shape, dt, a->device) : NULL;
+  ct_status s = out ? a->storage->backend->where(out, ce, ae, be_) : ct_last_status();
+  ct_tensor_free(ae);
+  ct_tensor_free(be_);
+  if (s != CT_OK) {
+    ct_tensor_free(ce);
+    ct_tensor_free(out);
+    return NULL;
+  }
+  if (ct_dtype_is_floating(dt)) {
+    ct_node *n = ct__record(out, "where", bw_where, 3, (ct_tensor *[]){NULL, a, b});
+    if (n) n->saved[0] = ct__detached(ce);
+  }
+  ct_tensor_free(ce);
+  return out;
+}
+
+static ct_status bw_clamp(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->saved[0];
+  ct_tensor *lo = ct_scalar(n->dv[0], x->dtype, x->device), *hi = ct_scalar(n->dv[1], x->dtype, x->device);
+  ct_tensor *m1 = ct_ge(x, lo), *m2 = ct_le(x, hi), *m = ct_mul(m1, m2);
+  grads[0] = ct_mul(g, m);
+  ct_tensor_free(lo), ct_tensor_free(hi), ct_tensor_free(m1), ct_tensor_free(m2), ct_tensor_free(m);
+  return grads[0] ? CT_OK : ct_last_status();
+}
+
+ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi) {
+  if (!x) return NULL;
+  if (lo > hi) CT_FAIL_NULL(CT_EINVAL, "clamp: min %g is greater than max %g", lo, hi);
+  ct_no_grad_begin();
+  ct_tensor *l = ct_scalar(lo, x->dtype, x->device), *h = ct_scalar(hi, x->dtype, x->device);
+  ct_tensor *t = ct_maximum(x, l), *out = ct_minimum(t, h);
+  ct_tensor_free(l), ct_tensor_free(h), ct_tensor_free(t);
+  ct_no_grad_end();
+  ct_node *n = out && ct_dtype_is_floating(x->dtype) ? ct__record(out, "clamp", bw_clamp, 1, &x) : NULL;
+  if (n) n->saved[0] = ct__detached(x), n->dv[0] = lo, n->dv[1] = hi;
+  return out;
+}
+
+/* ---- helpers for autograd and optimizers */
+ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt) {
+  int lead = g->ndim - ndim, dims[CT_MAX_DIMS], nd = 0;
+  if (lead < 0) CT_FAIL_NULL(CT_ESHAPE, "internal: gradient has fewer dims than its input");
+  for (int i = 0; i < g->ndim; i++)
+    if (i < lead || (shape[i - lead] == 1 && g->shape[i] != 1)) dims[nd++] = i;
+  ct_tensor *r;
+  if (nd == 0 && lead == 0) {
+    r = ct_tensor_retain(g);
+    ct__scope_track(r);
+  } else {
+    ct_tensor *s = ct_sum(g, nd, dims, 1);
+    r = s ? ct_reshape(s, ndim, shape) : NULL;
+    ct_tensor_free(s);
+  }
+  if (r && r->dtype != dt) {
+    ct_tensor *c = ct_cast(r, dt);
+    ct_tensor_free(r);
+    r = c;
+  }
+  return r;
+}
+
+/* acc += g in place (same device; g broadcasts to acc). */
+ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b) {
+  ct_tensor *be_ = ct_expand(b, out->ndim, out->shape);
+  if (!be_) return ct_last_status();
+  ct_status s = out->storage->backend->binary(op, out, a, be_);
+  ct_tensor_free(be_);
+  return s;
+}
+
+ct_status ct__add_into(ct_tensor *acc, ct_tensor *g) { return ct__binary_into(CT_BINARY_ADD, acc, acc, g); }
+
+ct_status ct_fill_(ct_tensor *t, double value) {
+  if (!t) return ct__error(CT_EINVAL, "fill_: NULL tensor");
+  return t->storage->backend->fill(t, value);
+}
+
+ct_status ct_zero_(ct_tensor *t) { return ct_fill_(t, 0); }

@@ -1,0 +1,135 @@
+/* src/ops/norm.c: batch_norm, dropout, softmax and log_softmax.
+ * batch_norm and dropout are composed of differentiable ops, so their gradients come from the
+ * rules of those ops; softmax has a fused kernel and its own rule. */
+#include <math.h>
+#include <string.h>
+#include "autograd/node.h"
+#include "backend/backend.h"
+
+/* r = (1 - m) r + m s, in place, under no-grad (torch's running-statistics update). */
+static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
+  ct_tensor *rs = ct_mul_scalar(r, 1.0 - m), *ss = ct_mul_scalar(s, m);
+  ct_tensor *sum = rs && ss ? ct_add(rs, ss) : NULL;
+  ct_status st = sum ? ct_copy_(r, sum) : ct_last_status();
+  ct_tensor_free(rs), ct_tensor_free(ss), ct_tensor_free(sum);
+  return st;
+}
+
+ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
+                         ct_tensor *bias, int training, double momentum, double eps) {
+  if (!x) return NULL;
+  char sx[160], sp[160];
+  ct_tensor *all[5] = {x, running_mean, running_var, weight, bias};
+  if (ct__same_device("batch_norm", 5, all, (const char *[]){"input", "running_mean", "running_var", "weight", "bias"}) != CT_OK)
+    return NULL;
+  if (x->ndim < 2) CT_FAIL_NULL(CT_ESHAPE, "batch_norm: expected input (N, C, *), got %s", ct_shape_str(x, sx, sizeof sx));
+  int64_t C = x->shape[1];
+  for (int i = 1; i < 5; i++)
+    if (all[i] && (all[i]->ndim != 1 || all[i]->shape[0] != C))
+      CT_FAIL_NULL(CT_ESHAPE, "batch_norm: parameter %s does not match %lld channels of input %s",
+                   ct_shape_str(all[i], sp, sizeof sp), (long long)C, ct_shape_str(x, sx, sizeof sx));
+  if (!training && (!running_mean || !running_var))
+    CT_FAIL_NULL(CT_EINVAL, "batch_norm: eval mode needs running_mean and running_var");
+  int dims[CT_MAX_DIMS], nd = 0;
+  int64_t cshape[CT_MAX_DIMS], count = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    cshape[d] = d == 1 ? C : 1;
+    if (d != 1) dims[nd++] = d, count *= x->shape[d];
+  }
+  if (training && count <= 1)
+    CT_FAIL_NULL(CT_ESHAPE, "batch_norm: expected more than 1 value per channel when training, got input %s",
+                 ct_shape_str(x, sx, sizeof sx));
+  ct_tensor *mean, *var;
+  if (training) {
+    mean = ct_mean(x, nd, dims, 1);
+    var = ct_var(x, nd, dims, 0, 1); /* biased variance normalizes, as torch */
+    if (mean && var && running_mean) {
+      ct_no_grad_begin();
+      ct_tensor *m1 = ct_reshape(mean, 1, &C), *v1 = ct_reshape(var, 1, &C);
+      ct_tensor *vu = v1 ? ct_mul_scalar(v1, (double)count / (double)(count - 1)) : NULL; /* unbiased for the record */
+      ct_status s = m1 && vu ? running_update(running_mean, m1, momentum) : ct_last_status();
+      if (s == CT_OK) s = running_update(running_var, vu, momentum);
+      ct_tensor_free(m1), ct_tensor_free(v1), ct_tensor_free(vu);
+      ct_no_grad_end();
+      if (s != CT_OK) {
+        ct_tensor_free(mean), ct_tensor_free(var);
+        return NULL;
+      }
+    }
+  } else {
+    mean = ct_reshape(running_mean, x->ndim, cshape);
+    var = ct_reshape(running_var, x->ndim, cshape);
+  }
+  ct_tensor *xc = ct_sub(x, mean);
+  ct_tensor *ve = ct_add_scalar(var, eps);
+  ct_tensor *sd = ct_sqrt(ve);
+  ct_tensor *y = ct_div(xc, sd);
+  ct_tensor_free(mean), ct_tensor_free(var), ct_tensor_free(xc), ct_tensor_free(ve), ct_tensor_free(sd);
+  if (y && weight) {
+    ct_tensor *w = ct_reshape(weight, x->ndim, cshape), *t = ct_mul(y, w);
+    ct_tensor_free(w), ct_tensor_free(y);
+    y = t;
+  }
+  if (y && bias) {
+    ct_tensor *b = ct_reshape(bias, x->ndim, cshape), *t = ct_add(y, b);
+    ct_tensor_free(b), ct_tensor_free(y);
+    y = t;
+  }
+  return y;
+}
+
+ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen) {
+  if (!x) return NULL;
+  if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "dropout: probability must be in [0, 1], got %g", p);
+  if (!training || p == 0) {
+    ct_tensor_retain(x);
+    ct__scope_track(x);
+    return x;
+  }
+  if (p == 1) return ct_mul_scalar(x, 0.0);
+  ct_tensor *u = ct_rand(x->ndim, x->shape, 0, 1, ct_dtype_is_floating(x->dtype) ? x->dtype : CT_F32, x->device, gen);
+  ct_tensor *keep = u ? ct_scalar(1.0 - p, u->dtype, x->device) : NULL;
+  ct_tensor *mask = keep ? ct_lt(u, keep) : NULL;
+  ct_tensor *kept = mask ? ct_mul(x, mask) : NULL;
+  ct_tensor *y = kept ? ct_mul_scalar(kept, 1.0 / (1.0 - p)) : NULL;
+  ct_tensor_free(u), ct_tensor_free(keep), ct_tensor_free(mask), ct_tensor_free(kept);
+  return y;
+}
+
+static ct_status bw_softmax(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *gc = ct_contiguous(g);
+  ct_tensor *gx = gc ? ct__alloc(g->ndim, g->shape, g->dtype, g->device) : NULL;
+  ct_status s = gx ? g->storage->backend->softmax_backward(gx, gc, n->saved[0], (int)n->iv[0]) : ct_last_status();
+  ct_tensor_free(gc);
+  if (s != CT_OK) return ct_tensor_free(gx), s;
+  grads[0] = gx;
+  return CT_OK;
+}
+
+/* softmax over the last dim of a contiguous tensor, recorded */
+static ct_tensor *softmax_last(ct_tensor *x, int log_) {
+  ct_tensor *y = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
+  ct_status s = y ? x->storage->backend->softmax(y, x, log_) : ct_last_status();
+  if (s != CT_OK) return ct_tensor_free(y), NULL;
+  ct_node *n = ct__record(y, log_ ? "log_softmax" : "softmax", bw_softmax, 1, &x);
+  if (n) n->iv[0] = log_, n->saved[0] = ct__detached(y);
+  return y;
+}
+
+static ct_tensor *softmax_dim(const char *op, ct_tensor *x, int dim, int log_) {
+  if (!x) return NULL;
+  char sx[160];
+  int d = ct__dim(dim, x->ndim);
+  if (x->ndim == 0 || d < 0) CT_FAIL_NULL(CT_ESHAPE, "%s: dim %d out of range for shape %s", op, dim, ct_shape_str(x, sx, sizeof sx));
+  if (!x->storage->backend->softmax) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, x->storage->backend->name);
+  ct_tensor *xf = ct_dtype_is_floating(x->dtype) ? (ct_tensor_retain(x), ct__scope_track(x), x) : ct_cast(x, CT_F32);
+  ct_tensor *xt = xf ? ct_transpose(xf, d, -1) : NULL;
+  ct_tensor *xc = xt ? ct_contiguous(xt) : NULL;
+  ct_tensor *yc = xc ? softmax_last(xc, log_) : NULL;
+  ct_tensor *y = yc ? ct_transpose(yc, d, -1) : NULL;
+  ct_tensor_free(xf), ct_tensor_free(xt), ct_tensor_free(xc), ct_tensor_free(yc);
+  return y;
+}
+
+ct_tensor *ct_softmax(ct_tensor *x, int dim) { return softmax_dim("softmax", x, dim, 0); }
+ct_tensor *ct_log_softmax(ct_tensor *x, int dim) { return softmax_dim("log_softmax", x, dim, 1); }

@@ -1,0 +1,98 @@
+/* tests/support/testutil.c: helpers shared by the tests (see testutil.h). */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ct__assert_ok(int s, const char *expr, const char *file, int line) {
+  if (s != 0) {
+    fprintf(stderr, "%s:%d: %s returned %d: %s\n", file, line, expr, s, ct_last_error());
+    fail();
+  }
+}
+
+void *ct__assert_nonnull(void *p, const char *expr, const char *file, int line) {
+  if (!p) {
+    fprintf(stderr, "%s:%d: %s returned NULL: %s\n", file, line, expr, ct_last_error());
+    fail();
+  }
+  return p;
+}
+
+void ct_assert_error_contains(const char *needle) {
+  const char *msg = ct_last_error();
+  if (!strstr(msg, needle)) {
+    fprintf(stderr, "expected the error to contain \"%s\", got \"%s\"\n", needle, msg);
+    fail();
+  }
+}
+
+const char *ct_test_data_dir(void) {
+  const char *d = getenv("CUTTLE_DATA_DIR");
+  if (!d) d = "/usr/share/datasets/fashion-mnist";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", d);
+  if (access(path, R_OK) != 0) {
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", d);
+    if (access(path, R_OK) != 0) return NULL;
+  }
+  return d;
+}
+
+char *ct_test_tmpdir(void) {
+  const char *base = getenv("TMPDIR");
+  char *dir = NULL;
+  if (asprintf(&dir, "%s/cuttle-test-XXXXXX", base ? base : "/tmp") < 0) return NULL;
+  if (!mkdtemp(dir)) {
+    free(dir);
+    return NULL;
+  }
+  return dir;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+void ct_test_rmdir(char *dir) {
+  if (!dir) return;
+  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  free(dir);
+}
+
+double *ct_test_values(ct_tensor *t) {
+  int64_t n = ct_tensor_numel(t);
+  double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+  ct_assert_ok(ct_to_host(t, v, (size_t)n * sizeof(double), CT_F64));
+  return v;
+}
+
+void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol) {
+  ct_assert_nonnull(a);
+  ct_assert_nonnull(b);
+  char sa[128], sb[128];
+  if (ct_tensor_numel(a) != ct_tensor_numel(b)) {
+    fprintf(stderr, "shapes differ: %s vs %s\n", ct_shape_str(a, sa, sizeof sa), ct_shape_str(b, sb, sizeof sb));
+    fail();
+  }
+  double *va = ct_test_values(a), *vb = ct_test_values(b);
+  int64_t n = ct_tensor_numel(a), worst = -1;
+  double worst_excess = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double diff = fabs(va[i] - vb[i]), tol = atol + rtol * fabs(vb[i]);
+    int bad = !(diff <= tol) && !(isnan(va[i]) && isnan(vb[i])) && !(va[i] == vb[i]);
+    if (bad && (worst < 0 || diff - tol > worst_excess)) worst = i, worst_excess = diff - tol;
+  }
+  if (worst >= 0)
+    fprintf(stderr, "not close at flat index %lld: %.10g vs %.10g (atol %g, rtol %g)\n", (long long)worst, va[worst],
+            vb[worst], atol, rtol);
+  free(va);
+  free(vb);
+  if (worst >= 0) fail();
+}

@@ -1,0 +1,34 @@
+/* tests/support/testutil.h: what every cmocka test of cuttle shares. */
+#ifndef CUTTLE_TESTUTIL_H
+#define CUTTLE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "cuttle.h"
+
+/* The exit code CTest counts as "skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt). */
+#define CT_TEST_SKIP 77
+
+/* Fail the test with ct_last_error() when p is NULL / s is not CT_OK. */
+#define ct_assert_ok(s) ct__assert_ok((s), #s, __FILE__, __LINE__)
+#define ct_assert_nonnull(p) ct__assert_nonnull((p), #p, __FILE__, __LINE__)
+void ct__assert_ok(int s, const char *expr, const char *file, int line);
+void *ct__assert_nonnull(void *p, const char *expr, const char *file, int line);
+/* Assert that ct_last_error() contains needle. */
+void ct_assert_error_contains(const char *needle);
+
+/* The Fashion-MNIST directory (CUTTLE_DATA_DIR), or NULL when its files are absent. */
+const char *ct_test_data_dir(void);
+/* A fresh directory under $TMPDIR for the test's files, removed by the caller (ct_test_rmdir). */
+char *ct_test_tmpdir(void);
+void ct_test_rmdir(char *dir);
+
+/* Every value of a and b (copied to the host as f64) within atol + rtol |b|; prints the worst. */
+void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol);
+/* A host copy of t as f64 (malloc'd, numel entries). */
+double *ct_test_values(ct_tensor *t);
+
+#endif

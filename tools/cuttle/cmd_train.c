@@ -1,0 +1,314 @@
+/* tools/cuttle/cmd_train.c: `cuttle train` and `cuttle eval` on Fashion-MNIST.
+ *
+ * train: builds the mlp or cnn on the chosen device, trains it with the data loader's worker
+ * threads, shows a progress line (images/s, loss, ETA), evaluates on the test set after each
+ * epoch, appends one JSON line per epoch to --metrics, and saves a checkpoint with --save. Ctrl-C
+ * finishes the current step, saves a checkpoint and exits 0. --resume continues from a
+ * checkpoint (model, optimizer, epoch and RNG state). */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "commands.h"
+#include "cuttle.h"
+#include "cuttle/data.h"
+#include "cuttle/io.h"
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+  const char *model, *device, *optimizer, *data_dir, *save, *resume, *metrics, *checkpoint;
+  int epochs, workers, progress;
+  int64_t batch;
+  double lr;
+  uint64_t seed;
+} options;
+
+static ct_status pick_device(const char *s, ct_device *d) {
+  if (strcmp(s, "auto") == 0) {
+    *d = ct_device_best(CT_BEST_MOST_FREE_MEMORY);
+    return CT_OK;
+  }
+  ct_status st = ct_device_parse(s, d);
+  if (st != CT_OK) return st;
+  if (!ct_device_available(*d)) {
+    char name[32];
+    fprintf(stderr, "cuttle: device %s is not available (%d cuda device(s)); use --device cpu or auto\n",
+            ct_device_str(*d, name, sizeof name), ct_device_count(CT_CUDA));
+    return CT_EDEVICE;
+  }
+  return CT_OK;
+}
+
+/* Test accuracy in [0, 1] of m on ds, or a negative status. */
+static double evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers) {
+  ct_loader_opts lo = {.batch_size = 1000, .num_workers = workers, .device = dev};
+  ct_loader *l = ct_loader_new(ds, &lo);
+  if (!l) return ct_last_status();
+  int64_t correct = 0, total = 0;
+  ct_module_train(m, 0);
+  ct_no_grad_begin();
+  ct_tensor *x, *y;
+  int r;
+  while ((r = ct_loader_next(l, &x, &y)) == 1) {
+    ct_scope_begin();
+    ct_tensor *logits = ct_module_forward(m, x);
+    ct_tensor *pred = ct_argmax(logits, 1, 0);
+    ct_tensor *eq = ct_eq(pred, y);
+    ct_tensor *s = ct_sum(eq, 0, NULL, 0);
+    double c = s ? ct_item(s) : NAN;
+    total += ct_tensor_size(y, 0);
+    ct_scope_end();
+    ct_tensor_free(x), ct_tensor_free(y);
+    if (isnan(c)) {
+      r = -1;
+      break;
+    }
+    correct += (int64_t)c;
+  }
+  ct_no_grad_end();
+  ct_module_train(m, 1);
+  ct_loader_free(l);
+  if (r < 0) return r < -1 ? r : ct_last_status() ? ct_last_status() : CT_EINVAL;
+  return total ? (double)correct / (double)total : 0;
+}
+
+static void progress(int epoch, int epochs, int64_t done, int64_t total, double img_s, double loss, double elapsed) {
+  int width = 30, fill = total ? (int)(width * done / total) : width;
+  double eta = done ? elapsed * (double)(total - done) / (double)done : 0;
+  fprintf(stderr, "\repoch %d/%d [", epoch, epochs);
+  for (int i = 0; i < width; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
+  fprintf(stderr, "] %3d%% %7.0f img/s  loss %.4f  ETA %02d:%02d ", total ? (int)(100 * done / total) : 100, img_s, loss,
+          (int)eta / 60, (int)eta % 60);
+  fflush(stderr);
+}
+
+static int usage_train(FILE *f) {
+  fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N] [--epochs N] [--batch-size N]\n"
+             "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
+             "                    [--save FILE] [--resume FILE] [--metrics FILE] [--no-progress]\n"
+             "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam --workers 2 --seed 0\n");
+  return f == stdout ? 0 : 2;
+}
+
+static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t epoch, ct_generator *gen) {
+  ct_checkpoint_meta meta = {.epoch = epoch, .rng = *gen};
+  ct_status s = ct_checkpoint_save(path, m, o, &meta);
+  if (s != CT_OK) fprintf(stderr, "cuttle: could not save the checkpoint: %s\n", ct_last_error());
+  else fprintf(stderr, "saved %s (epoch %lld)\n", path, (long long)epoch);
+  return s;
+}
+
+int ct_cmd_train(int argc, char **argv) {
+  options o = {.model = "cnn", .device = "auto", .optimizer = "adam", .epochs = 5, .workers = 2, .batch = 128, .lr = 1e-3,
+               .progress = 1};
+  static const struct option longopts[] = {
+      {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
+      {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
+      {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
+      {"no-progress", 0, 0, 'P'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'm': o.model = optarg; break;
+      case 'd': o.device = optarg; break;
+      case 'e': o.epochs = atoi(optarg); break;
+      case 'b': o.batch = atoll(optarg); break;
+      case 'l': o.lr = atof(optarg); break;
+      case 'o': o.optimizer = optarg; break;
+      case 'w': o.workers = atoi(optarg); break;
+      case 's': o.seed = strtoull(optarg, NULL, 10); break;
+      case 'D': o.data_dir = optarg; break;
+      case 'S': o.save = optarg; break;
+      case 'r': o.resume = optarg; break;
+      case 'M': o.metrics = optarg; break;
+      case 'P': o.progress = 0; break;
+      case 'h': return usage_train(stdout);
+      default: return usage_train(stderr);
+    }
+  }
+  if (o.epochs < 1 || o.batch < 1 || o.workers < 0 || !(o.lr > 0)) {
+    fprintf(stderr, "cuttle: --epochs, --batch-size must be >= 1, --workers >= 0 and --lr > 0\n");
+    return 2;
+  }
+  ct_optim_opts oo = {.lr = o.lr};
+  if (strcmp(o.optimizer, "adam") == 0) oo.kind = CT_OPTIM_ADAM;
+  else if (strcmp(o.optimizer, "adamw") == 0) oo.kind = CT_OPTIM_ADAMW;
+  else if (strcmp(o.optimizer, "sgd") == 0) oo.kind = CT_OPTIM_SGD, oo.momentum = 0.9;
+  else {
+    fprintf(stderr, "cuttle: unknown optimizer \"%s\": use adam, adamw or sgd\n", o.optimizer);
+    return 2;
+  }
+  ct_device dev;
+  if (pick_device(o.device, &dev) != CT_OK) {
+    if (ct_last_status() != CT_OK) fprintf(stderr, "cuttle: %s\n", ct_last_error());
+    return 2;
+  }
+  char devname[32];
+  ct_device_str(dev, devname, sizeof devname);
+
+  ct_dataset *train = ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TRAIN);
+  ct_dataset *test = train ? ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TEST) : NULL;
+  if (!train || !test) {
+    fprintf(stderr, "cuttle: %s\n", ct_last_error());
+    ct_dataset_free(train);
+    return 1;
+  }
+  ct_generator gen = ct_generator_new(o.seed);
+  ct_module *m = ct_model_new(o.model, dev, &gen);
+  ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
+  int status = 1;
+  ct_loader *loader = NULL;
+  FILE *mf = NULL;
+  if (!opt) {
+    fprintf(stderr, "cuttle: %s\n", ct_last_error());
+    goto done;
+  }
+  int64_t start_epoch = 0;
+  if (o.resume) {
+    ct_checkpoint_meta meta = {0};
+    if (ct_checkpoint_load(o.resume, m, opt, &meta) != CT_OK) {
+      fprintf(stderr, "cuttle: cannot resume: %s\n", ct_last_error());
+      goto done;
+    }
+    start_epoch = meta.epoch;
+    if (meta.has_training_state) gen = meta.rng;
+    fprintf(stderr, "resumed from %s at epoch %lld\n", o.resume, (long long)start_epoch);
+  }
+  ct_loader_opts lo = {.batch_size = o.batch, .shuffle = 1, .seed = o.seed, .num_workers = o.workers, .device = dev};
+  loader = ct_loader_new(train, &lo);
+  if (!loader || ct_loader_set_epoch(loader, start_epoch) != CT_OK) {
+    fprintf(stderr, "cuttle: %s\n", ct_last_error());
+    goto done;
+  }
+  if (o.metrics && !(mf = fopen(o.metrics, "a"))) {
+    fprintf(stderr, "cuttle: cannot open --metrics file %s\n", o.metrics);
+    goto done;
+  }
+  fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g, batch %lld, %d workers\n", o.model, devname,
+          (long long)ct_module_num_params(m), o.optimizer, o.lr, (long long)o.batch, o.workers);
+  struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
+  sigaction(SIGINT, &sa, &old_sa);
+  int64_t per_epoch = ct_dataset_len(train);
+  status = 0;
+  for (int64_t epoch = start_epoch; epoch < o.epochs && !interrupted && status == 0; epoch++) {
+    double t0 = now(), loss_sum = 0, last_print = 0;
+    int64_t seen = 0, steps = 0;
+    ct_tensor *x, *y;
+    int r;
+    while (!interrupted && (r = ct_loader_next(loader, &x, &y)) == 1) {
+      ct_scope_begin();
+      ct_tensor *logits = ct_module_forward(m, x);
+      ct_tensor *loss = ct_cross_entropy(logits, y, CT_REDUCTION_MEAN, 0);
+      ct_status s = loss ? ct_backward(loss) : ct_last_status();
+      if (s == CT_OK) s = ct_optimizer_step(opt);
+      ct_optimizer_zero_grad(opt);
+      double lv = s == CT_OK ? ct_item(loss) : NAN;
+      int64_t b = ct_tensor_size(y, 0);
+      ct_scope_end();
+      ct_tensor_free(x), ct_tensor_free(y);
+      if (s != CT_OK || isnan(lv)) {
+        fprintf(stderr, "\ncuttle: training step failed: %s\n", ct_last_error());
+        status = 1;
+        break;
+      }
+      loss_sum += lv * (double)b, seen += b, steps++;
+      double t = now();
+      if (o.progress && (t - last_print > 0.25 || seen == per_epoch)) {
+        progress((int)epoch + 1, o.epochs, seen, per_epoch, seen / (t - t0), loss_sum / seen, t - t0);
+        last_print = t;
+      }
+    }
+    if (status) break;
+    double secs = now() - t0;
+    if (interrupted) {
+      fprintf(stderr, "\ninterrupted in epoch %lld after %lld images\n", (long long)epoch + 1, (long long)seen);
+      /* the partial epoch is not counted: resuming repeats it from its start */
+      save(o.save ? o.save : "cuttle-interrupted.safetensors", m, opt, epoch, &gen);
+      break;
+    }
+    double acc = evaluate(m, test, dev, o.workers);
+    if (acc < 0) {
+      fprintf(stderr, "\ncuttle: evaluation failed: %s\n", ct_last_error());
+      status = 1;
+      break;
+    }
+    double ips = seen / secs, train_loss = seen ? loss_sum / seen : NAN;
+    if (o.progress) fputc('\n', stderr);
+    printf("epoch %lld: train_loss %.4f  test_acc %.2f%%  %.0f images/s  %.1f s  (%s)\n", (long long)epoch + 1, train_loss,
+           100 * acc, ips, secs, devname);
+    fflush(stdout);
+    if (mf) {
+      fprintf(mf, "{\"epoch\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"images_per_s\": %.1f, \"seconds\": %.3f, "
+                  "\"device\": \"%s\"}\n", (long long)epoch + 1, train_loss, acc, ips, secs, devname);
+      fflush(mf);
+    }
+    if (o.save && save(o.save, m, opt, epoch + 1, &gen) != CT_OK) status = 1;
+  }
+  sigaction(SIGINT, &old_sa, NULL);
+done:
+  if (mf) fclose(mf);
+  ct_loader_free(loader);
+  ct_optimizer_free(opt);
+  ct_module_free(m);
+  ct_dataset_free(train);
+  ct_dataset_free(test);
+  return status;
+}
+
+int ct_cmd_eval(int argc, char **argv) {
+  const char *checkpoint = NULL, *model = "cnn", *device = "auto", *data_dir = NULL;
+  static const struct option longopts[] = {{"checkpoint", 1, 0, 'c'}, {"model", 1, 0, 'm'}, {"device", 1, 0, 'd'},
+                                           {"data-dir", 1, 0, 'D'},   {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'c': checkpoint = optarg; break;
+      case 'm': model = optarg; break;
+      case 'd': device = optarg; break;
+      case 'D': data_dir = optarg; break;
+      default:
+        fprintf(c == 'h' ? stdout : stderr, "usage: cuttle eval --checkpoint FILE [--model mlp|cnn] [--device auto|cpu|cuda:N] [--data-dir DIR]\n");
+        return c == 'h' ? 0 : 2;
+    }
+  }
+  if (!checkpoint) {
+    fprintf(stderr, "cuttle eval: --checkpoint FILE is required\n");
+    return 2;
+  }
+  ct_device dev;
+  if (pick_device(device, &dev) != CT_OK) return 2;
+  ct_module *m = ct_model_new(model, dev, NULL);
+  ct_dataset *test = m ? ct_fashion_mnist_load(data_dir, CT_SPLIT_TEST) : NULL;
+  int status = 1;
+  if (test && ct_checkpoint_load(checkpoint, m, NULL, NULL) == CT_OK) {
+    double acc = evaluate(m, test, dev, 2);
+    if (acc >= 0) {
+      char name[32];
+      printf("test_acc %.2f%% (%lld images, %s, %s)\n", 100 * acc, (long long)ct_dataset_len(test), model,
+             ct_device_str(dev, name, sizeof name));
+      status = 0;
+    }
+  }
+  if (status) fprintf(stderr, "cuttle eval: %s\n", ct_last_error());
+  ct_dataset_free(test);
+  ct_module_free(m);
+  return status;
+}

@@ -1,0 +1,32 @@
+/* tools/cuttle/main.c: the cuttle CLI, one table of subcommands. */
+#include <stdio.h>
+#include <string.h>
+#include "commands.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} commands[] = {
+    {"train", ct_cmd_train, "train an image classifier on Fashion-MNIST"},
+    {"eval", ct_cmd_eval, "report the test accuracy of a checkpoint"},
+    {"devices", ct_cmd_devices, "list the devices, like try_all_gpus, with their properties"},
+    {"smi", ct_cmd_smi, "a device monitor in the spirit of nvidia-smi"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: cuttle <command> [options]   (cuttle <command> --help for its options)\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "cuttle: unknown command \"%s\"\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
