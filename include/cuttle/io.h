@@ -61,7 +61,8 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
 /* A parsed, validated safetensors file held in memory. Opaque; freed with ct_safetensors_close. */
 typedef struct ct_safetensors ct_safetensors;
 
-/* Read the whole file at path and parse it with ct_safetensors_parse (label: path). The caller frees
+/* Read the whole file at path into memory (the handle holds all of it until closed) and parse it
+ * with ct_safetensors_parse (label: path). The caller frees
  * the result with ct_safetensors_close. Errors (NULL return): CT_EIO when the file cannot be read,
  * CT_EFORMAT as for ct_safetensors_parse, CT_ENOMEM. */
 ct_safetensors *ct_safetensors_open(const char *path);

@@ -1,0 +1,353 @@
+/* tests/io/test_checkpoint.c: model and training checkpoints (src/io/checkpoint.c).
+ *
+ * A model saved and loaded into a differently initialized one holds the same tensors; a mismatch of
+ * any kind is named and changes nothing; files laid out as PyTorch writes them (with the
+ * num_batches_tracked buffers cuttle lacks) load; and a training run resumed from a checkpoint takes
+ * exactly the step the uninterrupted run takes. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* Sequential(Linear(in, hidden), ReLU, Linear(hidden, out)) with its own generator seed. */
+static ct_module *mlp(int64_t in, int64_t hidden, int64_t out, uint64_t seed, ct_device dev) {
+  ct_generator g = ct_generator_new(seed);
+  ct_module *c[3] = {ct_linear_new(in, hidden, 1, dev, &g), ct_relu_new(), ct_linear_new(hidden, out, 1, dev, &g)};
+  for (int i = 0; i < 3; i++) ct_assert_nonnull(c[i]);
+  return ct_assert_nonnull(ct_sequential_new(3, c));
+}
+
+/* Every named tensor of a equals b's (same names in the same order, same values). */
+static void assert_same_named(int na, const ct_named_tensor *a, int nb, const ct_named_tensor *b) {
+  assert_int_equal(na, nb);
+  for (int i = 0; i < na; i++) {
+    assert_string_equal(a[i].name, b[i].name);
+    ct_assert_close(a[i].tensor, b[i].tensor, 0, 0);
+  }
+}
+
+static void assert_same_modules(ct_module *a, ct_module *b) {
+  ct_named_tensor ta[32], tb[32];
+  int na = ct_module_named_tensors(a, 1, ta, 32), nb = ct_module_named_tensors(b, 1, tb, 32);
+  assert_same_named(na, ta, nb, tb);
+}
+
+/* Host copies of every tensor of m, to check later that nothing changed. */
+typedef struct {
+  int n;
+  double *v[32];
+} snapshot;
+static snapshot snap(ct_module *m) {
+  snapshot s = {0};
+  ct_named_tensor t[32];
+  s.n = ct_module_named_tensors(m, 1, t, 32);
+  for (int i = 0; i < s.n; i++) s.v[i] = ct_test_values(t[i].tensor);
+  return s;
+}
+static void assert_unchanged(ct_module *m, snapshot *s) {
+  ct_named_tensor t[32];
+  assert_int_equal(ct_module_named_tensors(m, 1, t, 32), s->n);
+  for (int i = 0; i < s->n; i++) {
+    double *v = ct_test_values(t[i].tensor);
+    assert_memory_equal(v, s->v[i], (size_t)ct_tensor_numel(t[i].tensor) * sizeof(double));
+    free(v);
+    free(s->v[i]);
+  }
+}
+
+static void test_module_roundtrip(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/mlp.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_assert_ok(ct_checkpoint_save(path, a, NULL, NULL));
+
+  /* the file holds the state_dict under PyTorch's names, and the format tag */
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));
+  assert_int_equal(ct_safetensors_count(f), 4);
+  const char *keys[4] = {"0.bias", "0.weight", "2.bias", "2.weight"};
+  for (int i = 0; i < 4; i++) assert_true(ct_safetensors_find(f, keys[i]) >= 0);
+  assert_string_equal(ct_safetensors_metadata(f, "format"), CT_CHECKPOINT_FORMAT);
+  assert_null(ct_safetensors_metadata(f, "epoch"));
+  ct_safetensors_close(f);
+
+  ct_checkpoint_meta meta = {.epoch = 99};
+  ct_assert_ok(ct_checkpoint_load(path, b, NULL, &meta));
+  assert_same_modules(a, b);
+  assert_int_equal(meta.has_training_state, 0);
+  assert_int_equal(meta.epoch, 0);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_test_rmdir(dir);
+}
+
+static void test_mismatch_changes_nothing(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/mlp.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU);
+  ct_assert_ok(ct_checkpoint_save(path, a, NULL, NULL));
+
+  /* The first layer fits; the last does not, so the first must not have been loaded either. */
+  ct_module *b = mlp(4, 8, 5, 2, CT_DEVICE_CPU);
+  snapshot s = snap(b);
+  assert_int_equal(ct_checkpoint_load(path, b, NULL, NULL), CT_ESHAPE);
+  ct_assert_error_contains(path);
+  ct_assert_error_contains("2.weight: file has (3, 8), model has (5, 8)");
+  assert_unchanged(b, &s);
+  ct_module_free(b);
+
+  b = mlp(4, 16, 3, 2, CT_DEVICE_CPU);
+  assert_int_equal(ct_checkpoint_load(path, b, NULL, NULL), CT_ESHAPE);
+  ct_assert_error_contains("0.weight: file has (8, 4), model has (16, 4)");
+  ct_module_free(b);
+
+  /* A model without the first bias: the file's extra key is an error (strict, as PyTorch). */
+  ct_generator g = ct_generator_new(3);
+  ct_module *c[3] = {ct_linear_new(4, 8, 0, CT_DEVICE_CPU, &g), ct_relu_new(), ct_linear_new(8, 3, 1, CT_DEVICE_CPU, &g)};
+  b = ct_assert_nonnull(ct_sequential_new(3, c));
+  s = snap(b);
+  assert_int_equal(ct_checkpoint_load(path, b, NULL, NULL), CT_EFORMAT);
+  ct_assert_error_contains("unexpected key \"0.bias\"");
+  assert_unchanged(b, &s);
+  ct_module_free(b);
+
+  /* A model with one more layer: a missing key. */
+  ct_generator g2 = ct_generator_new(4);
+  ct_module *d[4] = {ct_linear_new(4, 8, 1, CT_DEVICE_CPU, &g2), ct_relu_new(), ct_linear_new(8, 3, 1, CT_DEVICE_CPU, &g2),
+                     ct_linear_new(3, 3, 1, CT_DEVICE_CPU, &g2)};
+  b = ct_assert_nonnull(ct_sequential_new(4, d));
+  s = snap(b);
+  assert_int_equal(ct_checkpoint_load(path, b, NULL, NULL), CT_EFORMAT);
+  ct_assert_error_contains("missing key \"3.weight\"");
+  assert_unchanged(b, &s);
+  ct_module_free(b);
+
+  /* A file that is not a checkpoint at all. */
+  snprintf(path, sizeof path, "%s/missing.safetensors", dir);
+  b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  assert_int_equal(ct_checkpoint_load(path, b, NULL, NULL), CT_EIO);
+  assert_int_equal(ct_checkpoint_load(NULL, b, NULL, NULL), CT_EINVAL);
+  ct_module_free(b);
+  ct_module_free(a);
+  ct_test_rmdir(dir);
+}
+
+/* A state_dict as PyTorch saves it (safetensors.torch.save_file): BatchNorm's num_batches_tracked
+ * (int64, 0-dim) is ignored, float64 tensors convert into the float32 model, and integer ones do not. */
+static void test_pytorch_layout(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/torch.safetensors", dir);
+  ct_module *c[2] = {ct_linear_new(3, 2, 1, CT_DEVICE_CPU, NULL), ct_batchnorm2d_new(2, 0, 0, CT_DEVICE_CPU)};
+  ct_module *m = ct_assert_nonnull(ct_sequential_new(2, c));
+  const double w[6] = {0.5, -1, 2, 0.25, 3, -4}, b[2] = {0.125, -0.5};
+  const double bw[2] = {1.5, 2}, bb[2] = {-1, 1}, rm[2] = {0.1, 0.2}, rv[2] = {1.1, 1.2};
+  int64_t ws[2] = {2, 3}, two = 2, nbt = 1234;
+  ct_tensor *ts[7] = {ct_from_host(w, 2, ws, CT_F64, CT_DEVICE_CPU),  ct_from_host(b, 1, &two, CT_F64, CT_DEVICE_CPU),
+                      ct_from_host(bw, 1, &two, CT_F64, CT_DEVICE_CPU), ct_from_host(bb, 1, &two, CT_F64, CT_DEVICE_CPU),
+                      ct_from_host(rm, 1, &two, CT_F64, CT_DEVICE_CPU), ct_from_host(rv, 1, &two, CT_F64, CT_DEVICE_CPU),
+                      ct_from_host(&nbt, 0, NULL, CT_I64, CT_DEVICE_CPU)};
+  const char *names[7] = {"0.weight",       "0.bias",         "1.weight",           "1.bias",
+                          "1.running_mean", "1.running_var", "1.num_batches_tracked"};
+  ct_metadata_kv pt = {"format", "pt"};
+  ct_assert_ok(ct_safetensors_save(path, 7, names, ts, 1, &pt));
+  ct_checkpoint_meta meta;
+  ct_assert_ok(ct_checkpoint_load(path, m, NULL, &meta));
+  assert_int_equal(meta.has_training_state, 0);
+  ct_named_tensor nt[8];
+  assert_int_equal(ct_module_named_tensors(m, 1, nt, 8), 6);
+  for (int i = 0; i < 6; i++) {
+    assert_string_equal(nt[i].name, names[i]);
+    assert_int_equal(ct_tensor_dtype(nt[i].tensor), CT_F32);
+    ct_assert_close(nt[i].tensor, ts[i], 1e-7, 1e-7);
+  }
+
+  /* a num_batches_tracked that is not int64 is not PyTorch's buffer: unexpected */
+  ct_tensor *f = ct_assert_nonnull(ct_scalar(1, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *ts2[7];
+  memcpy(ts2, ts, sizeof ts2);
+  ts2[6] = f;
+  ct_assert_ok(ct_safetensors_save(path, 7, names, ts2, 0, NULL));
+  assert_int_equal(ct_checkpoint_load(path, m, NULL, NULL), CT_EFORMAT);
+  ct_assert_error_contains("unexpected key \"1.num_batches_tracked\"");
+
+  /* integers do not convert into a float model */
+  ct_tensor *wi = ct_assert_nonnull(ct_cast(ts[0], CT_I32));
+  memcpy(ts2, ts, sizeof ts2);
+  ts2[0] = wi;
+  ct_assert_ok(ct_safetensors_save(path, 7, names, ts2, 0, NULL));
+  snapshot s = snap(m);
+  assert_int_equal(ct_checkpoint_load(path, m, NULL, NULL), CT_EDTYPE);
+  ct_assert_error_contains("0.weight: file has dtype I32, model has float32");
+  assert_unchanged(m, &s);
+
+  /* a checkpoint of a later format is refused */
+  ct_metadata_kv v2 = {"format", "cuttle-checkpoint-2"};
+  ct_assert_ok(ct_safetensors_save(path, 7, names, ts, 1, &v2));
+  assert_int_equal(ct_checkpoint_load(path, m, NULL, NULL), CT_EFORMAT);
+  ct_assert_error_contains("cuttle-checkpoint-2");
+
+  ct_tensor_free(wi);
+  ct_tensor_free(f);
+  for (int i = 0; i < 7; i++) ct_tensor_free(ts[i]);
+  ct_module_free(m);
+  ct_test_rmdir(dir);
+}
+
+/* One optimizer step of m on a fixed batch: loss = sum(m(x)^2). */
+static void train_step(ct_module *m, ct_optimizer *o) {
+  const float xv[8] = {0.5f, -1, 2, 0.25f, -0.75f, 1.5f, 0.1f, -2};
+  int64_t xs[2] = {2, 4};
+  ct_scope_begin();
+  ct_tensor *x = ct_from_host(xv, 2, xs, CT_F32, CT_DEVICE_CPU);
+  ct_tensor *y = ct_module_forward(m, x);
+  ct_tensor *loss = ct_sum(ct_mul(y, y), 0, NULL, 0);
+  ct_assert_nonnull(loss);
+  ct_optimizer_zero_grad(o);
+  ct_assert_ok(ct_backward(loss));
+  ct_assert_ok(ct_optimizer_step(o));
+  ct_scope_end();
+}
+
+static void assert_same_optimizers(ct_optimizer *a, ct_optimizer *b) {
+  ct_named_tensor ta[32], tb[32];
+  int na = ct_optimizer_named_state(a, ta, 32), nb = ct_optimizer_named_state(b, tb, 32);
+  assert_true(na > 0);
+  assert_same_named(na, ta, nb, tb);
+  assert_int_equal(ct_optimizer_steps(a), ct_optimizer_steps(b));
+  assert_true(ct_optimizer_lr(a) == ct_optimizer_lr(b));
+}
+
+static void check_resume(ct_optim_opts opts) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/train.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_optimizer *oa = ct_assert_nonnull(ct_optimizer_new(a, &opts));
+  ct_optimizer *ob = ct_assert_nonnull(ct_optimizer_new(b, &opts));
+  train_step(a, oa);
+  train_step(a, oa);
+  ct_optimizer_set_lr(oa, 0.0123456789012345678);
+  ct_metadata_kv extra[1] = {{"best_accuracy", "0.875"}};
+  ct_checkpoint_meta meta = {.epoch = 3, .rng = {.seed = 7, .offset = 123456789012345ULL}, .n_extra = 1, .extra = extra};
+  ct_assert_ok(ct_checkpoint_save(path, a, oa, &meta));
+
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));
+  assert_string_equal(ct_safetensors_metadata(f, "epoch"), "3");
+  assert_string_equal(ct_safetensors_metadata(f, "rng_offset"), "123456789012345");
+  assert_string_equal(ct_safetensors_metadata(f, "optimizer.steps"), "2");
+  assert_string_equal(ct_safetensors_metadata(f, "optimizer"), opts.kind == CT_OPTIM_SGD ? "sgd" : "adam");
+  assert_string_equal(ct_safetensors_metadata(f, "best_accuracy"), "0.875");
+  assert_true(ct_safetensors_find(f, opts.kind == CT_OPTIM_SGD ? "optimizer.state.0.weight.momentum_buffer"
+                                                                : "optimizer.state.2.bias.exp_avg_sq") >= 0);
+  ct_safetensors_close(f);
+
+  ct_checkpoint_meta got;
+  ct_assert_ok(ct_checkpoint_load(path, b, ob, &got));
+  assert_same_modules(a, b);
+  assert_same_optimizers(oa, ob);
+  assert_int_equal(got.has_training_state, 1);
+  assert_int_equal(got.epoch, 3);
+  assert_true(got.rng.seed == 7 && got.rng.offset == 123456789012345ULL);
+  assert_int_equal(got.n_extra, 0);
+
+  /* the resumed run takes the same step as the uninterrupted one */
+  train_step(a, oa);
+  train_step(b, ob);
+  assert_same_modules(a, b);
+  assert_same_optimizers(oa, ob);
+
+  /* the model part alone loads without the optimizer (its keys are skipped) */
+  ct_module *c = mlp(4, 8, 3, 5, CT_DEVICE_CPU);
+  ct_assert_ok(ct_checkpoint_load(path, c, NULL, NULL));
+  ct_module_free(c);
+
+  ct_optimizer_free(oa);
+  ct_optimizer_free(ob);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_test_rmdir(dir);
+}
+
+static void test_resume_adam(void **state) { check_resume((ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 0.01}); }
+static void test_resume_adamw(void **state) {
+  check_resume((ct_optim_opts){.kind = CT_OPTIM_ADAMW, .lr = 0.01, .weight_decay = 0.1});
+}
+static void test_resume_sgd_momentum(void **state) {
+  check_resume((ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9, .dampening = 0.1});
+}
+
+static void test_optimizer_mismatch(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096], model_only[4096];
+  snprintf(path, sizeof path, "%s/adam.safetensors", dir);
+  snprintf(model_only, sizeof model_only, "%s/model.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_optimizer *oa = ct_assert_nonnull(ct_optimizer_new(a, &(ct_optim_opts){.kind = CT_OPTIM_ADAM}));
+  train_step(a, oa);
+  ct_assert_ok(ct_checkpoint_save(path, a, oa, NULL));
+  ct_assert_ok(ct_checkpoint_save(model_only, a, NULL, NULL));
+
+  /* an SGD-with-momentum optimizer cannot take Adam's state; the model is left alone */
+  ct_optimizer *sgd = ct_assert_nonnull(ct_optimizer_new(b, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .momentum = 0.9}));
+  snapshot s = snap(b);
+  assert_int_equal(ct_checkpoint_load(path, b, sgd, NULL), CT_EFORMAT);
+  ct_assert_error_contains("optimizer.state.0.weight.momentum_buffer");
+  assert_unchanged(b, &s);
+  assert_int_equal(ct_optimizer_steps(sgd), 0);
+
+  /* a model-only file has no optimizer state to load */
+  assert_int_equal(ct_checkpoint_load(model_only, b, sgd, NULL), CT_EFORMAT);
+  ct_assert_error_contains("no optimizer state");
+
+  /* reserved metadata keys cannot be overridden */
+  ct_metadata_kv bad = {"epoch", "1"};
+  ct_checkpoint_meta meta = {.n_extra = 1, .extra = &bad};
+  assert_int_equal(ct_checkpoint_save(model_only, a, NULL, &meta), CT_EINVAL);
+  ct_assert_error_contains("reserved");
+  assert_int_equal(ct_checkpoint_save(model_only, NULL, NULL, NULL), CT_EINVAL);
+
+  ct_optimizer_free(sgd);
+  ct_optimizer_free(oa);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_test_rmdir(dir);
+}
+
+/* On a GPU: tensors are copied to the host to save, and loaded into the module's own device tensors. */
+static void test_gpu_roundtrip(void **state) {
+  if (ct_device_count(CT_CUDA) == 0) {
+    printf("no GPU: skipping the GPU checkpoint round trip\n");
+    skip();
+  }
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/gpu.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CUDA(0)), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU), *c = mlp(4, 8, 3, 3, CT_DEVICE_CUDA(0));
+  ct_assert_ok(ct_checkpoint_save(path, a, NULL, NULL));
+  ct_assert_ok(ct_checkpoint_load(path, b, NULL, NULL)); /* GPU-saved file into a CPU model */
+  ct_assert_ok(ct_checkpoint_load(path, c, NULL, NULL)); /* and into a GPU model */
+  assert_same_modules(a, b);
+  assert_same_modules(a, c);
+  ct_named_tensor t[8];
+  ct_module_named_tensors(c, 1, t, 8);
+  assert_int_equal(ct_tensor_device(t[0].tensor).kind, CT_CUDA);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_module_free(c);
+  ct_test_rmdir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_module_roundtrip),   cmocka_unit_test(test_mismatch_changes_nothing),
+      cmocka_unit_test(test_pytorch_layout),     cmocka_unit_test(test_resume_adam),
+      cmocka_unit_test(test_resume_adamw),       cmocka_unit_test(test_resume_sgd_momentum),
+      cmocka_unit_test(test_optimizer_mismatch), cmocka_unit_test(test_gpu_roundtrip),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
