@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install the Debian packages cuttle needs, only those missing. Needs root or sudo when any is.
 set -eu
-pkgs="build-essential cmake pkg-config libopenblas-dev zlib1g-dev libcmocka-dev libcjson-dev dataset-fashion-mnist"
+pkgs="build-essential cmake pkg-config libopenblas-openmp-dev zlib1g-dev libcmocka-dev libcjson-dev dataset-fashion-mnist"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -78,9 +78,22 @@ static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, c
                 A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-static void *alloc_or_fail(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) ct__error(CT_ENOMEM, "conv2d: out of host memory for a %zu-byte im2col buffer", n);
+/* The im2col and output staging buffers are kept per thread and only grow: allocating ~30 MB per
+ * call cost a page fault per 4 KiB in every step (measured in docs/perf.md). Two slots: cols and
+ * the (O, N L) matrix. The memory stays reachable from thread-local storage until the thread ends. */
+static _Thread_local struct {
+  void *p;
+  size_t n;
+} workspace[2];
+
+static void *alloc_or_fail(int slot, size_t n) {
+  if (n <= workspace[slot].n) return workspace[slot].p;
+  void *p = realloc(workspace[slot].p, n ? n : 1);
+  if (!p) {
+    ct__error(CT_ENOMEM, "conv2d: out of host memory for a %zu-byte im2col buffer", n);
+    return NULL;
+  }
+  workspace[slot].p = p, workspace[slot].n = n;
   return p;
 }
 
@@ -88,9 +101,9 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
   geom g = geometry(x, w, y->shape[2], y->shape[3], o);
   size_t es = ct_dtype_size(x->dtype);
   int64_t L = g.Ho * g.Wo, NL = g.N * L, K = g.C / g.G * g.kh * g.kw, Og = g.O / g.G;
-  char *cols = alloc_or_fail((size_t)(g.C * g.kh * g.kw * NL) * es);
-  char *ymat = alloc_or_fail((size_t)(g.O * NL) * es); /* (O, N L) */
-  if (!cols || !ymat) return free(cols), free(ymat), CT_ENOMEM;
+  char *cols = alloc_or_fail(0, (size_t)(g.C * g.kh * g.kw * NL) * es);
+  char *ymat = alloc_or_fail(1, (size_t)(g.O * NL) * es); /* (O, N L) */
+  if (!cols || !ymat) return CT_ENOMEM;
   if (x->dtype == CT_F32) im2col_f32(&g, ct__ptr(x), (float *)cols);
   else im2col_f64(&g, ct__ptr(x), (double *)cols);
   for (int64_t gi = 0; gi < g.G; gi++)
@@ -112,8 +125,6 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
         for (int64_t l = 0; l < L; l++) dst[l] = src[l] + bias;
       }
     }
-  free(cols);
-  free(ymat);
   return CT_OK;
 }
 
@@ -123,18 +134,22 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
   ct_dtype dt = x->dtype;
   size_t es = ct_dtype_size(dt);
   int64_t L = g.Ho * g.Wo, NL = g.N * L, K = g.C / g.G * g.kh * g.kw, Og = g.O / g.G;
-  char *dy = alloc_or_fail((size_t)(g.O * NL) * es); /* gy as (O, N L) */
-  char *cols = alloc_or_fail((size_t)(g.C * g.kh * g.kw * NL) * es);
-  if (!dy || !cols) return free(dy), free(cols), CT_ENOMEM;
+  char *dy = alloc_or_fail(1, (size_t)(g.O * NL) * es); /* gy as (O, N L) */
+  char *cols = alloc_or_fail(0, (size_t)(g.C * g.kh * g.kw * NL) * es);
+  if (!dy || !cols) return CT_ENOMEM;
   const char *gyp = ct__ptr(gy);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t oc = 0; oc < g.O; oc++)
       memcpy(dy + (oc * NL + n * L) * (int64_t)es, gyp + ((n * g.O + oc) * L) * (int64_t)es, (size_t)L * es);
   if (gb)
+#pragma omp parallel for schedule(static)
     for (int64_t oc = 0; oc < g.O; oc++) {
       double s = 0;
-      for (int64_t k = 0; k < NL; k++) s += ct__load(dy + (oc * NL + k) * (int64_t)es, dt);
+      if (dt == CT_F32)
+        for (int64_t k = 0; k < NL; k++) s += ((const float *)dy)[oc * NL + k];
+      else
+        for (int64_t k = 0; k < NL; k++) s += ((const double *)dy)[oc * NL + k];
       ct__store((char *)ct__ptr(gb) + oc * (int64_t)es, gb->dtype, s);
     }
   if (gw) {
@@ -152,7 +167,5 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
     if (dt == CT_F32) col2im_f32(&g, (float *)cols, ct__ptr(gx));
     else col2im_f64(&g, (double *)cols, ct__ptr(gx));
   }
-  free(dy);
-  free(cols);
   return CT_OK;
 }

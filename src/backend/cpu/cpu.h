@@ -4,6 +4,12 @@
 
 #include "backend/backend.h"
 
+/* allocator.c: cached host memory (64-byte aligned) and its statistics, in bytes. */
+void *ct__cpu_alloc(size_t nbytes);
+void ct__cpu_free(void *p, size_t nbytes);
+void ct__cpu_empty_cache(void);
+void ct__cpu_memory_stats(size_t *allocated, size_t *reserved, size_t *peak);
+
 ct_status ct__cpu_copy(ct_tensor *dst, ct_tensor *src);
 ct_status ct__cpu_fill(ct_tensor *dst, double value);
 ct_status ct__cpu_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x);

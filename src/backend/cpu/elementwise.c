@@ -82,6 +82,16 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
   switch (k->op) {
 #define CT_UNARY(E, name, fwd, deriv)                                                     \
   case CT_UNARY_##E:                                                                      \
+    if (k->f32) {                                                                         \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        double g = *(const float *)(p[1] + i * s[1]);                                     \
+        double x = *(const float *)(p[2] + i * s[2]);                                     \
+        double y = *(const float *)(p[3] + i * s[3]);                                     \
+        (void)x, (void)y;                                                                 \
+        *(float *)(p[0] + i * s[0]) = (float)(g * (deriv));                               \
+      }                                                                                   \
+      break;                                                                              \
+    }                                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                     \
       double g = ct__load(p[1] + i * s[1], k->dt[1]);                                     \
       double x = ct__load(p[2] + i * s[2], k->dt[2]);                                     \
@@ -150,6 +160,16 @@ static void binary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
   switch (k->e.op) {
 #define CT_BINARY(E, name, fwd, da, db)                                                   \
   case CT_BINARY_##E:                                                                     \
+    if (k->e.f32) {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        double g = *(const float *)(p[1] + i * s[1]);                                     \
+        double a = *(const float *)(p[2] + i * s[2]), b = *(const float *)(p[3] + i * s[3]); \
+        double y = (fwd);                                                                 \
+        (void)y;                                                                          \
+        *(float *)(p[0] + i * s[0]) = (float)(k->wrt == 0 ? g * (da) : g * (db));         \
+      }                                                                                   \
+      break;                                                                              \
+    }                                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                     \
       double g = ct__load(p[1] + i * s[1], dt[1]);                                        \
       double a = ct__load(p[2] + i * s[2], dt[2]), b = ct__load(p[3] + i * s[3], dt[3]);  \
@@ -172,8 +192,8 @@ ct_status ct__cpu_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_t
   ct_tensor *ts[4] = {out, g, a, b};
   ct_iter it;
   ct_iter_init(&it, 4, ts, out->ndim, out->shape);
-  bw_ctx c = {.e.op = op, .wrt = wrt};
-  for (int i = 0; i < 4; i++) c.e.dt[i] = ts[i]->dtype;
+  bw_ctx c = {.e.op = op, .e.f32 = 1, .wrt = wrt};
+  for (int i = 0; i < 4; i++) c.e.dt[i] = ts[i]->dtype, c.e.f32 &= ts[i]->dtype == CT_F32;
   ct_iter_run_split(&it, binary_bw_body, &c);
   return CT_OK;
 }

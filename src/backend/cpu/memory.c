@@ -45,13 +45,12 @@ static ct_status cpu_props(int index, ct_device_props *p) {
 static ct_status cpu_sync(int index) { return CT_OK; }
 
 static void *cpu_alloc(int index, size_t nbytes) {
-  /* 64-byte alignment for vector loads; the size is rounded up as aligned_alloc requires */
-  void *p = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
+  void *p = ct__cpu_alloc(nbytes);
   if (!p) ct__error(CT_ENOMEM, "out of memory on cpu: requested %zu bytes, %zu bytes available", nbytes, meminfo("MemAvailable"));
   return p;
 }
 
-static void cpu_free(int index, void *p, size_t nbytes) { free(p); }
+static void cpu_free(int index, void *p, size_t nbytes) { ct__cpu_free(p, nbytes); }
 
 static ct_status cpu_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking) {
   memcpy(dst, src, nbytes);

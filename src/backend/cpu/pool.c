@@ -12,6 +12,34 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
   int f32 = dt == CT_F32;
+  if (f32 && kind == CT_POOL_MAX) { /* the training hot path: float compares, no conversions */
+#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
+    for (int64_t p = 0; p < NC; p++) {
+      const float *xp = (const float *)ct__ptr(x) + p * H * W;
+      float *yp = (float *)ct__ptr(y) + p * Ho * Wo;
+      int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
+      for (int64_t ho = 0; ho < Ho; ho++) {
+        int64_t h0 = ho * sh - ph, h1 = h0 + kh;
+        if (h0 < 0) h0 = 0;
+        if (h1 > H) h1 = H;
+        for (int64_t wo = 0; wo < Wo; wo++) {
+          int64_t w0 = wo * sw - pw, w1 = w0 + kw;
+          if (w0 < 0) w0 = 0;
+          if (w1 > W) w1 = W;
+          int64_t bi = h0 * W + w0;
+          float best = xp[bi];
+          for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) {
+              float v = xp[h * W + w];
+              if (v > best || v != v) best = v, bi = h * W + w; /* NaN propagates, as in torch */
+            }
+          yp[ho * Wo + wo] = best;
+          if (ap) ap[ho * Wo + wo] = bi;
+        }
+      }
+    }
+    return CT_OK;
+  }
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
   for (int64_t p = 0; p < NC; p++) {
     const char *xp = (const char *)ct__ptr(x) + p * H * W * (int64_t)es;
@@ -52,6 +80,11 @@ ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
     char *gxp = (char *)ct__ptr(gx) + p * H * W * (int64_t)es;
     const char *gyp = (const char *)ct__ptr(gy) + p * Ho * Wo * (int64_t)es;
     const int64_t *ap = argmax ? (const int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
+    if (kind == CT_POOL_MAX && dt == CT_F32) {
+      for (int64_t q = 0; q < Ho * Wo; q++)
+        if (ap[q] >= 0) ((float *)gxp)[ap[q]] += ((const float *)gyp)[q];
+      continue;
+    }
     for (int64_t q = 0; q < Ho * Wo; q++) {
       double g = ct__load(gyp + q * (int64_t)es, dt);
       if (kind == CT_POOL_MAX) {

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""The same training recipes as `cuttle train`, in PyTorch, for the peer comparison in
+docs/perf.md: Fashion-MNIST from the Debian IDX files, normalized with mean 0.2860 and std 0.3530,
+the mlp or cnn of cuttle (same layers, same state_dict keys), Adam, cross-entropy, shuffled
+batches. Prints one JSON line per epoch: epoch, train_loss, test_acc, images_per_s, seconds."""
+import argparse, gzip, json, os, struct, time
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def read_idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    ndim = magic & 0xFF
+    shape = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def load(data_dir, split):
+    prefix = "train" if split == "train" else "t10k"
+    def find(name):
+        p = os.path.join(data_dir, name)
+        return p + ".gz" if os.path.exists(p + ".gz") else p
+    x = read_idx(find(f"{prefix}-images-idx3-ubyte")).astype(np.float32) / 255.0
+    y = read_idx(find(f"{prefix}-labels-idx1-ubyte")).astype(np.int64)
+    x = (x - 0.2860) / 0.3530
+    return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y)
+
+
+def model(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="cnn")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    xtr, ytr = load(a.data_dir, "train")
+    xte, yte = load(a.data_dir, "test")
+    xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)
+    net = model(a.model).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=a.lr)
+    loss_fn = nn.CrossEntropyLoss()
+    for epoch in range(a.epochs):
+        net.train()
+        perm = torch.randperm(len(xtr), device=dev)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        total, seen = torch.zeros((), device=dev), 0
+        for i in range(0, len(xtr), a.batch_size):
+            idx = perm[i:i + a.batch_size]
+            x, y = xtr[idx], ytr[idx]
+            opt.zero_grad()
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.detach() * len(idx)
+            seen += len(idx)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+        net.eval()
+        with torch.no_grad():
+            correct = sum((net(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, len(xte), 1000))
+        print(json.dumps({"epoch": epoch + 1, "train_loss": round(total.item() / seen, 6), "test_acc": correct / len(xte),
+                          "images_per_s": round(seen / secs, 1), "seconds": round(secs, 3), "device": str(dev),
+                          "threads": a.threads, "torch": torch.__version__, "model": a.model}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
