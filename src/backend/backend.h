@@ -30,6 +30,19 @@ typedef enum { CT_REDUCE_SUM = 0, CT_REDUCE_MAX, CT_REDUCE_MIN } ct_reduce_op;
 typedef enum { CT_DIST_UNIFORM = 0, CT_DIST_NORMAL, CT_DIST_RANDINT } ct_dist;
 typedef enum { CT_POOL_MAX = 0, CT_POOL_AVG } ct_pool_kind;
 
+/* Arguments of the fused optimizer kernels. */
+typedef struct {
+  double lr, beta1, beta2, eps, weight_decay;
+  int decoupled;          /* AdamW: p *= 1 - lr wd; Adam: g += wd p */
+  double bias_correction1; /* 1 - beta1^t */
+  double bias_correction2; /* 1 - beta2^t */
+} ct_adam_args;
+typedef struct {
+  double lr, momentum, dampening, weight_decay;
+  int nesterov;
+  int first_step; /* the momentum buffer starts as the gradient */
+} ct_sgd_args;
+
 typedef struct ct_backend {
   const char *name; /* "cpu", "cuda" */
   ct_device_kind kind;
@@ -81,6 +94,10 @@ typedef struct ct_backend {
   /* out = x.gather(dim, index) and its backward: gx (zeroed) scatter_add of gy */
   ct_status (*gather)(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
   ct_status (*scatter_add)(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+  /* Fused optimizer updates over contiguous p, g and state of one floating dtype (formulas in
+   * src/optim/optimizer.c). May be NULL: the optimizer then composes elementwise ops. */
+  ct_status (*adam_step)(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
+  ct_status (*sgd_step)(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
 } ct_backend;
 
 /* out = op(a, b) in place where out may alias a (b broadcasts to out): for accumulating gradients

@@ -139,8 +139,9 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
     ok = ok && l->threads;
   }
   if (!ok) {
+    int cap = l->cap;
     release(l);
-    CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory for %d batch buffers of %lld samples of %zu floats", l->cap,
+    CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory for %d batch buffers of %lld samples of %zu floats", cap,
                  (long long)bsz, d);
   }
   pthread_mutex_init(&l->mu, NULL);

@@ -87,11 +87,35 @@ static ct_status axpby(ct_tensor *out, double a, ct_tensor *x, double b, ct_tens
   return s;
 }
 
+/* The backend's fused kernel, when it has one and every operand is contiguous in p's dtype. */
+static int fused_step(ct_optimizer *o, int i, ct_status *s) {
+  const ct_optim_opts *c = &o->o;
+  ct_tensor *p = o->params[i].tensor, *g = p->grad, *s0 = o->state[0][i], *s1 = o->state[1][i];
+  const ct_backend *be = p->storage->backend;
+  int ok = (p->dtype == CT_F32 || p->dtype == CT_F64) && g->dtype == p->dtype && ct_tensor_is_contiguous(p) &&
+           ct_tensor_is_contiguous(g) && ct_device_eq(g->device, p->device);
+  if (!ok) return 0;
+  double t = (double)(o->steps + 1);
+  if (c->kind == CT_OPTIM_SGD && be->sgd_step) {
+    ct_sgd_args a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov, o->steps == 0};
+    *s = be->sgd_step(p, g, c->momentum > 0 ? s0 : NULL, &a);
+    return 1;
+  }
+  if (c->kind != CT_OPTIM_SGD && be->adam_step) {
+    ct_adam_args a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->kind == CT_OPTIM_ADAMW,
+                      1.0 - pow(c->beta1, t), 1.0 - pow(c->beta2, t)};
+    *s = be->adam_step(p, g, s0, s1, &a);
+    return 1;
+  }
+  return 0;
+}
+
 static ct_status step_one(ct_optimizer *o, int i) {
   const ct_optim_opts *c = &o->o;
   ct_tensor *p = o->params[i].tensor, *g0 = p->grad;
   ct_status s = ensure_state(o, i);
   if (s != CT_OK) return s;
+  if (fused_step(o, i, &s)) return s;
   ct_tensor *g = ct_tensor_retain(g0); /* untracked: we free it ourselves */
   if (c->weight_decay > 0 && c->kind != CT_OPTIM_ADAMW) { /* L2: g + wd p */
     ct_tensor *t = ct_mul_scalar(p, c->weight_decay), *gd = t ? ct_add(g, t) : NULL;

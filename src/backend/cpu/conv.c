@@ -37,10 +37,18 @@ static geom geometry(ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, const c
                 for (int64_t wo = 0; wo < g->Wo; wo++) out[wo] = 0;                                   \
                 continue;                                                                              \
               }                                                                                        \
-              for (int64_t wo = 0; wo < g->Wo; wo++) {                                                 \
-                int64_t ww = wo * g->sw - g->pw + j * g->dw;                                           \
-                out[wo] = (ww >= 0 && ww < g->W) ? xp[h * g->W + ww] : (T)0;                           \
-              }                                                                                        \
+              /* valid outputs: 0 <= wo sw - pw + j dw < W, i.e. wo in [lo, hi) */                \
+              int64_t off = j * g->dw - g->pw, lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;        \
+              int64_t hi = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;                    \
+              if (hi > g->Wo) hi = g->Wo;                                                              \
+              if (lo > hi) lo = hi;                                                                    \
+              const T *src = xp + h * g->W + off;                                                      \
+              for (int64_t wo = 0; wo < lo; wo++) out[wo] = 0;                                         \
+              if (g->sw == 1)                                                                          \
+                for (int64_t wo = lo; wo < hi; wo++) out[wo] = src[wo];                                \
+              else                                                                                     \
+                for (int64_t wo = lo; wo < hi; wo++) out[wo] = src[wo * g->sw];                        \
+              for (int64_t wo = hi; wo < g->Wo; wo++) out[wo] = 0;                                     \
             }                                                                                          \
           }                                                                                            \
       }                                                                                                \

@@ -30,6 +30,8 @@ ct_status ct__cpu_random(ct_tensor *out, ct_dist dist, double p0, double p1, uin
 ct_status ct__cpu_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
 ct_status ct__cpu_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
 ct_status ct__cpu_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
+ct_status ct__cpu_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
 ct_status ct__cpu_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
 
 /* Flat element offset of the multi-index idx in t (strides in elements). */

@@ -61,7 +61,14 @@ static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
   switch (k->op) {
 #define CT_UNARY(E, name, fwd, deriv)                                        \
   case CT_UNARY_##E:                                                         \
-    if (k->f32)                                                              \
+    if (k->f32 && s[0] == 4 && s[1] == 4) { /* contiguous: vectorizable */   \
+      const float *xp = (const float *)p[1];                                 \
+      float *yp = (float *)p[0];                                             \
+      for (int64_t i = 0; i < n; i++) {                                      \
+        double x = xp[i];                                                    \
+        yp[i] = (float)(fwd);                                                \
+      }                                                                      \
+    } else if (k->f32)                                                       \
       for (int64_t i = 0; i < n; i++) {                                      \
         double x = *(const float *)(p[1] + i * s[1]);                        \
         *(float *)(p[0] + i * s[0]) = (float)(fwd);                          \
@@ -82,6 +89,16 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
   switch (k->op) {
 #define CT_UNARY(E, name, fwd, deriv)                                                     \
   case CT_UNARY_##E:                                                                      \
+    if (k->f32 && s[0] == 4 && s[1] == 4 && s[2] == 4 && s[3] == 4) {                    \
+      const float *gp = (const float *)p[1], *xp = (const float *)p[2], *yp = (const float *)p[3]; \
+      float *op = (float *)p[0];                                                          \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        double g = gp[i], x = xp[i], y = yp[i];                                           \
+        (void)x, (void)y;                                                                 \
+        op[i] = (float)(g * (deriv));                                                     \
+      }                                                                                   \
+      break;                                                                              \
+    }                                                                                     \
     if (k->f32) {                                                                         \
       for (int64_t i = 0; i < n; i++) {                                                   \
         double g = *(const float *)(p[1] + i * s[1]);                                     \
@@ -127,7 +144,21 @@ static void binary_body(void *c, int64_t n, char **p, const int64_t *s) {
   switch (k->op) {
 #define CT_BINARY(E, name, fwd, da, db)                                                  \
   case CT_BINARY_##E:                                                                    \
-    if (k->f32)                                                                          \
+    if (k->f32 && s[0] == 4 && s[1] == 4 && (s[2] == 4 || s[2] == 0)) {                  \
+      const float *ap = (const float *)p[1], *bp = (const float *)p[2];                  \
+      float *op = (float *)p[0];                                                         \
+      if (s[2] == 0) {                                                                   \
+        double b = bp[0];                                                                \
+        for (int64_t i = 0; i < n; i++) {                                                \
+          double a = ap[i];                                                              \
+          op[i] = (float)(fwd);                                                          \
+        }                                                                                \
+      } else                                                                             \
+        for (int64_t i = 0; i < n; i++) {                                                \
+          double a = ap[i], b = bp[i];                                                   \
+          op[i] = (float)(fwd);                                                          \
+        }                                                                                \
+    } else if (k->f32)                                                                   \
       for (int64_t i = 0; i < n; i++) {                                                  \
         double a = *(const float *)(p[1] + i * s[1]), b = *(const float *)(p[2] + i * s[2]); \
         *(float *)(p[0] + i * s[0]) = (float)(fwd);                                      \

@@ -86,4 +86,6 @@ const ct_backend ct__cpu_backend = {
     .index_add = ct__cpu_index_add,
     .gather = ct__cpu_gather,
     .scatter_add = ct__cpu_scatter_add,
+    .adam_step = ct__cpu_adam_step,
+    .sgd_step = ct__cpu_sgd_step,
 };

@@ -12,6 +12,28 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
   int f32 = dt == CT_F32;
+  if (f32 && kind == CT_POOL_MAX && kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && argmax) {
+    /* MaxPool2d(2), the most common pooling: two input rows per output row, no bounds checks */
+#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
+    for (int64_t p = 0; p < NC; p++) {
+      const float *xp = (const float *)ct__ptr(x) + p * H * W;
+      float *yp = (float *)ct__ptr(y) + p * Ho * Wo;
+      int64_t *ap = (int64_t *)ct__ptr(argmax) + p * Ho * Wo;
+      for (int64_t ho = 0; ho < Ho; ho++) {
+        const float *r0 = xp + 2 * ho * W, *r1 = r0 + W;
+        for (int64_t wo = 0; wo < Wo; wo++) {
+          int64_t i0 = 2 * ho * W + 2 * wo, bi = i0;
+          float best = r0[2 * wo], v;
+          if ((v = r0[2 * wo + 1]) > best || v != v) best = v, bi = i0 + 1;
+          if ((v = r1[2 * wo]) > best || v != v) best = v, bi = i0 + W;
+          if ((v = r1[2 * wo + 1]) > best || v != v) best = v, bi = i0 + W + 1;
+          yp[ho * Wo + wo] = best;
+          ap[ho * Wo + wo] = bi;
+        }
+      }
+    }
+    return CT_OK;
+  }
   if (f32 && kind == CT_POOL_MAX) { /* the training hot path: float compares, no conversions */
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
     for (int64_t p = 0; p < NC; p++) {

@@ -1,0 +1,493 @@
+/* tests/ops/op_cases.h: ONE table of op cases, shared by the CPU tests (test_ops_cpu.c: values
+ * against the float64 references of op_refs.h in f32 and f64, and gradcheck) and by the
+ * cross-backend tests (a device compared with the CPU). A row names the op, its inputs (shape and
+ * how they are drawn), a function that runs the cuttle op on tensors of any device, and the
+ * reference. Adding an op is adding one row.
+ *
+ * Inputs are random and never zero: OC_ANY is uniform in +-[0.1, 2], OC_POS in [0.5, 2] (log,
+ * sqrt, pow bases, variances), OC_DISCRETE in {-2, -1, 1, 2} (ties for comparisons), OC_INDEX an
+ * int64 in [0, hi), OC_BOOL a bool. */
+#ifndef CUTTLE_TESTS_OP_CASES_H
+#define CUTTLE_TESTS_OP_CASES_H
+
+#include "cuttle.h"
+#include "op_refs.h"
+
+enum { OC_ANY = 0, OC_POS, OC_DISCRETE, OC_INDEX, OC_BOOL };
+/* The output dtype: the input's floating dtype, or a fixed one. */
+enum { OC_OUT_SAME = 0, OC_OUT_BOOL, OC_OUT_I64, OC_OUT_F64, OC_OUT_I32 };
+
+typedef struct {
+  int kind;
+  int ndim;
+  int64_t shape[6];
+  int64_t hi; /* OC_INDEX: exclusive upper bound */
+} oc_input;
+
+typedef struct op_case op_case;
+/* Run the cuttle op on the inputs (any device); returns a new tensor or NULL. */
+typedef ct_tensor *(*oc_run_fn)(ct_tensor *const *in, const op_case *c);
+/* Compute the float64 reference of the op on host arrays; allocates out (oc_alloc). */
+typedef void (*oc_ref_fn)(const oc_arr *in, oc_arr *out, const op_case *c);
+
+struct op_case {
+  const char *name;
+  int n_in;
+  oc_input in[5];
+  oc_run_fn run;
+  oc_ref_fn ref;
+  unsigned grad; /* bit i: gradcheck input i (0: no gradient) */
+  int out;       /* OC_OUT_* */
+  ct_tensor *(*f2)(ct_tensor *, ct_tensor *);
+  double (*r2)(double, double);
+  ct_tensor *(*f1)(ct_tensor *);
+  double (*r1)(double);
+  int i[8];
+  double d[4];
+};
+
+/* ---- host scalar functions for the references */
+static double oc_add(double a, double b) { return a + b; }
+static double oc_sub(double a, double b) { return a - b; }
+static double oc_mul(double a, double b) { return a * b; }
+static double oc_div(double a, double b) { return a / b; }
+static double oc_max2(double a, double b) { return a > b ? a : b; }
+static double oc_min2(double a, double b) { return a < b ? a : b; }
+static double oc_eq(double a, double b) { return a == b; }
+static double oc_ne(double a, double b) { return a != b; }
+static double oc_lt(double a, double b) { return a < b; }
+static double oc_le(double a, double b) { return a <= b; }
+static double oc_gt(double a, double b) { return a > b; }
+static double oc_ge(double a, double b) { return a >= b; }
+static double oc_neg(double x) { return -x; }
+static double oc_relu(double x) { return x > 0 ? x : 0; }
+static double oc_sigmoid(double x) { return 1 / (1 + exp(-x)); }
+static double oc_gelu(double x) { return x * 0.5 * erfc(-x / sqrt(2.0)); }
+
+/* ---- runners and references, by family */
+static ct_tensor *run_binary(ct_tensor *const *in, const op_case *c) { return c->f2(in[0], in[1]); }
+static void ref_binary(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_binary(&in[0], &in[1], out, c->r2); }
+static ct_tensor *run_unary(ct_tensor *const *in, const op_case *c) { return c->f1(in[0]); }
+static void ref_unary(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_unary(&in[0], out, c->r1); }
+
+/* scalar ops: i[0] = 0 add, 1 mul, 2 pow; d[0] the scalar */
+static ct_tensor *run_scalar(ct_tensor *const *in, const op_case *c) {
+  return c->i[0] == 0 ? ct_add_scalar(in[0], c->d[0]) : c->i[0] == 1 ? ct_mul_scalar(in[0], c->d[0]) : ct_pow_scalar(in[0], c->d[0]);
+}
+static void ref_scalar(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_alloc(out, in[0].ndim, in[0].shape);
+  for (int64_t k = 0; k < out->numel; k++) {
+    double x = in[0].v[k], s = c->d[0];
+    out->v[k] = c->i[0] == 0 ? x + s : c->i[0] == 1 ? x * s : pow(x, s);
+  }
+}
+
+static ct_tensor *run_where(ct_tensor *const *in, const op_case *c) { (void)c; return ct_where(in[0], in[1], in[2]); }
+static void ref_where(const oc_arr *in, oc_arr *out, const op_case *c) { (void)c; oc_ref_where(&in[0], &in[1], &in[2], out); }
+
+static ct_tensor *run_clamp(ct_tensor *const *in, const op_case *c) { return ct_clamp(in[0], c->d[0], c->d[1]); }
+static void ref_clamp(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_alloc(out, in[0].ndim, in[0].shape);
+  for (int64_t k = 0; k < out->numel; k++) out->v[k] = fmin(fmax(in[0].v[k], c->d[0]), c->d[1]);
+}
+
+/* reductions: i[0] = 0 sum, 1 mean, 2 var; i[1] = ndims, i[2..3] dims, i[4] keepdim, i[5] correction */
+static ct_tensor *run_reduce(ct_tensor *const *in, const op_case *c) {
+  const int *dims = &c->i[2];
+  if (c->i[0] == 0) return ct_sum(in[0], c->i[1], dims, c->i[4]);
+  if (c->i[0] == 1) return ct_mean(in[0], c->i[1], dims, c->i[4]);
+  return ct_var(in[0], c->i[1], dims, c->i[5], c->i[4]);
+}
+static void ref_reduce(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_ref_reduce(&in[0], c->i[1], &c->i[2], c->i[4], c->i[0], c->i[5], out);
+}
+
+/* max/min: i[0] = which (0 max values, 1 max indices, 2 min values, 3 min indices, 4 argmax),
+ * i[1] dim, i[2] keepdim */
+static ct_tensor *run_maxmin(ct_tensor *const *in, const op_case *c) {
+  int w = c->i[0];
+  if (w == 4) return ct_argmax(in[0], c->i[1], c->i[2]);
+  ct_tensor *idx = NULL;
+  ct_tensor *v = w < 2 ? ct_max(in[0], c->i[1], c->i[2], &idx) : ct_min(in[0], c->i[1], c->i[2], &idx);
+  if (w == 1 || w == 3) {
+    ct_tensor_free(v);
+    return idx;
+  }
+  ct_tensor_free(idx);
+  return v;
+}
+static void ref_maxmin(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_ref_maxmin(&in[0], c->i[1], c->i[2], c->i[0] == 4 ? 1 : c->i[0], out);
+}
+
+static ct_tensor *run_norm(ct_tensor *const *in, const op_case *c) { (void)c; return ct_norm(in[0]); }
+static void ref_norm(const oc_arr *in, oc_arr *out, const op_case *c) {
+  (void)c;
+  oc_alloc(out, 0, NULL);
+  for (int64_t k = 0; k < in[0].numel; k++) out->v[0] += in[0].v[k] * in[0].v[k];
+  out->v[0] = sqrt(out->v[0]);
+}
+
+static ct_tensor *run_matmul(ct_tensor *const *in, const op_case *c) { (void)c; return ct_matmul(in[0], in[1]); }
+static void ref_matmul(const oc_arr *in, oc_arr *out, const op_case *c) { (void)c; oc_ref_matmul(&in[0], &in[1], out); }
+
+/* linear: x, w[, b] */
+static ct_tensor *run_linear(ct_tensor *const *in, const op_case *c) { return ct_linear(in[0], in[1], c->n_in > 2 ? in[2] : NULL); }
+static void ref_linear(const oc_arr *in, oc_arr *out, const op_case *c) {
+  const oc_arr *x = &in[0], *w = &in[1];
+  int64_t O = w->shape[0], I = w->shape[1], rows = x->numel / I, shape[OC_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->ndim - 1] = O;
+  oc_alloc(out, x->ndim, shape);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t o = 0; o < O; o++) {
+      double s = c->n_in > 2 ? in[2].v[o] : 0;
+      for (int64_t k = 0; k < I; k++) s += x->v[r * I + k] * w->v[o * I + k];
+      out->v[r * O + o] = s;
+    }
+}
+
+/* conv2d: x, w[, b]; i[0..1] stride, i[2..3] padding, i[4..5] dilation, i[6] groups */
+static ct_tensor *run_conv(ct_tensor *const *in, const op_case *c) {
+  ct_conv2d_opts o = {.stride = {c->i[0], c->i[1]}, .padding = {c->i[2], c->i[3]}, .dilation = {c->i[4], c->i[5]}, .groups = c->i[6]};
+  return ct_conv2d(in[0], in[1], c->n_in > 2 ? in[2] : NULL, &o);
+}
+static void ref_conv(const oc_arr *in, oc_arr *out, const op_case *c) {
+  int st[2] = {c->i[0] ? c->i[0] : 1, c->i[1] ? c->i[1] : 1}, dil[2] = {c->i[4] ? c->i[4] : 1, c->i[5] ? c->i[5] : 1};
+  oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, c->i[6] ? c->i[6] : 1, out);
+}
+
+/* pooling: i[0] 1 = max, i[1..2] kernel, i[3..4] stride (0 = kernel), i[5..6] padding */
+static ct_tensor *run_pool(ct_tensor *const *in, const op_case *c) {
+  ct_pool2d_opts o = {.kernel = {c->i[1], c->i[2]}, .stride = {c->i[3], c->i[4]}, .padding = {c->i[5], c->i[6]}};
+  return c->i[0] ? ct_max_pool2d(in[0], &o) : ct_avg_pool2d(in[0], &o);
+}
+static void ref_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
+  int st[2] = {c->i[3] ? c->i[3] : c->i[1], c->i[4] ? c->i[4] : c->i[2]};
+  oc_ref_pool(&in[0], &c->i[1], st, &c->i[5], c->i[0], out);
+}
+
+/* A copy of t outside autograd (for running statistics the op updates in place). */
+static ct_tensor *oc_copy(ct_tensor *t) {
+  ct_no_grad_begin();
+  ct_tensor *r = ct_mul_scalar(t, 1.0);
+  ct_no_grad_end();
+  return r;
+}
+
+/* batch_norm. i[0]: 0 = train (x, w, b; fresh running stats 0 and 1), 1 = train returning the
+ * updated running stats cat(rm, rv) (x, rm, rv), 2 = eval (x, rm, rv, w, b), 3 = train without
+ * affine or running stats (x). d[0] momentum, d[1] eps. */
+static ct_tensor *run_bn(ct_tensor *const *in, const op_case *c) {
+  ct_tensor *x = in[0];
+  int64_t C = ct_tensor_size(x, 1);
+  double m = c->d[0], eps = c->d[1];
+  if (c->i[0] == 0) {
+    ct_tensor *rm = ct_zeros(1, &C, ct_tensor_dtype(x), ct_tensor_device(x)), *rv = ct_ones(1, &C, ct_tensor_dtype(x), ct_tensor_device(x));
+    ct_tensor *y = ct_batch_norm(x, rm, rv, in[1], in[2], 1, m, eps);
+    ct_tensor_free(rm), ct_tensor_free(rv);
+    return y;
+  }
+  if (c->i[0] == 1) {
+    ct_tensor *rm = oc_copy(in[1]), *rv = oc_copy(in[2]);
+    ct_tensor *y = ct_batch_norm(x, rm, rv, NULL, NULL, 1, m, eps);
+    ct_tensor *r = y ? ct_cat(2, (ct_tensor *[]){rm, rv}, 0) : NULL;
+    ct_tensor_free(y), ct_tensor_free(rm), ct_tensor_free(rv);
+    return r;
+  }
+  if (c->i[0] == 2) return ct_batch_norm(x, in[1], in[2], in[3], in[4], 0, m, eps);
+  return ct_batch_norm(x, NULL, NULL, NULL, NULL, 1, m, eps);
+}
+static void ref_bn(const oc_arr *in, oc_arr *out, const op_case *c) {
+  int64_t C = in[0].shape[1];
+  double m = c->d[0], eps = c->d[1];
+  if (c->i[0] == 0) oc_ref_batch_norm(&in[0], NULL, NULL, &in[1], &in[2], 1, m, eps, out, NULL, NULL);
+  else if (c->i[0] == 2) oc_ref_batch_norm(&in[0], &in[1], &in[2], &in[3], &in[4], 0, m, eps, out, NULL, NULL);
+  else if (c->i[0] == 3) oc_ref_batch_norm(&in[0], NULL, NULL, NULL, NULL, 1, m, eps, out, NULL, NULL);
+  else {
+    oc_arr y;
+    int64_t n2 = 2 * C;
+    oc_alloc(out, 1, &n2);
+    oc_ref_batch_norm(&in[0], &in[1], &in[2], NULL, NULL, 1, m, eps, &y, out->v, out->v + C);
+    free(y.v);
+  }
+}
+
+/* dropout in its deterministic regimes (p = 0, or eval): the identity. d[0] p, i[0] training */
+static ct_tensor *run_dropout(ct_tensor *const *in, const op_case *c) { return ct_dropout(in[0], c->d[0], c->i[0], NULL); }
+static void ref_identity(const oc_arr *in, oc_arr *out, const op_case *c) {
+  (void)c;
+  oc_alloc(out, in[0].ndim, in[0].shape);
+  memcpy(out->v, in[0].v, (size_t)in[0].numel * sizeof(double));
+}
+
+/* softmax: i[0] dim, i[1] log */
+static ct_tensor *run_softmax(ct_tensor *const *in, const op_case *c) {
+  return c->i[1] ? ct_log_softmax(in[0], c->i[0]) : ct_softmax(in[0], c->i[0]);
+}
+static void ref_softmax(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_softmax(&in[0], c->i[0], c->i[1], out); }
+
+/* losses: i[0] reduction (0 mean, 1 sum, 2 none), d[0] label smoothing */
+static ct_tensor *run_ce(ct_tensor *const *in, const op_case *c) { return ct_cross_entropy(in[0], in[1], (ct_reduction)c->i[0], c->d[0]); }
+static void ref_ce(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_cross_entropy(&in[0], &in[1], c->i[0], c->d[0], out); }
+static ct_tensor *run_mse(ct_tensor *const *in, const op_case *c) { return ct_mse_loss(in[0], in[1], (ct_reduction)c->i[0]); }
+static void ref_mse(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_mse(&in[0], &in[1], c->i[0], out); }
+
+/* joining: i[0] dim, i[1] 1 = stack */
+static ct_tensor *run_join(ct_tensor *const *in, const op_case *c) {
+  return c->i[1] ? ct_stack(c->n_in, in, c->i[0]) : ct_cat(c->n_in, in, c->i[0]);
+}
+static void ref_join(const oc_arr *in, oc_arr *out, const op_case *c) {
+  const oc_arr *p[4] = {&in[0], &in[1], &in[2], &in[3]};
+  if (c->i[1]) oc_ref_stack(c->n_in, p, c->i[0], out);
+  else oc_ref_cat(c->n_in, p, c->i[0], out);
+}
+
+/* indexing: i[0] dim, i[1] 1 = gather */
+static ct_tensor *run_index(ct_tensor *const *in, const op_case *c) {
+  return c->i[1] ? ct_gather(in[0], c->i[0], in[1]) : ct_index_select(in[0], c->i[0], in[1]);
+}
+static void ref_index(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_index(&in[0], c->i[0], &in[1], c->i[1], out); }
+
+/* ---- views. Each runner applies the view; the reference reads x's row-major data through the
+ * shape, strides and offset the view must have (i[] and d[] unused for the reference's layout,
+ * which is written out in the row as i[0] = ndim, then shape i[1..], strides in d[] would not fit:
+ * so each view has its own small reference below). */
+enum { V_RESHAPE, V_RESHAPE_NC, V_VIEW, V_PERMUTE, V_TRANSPOSE, V_NARROW, V_SLICE, V_EXPAND, V_SQUEEZE, V_UNSQUEEZE,
+       V_FLATTEN, V_CONTIGUOUS, V_CAST_F64, V_CAST_I32 };
+static ct_tensor *run_view(ct_tensor *const *in, const op_case *c) {
+  ct_tensor *x = in[0], *t, *r;
+  switch (c->i[0]) {
+    case V_RESHAPE: return ct_reshape(x, 2, (int64_t[]){4, -1});
+    case V_RESHAPE_NC:
+      t = ct_transpose(x, 0, 1), r = ct_reshape(t, 1, (int64_t[]){-1});
+      return ct_tensor_free(t), r;
+    case V_VIEW: return ct_view(x, 2, (int64_t[]){6, 4});
+    case V_PERMUTE: return ct_permute(x, (int[]){2, 0, 1});
+    case V_TRANSPOSE: return ct_transpose(x, 0, -1);
+    case V_NARROW: return ct_narrow(x, 1, 1, 3);
+    case V_SLICE: return ct_slice(x, 1, 1, 100, 2);
+    case V_EXPAND: return ct_expand(x, 3, (int64_t[]){2, -1, 4});
+    case V_SQUEEZE: return ct_squeeze(x, 1);
+    case V_UNSQUEEZE: return ct_unsqueeze(x, -1);
+    case V_FLATTEN: return ct_flatten(x, 1, 2);
+    case V_CONTIGUOUS:
+      t = ct_permute(x, (int[]){2, 0, 1}), r = ct_contiguous(t);
+      return ct_tensor_free(t), r;
+    case V_CAST_F64: return ct_cast(x, CT_F64);
+    default: return ct_cast(x, CT_I32);
+  }
+}
+static void ref_view(const oc_arr *in, oc_arr *out, const op_case *c) {
+  const oc_arr *x = &in[0];
+  int64_t st[OC_MAX_DIMS];
+  oc_rowmajor_strides(x->ndim, x->shape, st);
+  const int64_t *s = x->shape;
+  switch (c->i[0]) {
+    case V_RESHAPE: oc_ref_strided(x, 2, (int64_t[]){4, x->numel / 4}, (int64_t[]){x->numel / 4, 1}, 0, out); break;
+    case V_RESHAPE_NC: { /* (a, b) transposed, then flattened */
+      oc_arr t;
+      oc_ref_strided(x, 2, (int64_t[]){s[1], s[0]}, (int64_t[]){1, s[1]}, 0, &t);
+      oc_ref_strided(&t, 1, &t.numel, (int64_t[]){1}, 0, out);
+      free(t.v);
+      break;
+    }
+    case V_VIEW: oc_ref_strided(x, 2, (int64_t[]){6, 4}, (int64_t[]){4, 1}, 0, out); break;
+    case V_PERMUTE:
+    case V_CONTIGUOUS: oc_ref_strided(x, 3, (int64_t[]){s[2], s[0], s[1]}, (int64_t[]){st[2], st[0], st[1]}, 0, out); break;
+    case V_TRANSPOSE: oc_ref_strided(x, 3, (int64_t[]){s[2], s[1], s[0]}, (int64_t[]){st[2], st[1], st[0]}, 0, out); break;
+    case V_NARROW: oc_ref_strided(x, 2, (int64_t[]){s[0], 3}, st, st[1], out); break;
+    case V_SLICE: oc_ref_strided(x, 2, (int64_t[]){s[0], (s[1] - 1 + 1) / 2}, (int64_t[]){st[0], 2}, 1, out); break;
+    case V_EXPAND: oc_ref_strided(x, 3, (int64_t[]){2, s[0], 4}, (int64_t[]){0, 1, 0}, 0, out); break;
+    case V_SQUEEZE: oc_ref_strided(x, 2, (int64_t[]){s[0], s[2]}, (int64_t[]){st[0], st[2]}, 0, out); break;
+    case V_UNSQUEEZE: oc_ref_strided(x, 3, (int64_t[]){s[0], s[1], 1}, (int64_t[]){st[0], 1, 1}, 0, out); break;
+    case V_FLATTEN: oc_ref_strided(x, 3, (int64_t[]){s[0], s[1] * s[2], s[3]}, (int64_t[]){st[0], st[2], 1}, 0, out); break;
+    case V_CAST_F64: ref_identity(in, out, c); break;
+    default:
+      ref_identity(in, out, c);
+      for (int64_t k = 0; k < out->numel; k++) out->v[k] = trunc(out->v[k]);
+  }
+}
+
+/* ---- the table */
+#define IN(k, ...) {k, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}, 0}
+#define IN0(k) {k, 0, {0}, 0}
+#define IDX(hi, ...) {OC_INDEX, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}, hi}
+#define BIN(nm, fn, rf, a, b, g) {nm, 2, {a, b}, run_binary, ref_binary, g, .f2 = fn, .r2 = rf}
+#define CMP(nm, fn, rf) {nm, 2, {IN(OC_DISCRETE, 3, 4), IN(OC_DISCRETE, 4)}, run_binary, ref_binary, 0, OC_OUT_BOOL, .f2 = fn, .r2 = rf}
+#define UN(nm, fn, rf, k) {nm, 1, {IN(k, 3, 5)}, run_unary, ref_unary, 1, .f1 = fn, .r1 = rf}
+#define RED(nm, kind, nd, d0, d1, keep, corr) {nm, 1, {IN(OC_ANY, 2, 3, 4)}, run_reduce, ref_reduce, 1, .i = {kind, nd, d0, d1, keep, corr}}
+#define MM(nm, which, dim, keep, g, out) {nm, 1, {IN(OC_ANY, 3, 4, 5)}, run_maxmin, ref_maxmin, g, out, .i = {which, dim, keep}}
+#define MATMUL(nm, a, b) {nm, 2, {a, b}, run_matmul, ref_matmul, 3, .out = OC_OUT_SAME}
+#define CONV(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv, ref_conv, (1u << nin) - 1, .i = {__VA_ARGS__}}
+#define POOL(nm, x, ...) {nm, 1, {x}, run_pool, ref_pool, 1, .i = {__VA_ARGS__}}
+#define VIEW(nm, v, x, g, out) {nm, 1, {x}, run_view, ref_view, g, out, .i = {v}}
+
+static const op_case op_cases[] = {
+    BIN("add", ct_add, oc_add, IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4), 3),
+    BIN("add_broadcast", ct_add, oc_add, IN(OC_ANY, 3, 1, 4), IN(OC_ANY, 2, 4), 3),
+    BIN("add_0dim", ct_add, oc_add, IN(OC_ANY, 2, 3), IN0(OC_ANY), 3),
+    BIN("sub", ct_sub, oc_sub, IN(OC_ANY, 2, 3, 1), IN(OC_ANY, 4), 3),
+    BIN("sub_0dim_first", ct_sub, oc_sub, IN0(OC_ANY), IN(OC_ANY, 2, 3), 3),
+    BIN("mul", ct_mul, oc_mul, IN(OC_ANY, 3, 4), IN(OC_ANY, 1, 4), 3),
+    BIN("div", ct_div, oc_div, IN(OC_ANY, 2, 3), IN(OC_POS, 2, 3), 3),
+    BIN("div_broadcast", ct_div, oc_div, IN(OC_ANY, 4, 1), IN(OC_ANY, 3), 3),
+    BIN("pow", ct_pow, pow, IN(OC_POS, 2, 3), IN(OC_ANY, 2, 3), 3),
+    BIN("pow_broadcast", ct_pow, pow, IN(OC_POS, 3, 1), IN(OC_ANY, 1, 4), 3),
+    BIN("maximum", ct_maximum, oc_max2, IN(OC_ANY, 3, 4), IN(OC_ANY, 4), 3),
+    BIN("minimum", ct_minimum, oc_min2, IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 3), 3),
+    {"add_scalar", 1, {IN(OC_ANY, 3, 4)}, run_scalar, ref_scalar, 1, .i = {0}, .d = {1.5}},
+    {"mul_scalar", 1, {IN(OC_ANY, 3, 4)}, run_scalar, ref_scalar, 1, .i = {1}, .d = {-2.5}},
+    {"pow_scalar", 1, {IN(OC_POS, 3, 4)}, run_scalar, ref_scalar, 1, .i = {2}, .d = {2.5}},
+    {"pow_scalar_square", 1, {IN(OC_ANY, 3, 4)}, run_scalar, ref_scalar, 1, .i = {2}, .d = {2.0}},
+    CMP("eq", ct_eq, oc_eq), CMP("ne", ct_ne, oc_ne), CMP("lt", ct_lt, oc_lt),
+    CMP("le", ct_le, oc_le), CMP("gt", ct_gt, oc_gt), CMP("ge", ct_ge, oc_ge),
+    {"where", 3, {IN(OC_BOOL, 3, 1), IN(OC_ANY, 3, 4), IN(OC_ANY, 4)}, run_where, ref_where, 6, .out = OC_OUT_SAME},
+    {"clamp", 1, {IN(OC_ANY, 4, 5)}, run_clamp, ref_clamp, 1, .d = {-0.5, 0.7}},
+    {"clamp_lower_only", 1, {IN(OC_ANY, 4, 5)}, run_clamp, ref_clamp, 1, .d = {-0.5, INFINITY}},
+    UN("neg", ct_neg, oc_neg, OC_ANY), UN("abs", ct_abs, fabs, OC_ANY), UN("exp", ct_exp, exp, OC_ANY),
+    UN("log", ct_log, log, OC_POS), UN("sqrt", ct_sqrt, sqrt, OC_POS), UN("relu", ct_relu, oc_relu, OC_ANY),
+    UN("sigmoid", ct_sigmoid, oc_sigmoid, OC_ANY), UN("tanh", ct_tanh, tanh, OC_ANY), UN("gelu", ct_gelu, oc_gelu, OC_ANY),
+    RED("sum_all", 0, 0, 0, 0, 0, 0), RED("sum_dim1", 0, 1, 1, 0, 0, 0), RED("sum_dims02_keepdim", 0, 2, 0, 2, 1, 0),
+    RED("sum_dim_neg1", 0, 1, -1, 0, 0, 0), RED("mean_all", 1, 0, 0, 0, 0, 0), RED("mean_dim1_keepdim", 1, 1, 1, 0, 1, 0),
+    RED("mean_dims02", 1, 2, 0, 2, 0, 0), RED("var_all", 2, 0, 0, 0, 0, 1), RED("var_dim1_corr0_keepdim", 2, 1, 1, 0, 1, 0),
+    RED("var_dims02_corr1", 2, 2, 0, 2, 0, 1), RED("var_dim_neg1_corr1_keepdim", 2, 1, -1, 0, 1, 1),
+    MM("max_values", 0, 1, 0, 1, 0), MM("max_values_keepdim", 0, 0, 1, 1, 0), MM("max_indices", 1, 1, 0, 0, OC_OUT_I64),
+    MM("max_indices_keepdim", 1, -1, 1, 0, OC_OUT_I64), MM("min_values", 2, -1, 0, 1, 0), MM("min_indices", 3, 2, 0, 0, OC_OUT_I64),
+    MM("argmax", 4, 1, 0, 0, OC_OUT_I64), MM("argmax_keepdim", 4, 2, 1, 0, OC_OUT_I64),
+    {"norm", 1, {IN(OC_ANY, 3, 4)}, run_norm, ref_norm, 1, .out = OC_OUT_SAME},
+    MATMUL("matmul_dot", IN(OC_ANY, 5), IN(OC_ANY, 5)),
+    MATMUL("matmul_2d", IN(OC_ANY, 3, 4), IN(OC_ANY, 4, 5)),
+    MATMUL("matmul_1d_2d", IN(OC_ANY, 4), IN(OC_ANY, 4, 3)),
+    MATMUL("matmul_2d_1d", IN(OC_ANY, 3, 4), IN(OC_ANY, 4)),
+    MATMUL("matmul_batched_broadcast", IN(OC_ANY, 2, 1, 3, 4), IN(OC_ANY, 3, 4, 2)),
+    MATMUL("matmul_3d_2d", IN(OC_ANY, 2, 3, 4), IN(OC_ANY, 4, 5)),
+    MATMUL("matmul_1d_3d", IN(OC_ANY, 4), IN(OC_ANY, 2, 4, 3)),
+    {"linear_bias", 3, {IN(OC_ANY, 2, 3, 4), IN(OC_ANY, 5, 4), IN(OC_ANY, 5)}, run_linear, ref_linear, 7, .out = OC_OUT_SAME},
+    {"linear_nobias", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 2, 4)}, run_linear, ref_linear, 3, .out = OC_OUT_SAME},
+    CONV("conv2d_basic", IN(OC_ANY, 2, 3, 5, 5), IN(OC_ANY, 4, 3, 3, 3), IN(OC_ANY, 4), 3, 0),
+    CONV("conv2d_stride2_pad1", IN(OC_ANY, 1, 2, 6, 5), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 2, 2, 1, 1),
+    CONV("conv2d_dilation2_pad2", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 2, 2, 3, 3), IN(OC_ANY, 2), 3, 1, 1, 2, 2, 2, 2),
+    CONV("conv2d_groups2", IN(OC_ANY, 2, 4, 4, 4), IN(OC_ANY, 6, 2, 3, 3), IN(OC_ANY, 6), 3, 1, 1, 1, 1, 1, 1, 2),
+    CONV("conv2d_depthwise_nobias", IN(OC_ANY, 1, 3, 5, 5), IN(OC_ANY, 3, 1, 3, 3), IN0(OC_ANY), 2, 1, 1, 0, 0, 1, 1, 3),
+    CONV("conv2d_rect_stride21_nobias", IN(OC_ANY, 2, 2, 5, 6), IN(OC_ANY, 3, 2, 2, 3), IN0(OC_ANY), 2, 2, 1, 1, 0),
+    POOL("max_pool2d_k2", IN(OC_ANY, 2, 3, 6, 6), 1, 2, 2),
+    POOL("max_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 7), 1, 3, 3, 2, 2, 1, 1),
+    POOL("avg_pool2d_k2", IN(OC_ANY, 2, 3, 6, 6), 0, 2, 2),
+    POOL("avg_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 3, 2, 2, 1, 1),
+    {"batch_norm_train", 3, {IN(OC_ANY, 4, 3, 2, 2), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 7, .i = {0}, .d = {0.1, 1e-5}},
+    {"batch_norm_train_running_stats", 3, {IN(OC_ANY, 4, 3, 5), IN(OC_ANY, 3), IN(OC_POS, 3)}, run_bn, ref_bn, 0, .i = {1}, .d = {0.2, 1e-5}},
+    {"batch_norm_eval", 5, {IN(OC_ANY, 2, 3, 4), IN(OC_ANY, 3), IN(OC_POS, 3), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 31,
+     .i = {2}, .d = {0.1, 1e-5}},
+    {"batch_norm_train_noaffine", 1, {IN(OC_ANY, 3, 2, 4)}, run_bn, ref_bn, 1, .i = {3}, .d = {0.1, 1e-3}},
+    {"dropout_p0_train", 1, {IN(OC_ANY, 3, 4)}, run_dropout, ref_identity, 1, .i = {1}, .d = {0.0}},
+    {"dropout_eval", 1, {IN(OC_ANY, 3, 4)}, run_dropout, ref_identity, 1, .i = {0}, .d = {0.5}},
+    {"softmax_dim1", 1, {IN(OC_ANY, 3, 4, 2)}, run_softmax, ref_softmax, 1, .i = {1, 0}},
+    {"softmax_dim0", 1, {IN(OC_ANY, 3, 4)}, run_softmax, ref_softmax, 1, .i = {0, 0}},
+    {"log_softmax_dim_neg1", 1, {IN(OC_ANY, 3, 5)}, run_softmax, ref_softmax, 1, .i = {-1, 1}},
+    {"log_softmax_dim1", 1, {IN(OC_ANY, 2, 4, 3)}, run_softmax, ref_softmax, 1, .i = {1, 1}},
+    {"cross_entropy_mean", 2, {IN(OC_ANY, 5, 4), IDX(4, 5)}, run_ce, ref_ce, 1, .i = {0}},
+    {"cross_entropy_sum", 2, {IN(OC_ANY, 5, 4), IDX(4, 5)}, run_ce, ref_ce, 1, .i = {1}},
+    {"cross_entropy_none", 2, {IN(OC_ANY, 5, 4), IDX(4, 5)}, run_ce, ref_ce, 1, .i = {2}},
+    {"cross_entropy_smoothing", 2, {IN(OC_ANY, 5, 4), IDX(4, 5)}, run_ce, ref_ce, 1, .i = {0}, .d = {0.1}},
+    {"cross_entropy_smoothing_none", 2, {IN(OC_ANY, 3, 6), IDX(6, 3)}, run_ce, ref_ce, 1, .i = {2}, .d = {0.25}},
+    {"mse_loss_mean", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4)}, run_mse, ref_mse, 3, .i = {0}},
+    {"mse_loss_sum", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4)}, run_mse, ref_mse, 3, .i = {1}},
+    {"mse_loss_none", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4)}, run_mse, ref_mse, 3, .i = {2}},
+    {"cat_dim1", 3, {IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 1), IN(OC_ANY, 2, 2)}, run_join, ref_join, 7, .i = {1, 0}},
+    {"cat_dim0", 2, {IN(OC_ANY, 1, 3), IN(OC_ANY, 2, 3)}, run_join, ref_join, 3, .i = {0, 0}},
+    {"stack_dim0", 2, {IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 3)}, run_join, ref_join, 3, .i = {0, 1}},
+    {"stack_dim_neg1", 3, {IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 3)}, run_join, ref_join, 7, .i = {-1, 1}},
+    {"index_select_dim0", 2, {IN(OC_ANY, 5, 3), IDX(5, 4)}, run_index, ref_index, 1, .i = {0, 0}},
+    {"index_select_dim1", 2, {IN(OC_ANY, 2, 5, 3), IDX(5, 7)}, run_index, ref_index, 1, .i = {1, 0}},
+    {"gather_dim1", 2, {IN(OC_ANY, 3, 4), IDX(4, 3, 5)}, run_index, ref_index, 1, .i = {1, 1}},
+    {"gather_dim0", 2, {IN(OC_ANY, 3, 4), IDX(3, 2, 4)}, run_index, ref_index, 1, .i = {0, 1}},
+    VIEW("reshape", V_RESHAPE, IN(OC_ANY, 2, 3, 4), 1, 0),
+    VIEW("reshape_noncontiguous", V_RESHAPE_NC, IN(OC_ANY, 3, 4), 1, 0),
+    VIEW("view", V_VIEW, IN(OC_ANY, 2, 3, 4), 1, 0),
+    VIEW("permute", V_PERMUTE, IN(OC_ANY, 2, 3, 4), 1, 0),
+    VIEW("transpose", V_TRANSPOSE, IN(OC_ANY, 2, 3, 4), 1, 0),
+    VIEW("narrow", V_NARROW, IN(OC_ANY, 4, 5), 1, 0),
+    VIEW("slice_step2", V_SLICE, IN(OC_ANY, 5, 6), 1, 0),
+    VIEW("expand", V_EXPAND, IN(OC_ANY, 3, 1), 1, 0),
+    VIEW("squeeze", V_SQUEEZE, IN(OC_ANY, 3, 1, 4), 1, 0),
+    VIEW("unsqueeze", V_UNSQUEEZE, IN(OC_ANY, 3, 4), 1, 0),
+    VIEW("flatten", V_FLATTEN, IN(OC_ANY, 2, 3, 4, 5), 1, 0),
+    VIEW("contiguous", V_CONTIGUOUS, IN(OC_ANY, 2, 3, 4), 1, 0),
+    VIEW("cast_f64", V_CAST_F64, IN(OC_ANY, 3, 4), 1, OC_OUT_F64),
+    VIEW("cast_i32", V_CAST_I32, IN(OC_ANY, 3, 4), 0, OC_OUT_I32),
+};
+#define OC_NCASES ((int)(sizeof op_cases / sizeof op_cases[0]))
+
+/* ---- inputs */
+static uint64_t oc_rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double oc_rng_unif(uint64_t *s) { return (double)(oc_rng_next(s) >> 11) * 0x1.0p-53; }
+
+/* The dtype input k of case c takes when the case runs in floating dtype dt. */
+static ct_dtype oc_input_dtype(const op_case *c, int k, ct_dtype dt) {
+  return c->in[k].kind == OC_INDEX ? CT_I64 : c->in[k].kind == OC_BOOL ? CT_BOOL : dt;
+}
+
+/* Draw the inputs of c on the host (rounded to dt's precision) into host[], and make them tensors of
+ * dtype dt (indices int64, conditions bool) on dev into ts[]. Returns 0 on failure. */
+static int oc_make_inputs(const op_case *c, ct_dtype dt, ct_device dev, uint64_t seed, oc_arr *host, ct_tensor **ts) {
+  uint64_t s = seed;
+  for (int k = 0; k < c->n_in; k++) {
+    const oc_input *in = &c->in[k];
+    oc_alloc(&host[k], in->ndim, in->shape);
+    for (int64_t j = 0; j < host[k].numel; j++) {
+      double u = oc_rng_unif(&s), v;
+      switch (in->kind) {
+        case OC_POS: v = 0.5 + 1.5 * u; break;
+        case OC_DISCRETE: v = (double[]){-2, -1, 1, 2}[oc_rng_next(&s) % 4]; break;
+        case OC_INDEX: v = (double)(oc_rng_next(&s) % (uint64_t)in->hi); break;
+        case OC_BOOL: v = (double)(oc_rng_next(&s) & 1); break;
+        default: v = (0.1 + 1.9 * u) * (oc_rng_next(&s) & 1 ? 1 : -1);
+      }
+      if (dt == CT_F32 && in->kind != OC_INDEX && in->kind != OC_BOOL) v = (double)(float)v;
+      host[k].v[j] = v;
+    }
+    ct_tensor *h = ct_from_host(host[k].v, in->ndim, in->shape, CT_F64, CT_DEVICE_CPU);
+    ct_tensor *t = h ? ct_cast(h, oc_input_dtype(c, k, dt)) : NULL;
+    ts[k] = t ? ct_to(t, dev, 0) : NULL;
+    ct_tensor_free(h), ct_tensor_free(t);
+    if (!ts[k]) return 0;
+  }
+  return 1;
+}
+
+static void oc_free_inputs(const op_case *c, oc_arr *host, ct_tensor **ts) {
+  for (int k = 0; k < c->n_in; k++) free(host[k].v), host[k].v = NULL, ct_tensor_free(ts[k]), ts[k] = NULL;
+}
+
+/* The dtype the output of c must have when its floating inputs have dtype dt. */
+static ct_dtype oc_output_dtype(const op_case *c, ct_dtype dt) {
+  switch (c->out) {
+    case OC_OUT_BOOL: return CT_BOOL;
+    case OC_OUT_I64: return CT_I64;
+    case OC_OUT_F64: return CT_F64;
+    case OC_OUT_I32: return CT_I32;
+    default: return dt;
+  }
+}
+
+/* Gradcheck adapter: ct_gradcheck wants every input to be a float64 leaf that requires grad, so it
+ * sees only the differentiable inputs and this fills in the others. */
+typedef struct {
+  const op_case *c;
+  ct_tensor *all[5];
+} oc_grad_ctx;
+
+static ct_tensor *oc_grad_fn(ct_tensor *const *inputs, void *ctx) {
+  oc_grad_ctx *g = ctx;
+  ct_tensor *all[5];
+  for (int k = 0, j = 0; k < g->c->n_in; k++) all[k] = g->c->grad & (1u << k) ? inputs[j++] : g->all[k];
+  return g->c->run(all, g->c);
+}
+
+#endif

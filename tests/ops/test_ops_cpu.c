@@ -1,0 +1,155 @@
+/* tests/ops/test_ops_cpu.c: every row of the op table (op_cases.h) on the CPU: values in float32
+ * and float64 against the float64 reference, and gradients by finite differences in float64.
+ * Plus the random op (dropout in training) checked by its statistics. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+#include "op_cases.h"
+#include "core/internal.h"
+
+/* f32 inputs are rounded before the reference sees them, so the only error is f32 arithmetic. */
+#define F32_ATOL 1e-5
+#define F32_RTOL 1e-4
+#define F64_ATOL 1e-12
+#define F64_RTOL 1e-10
+
+static void check_values(const op_case *c, ct_dtype dt, uint64_t seed) {
+  oc_arr host[5] = {{0}};
+  ct_tensor *in[5] = {0};
+  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, dt, CT_DEVICE_CPU, seed, host, in));
+  oc_arr ref = {0};
+  c->ref(host, &ref, c);
+  ct_tensor *out = c->run(in, c);
+  if (!out) fprintf(stderr, "case %s (%s) failed: %s\n", c->name, ct_dtype_name(dt), ct_last_error());
+  ct_assert_nonnull(out);
+  char s1[128], s2[128];
+  int same = ct_tensor_ndim(out) == ref.ndim;
+  for (int d = 0; same && d < ref.ndim; d++) same = ct_tensor_shape(out)[d] == ref.shape[d];
+  if (!same) {
+    fprintf(stderr, "case %s: shape %s, reference %s\n", c->name, ct_shape_str(out, s1, sizeof s1),
+            ct__shape_str(ref.ndim, ref.shape, s2, sizeof s2));
+    fail();
+  }
+  assert_int_equal(ct_tensor_dtype(out), oc_output_dtype(c, dt));
+  ct_tensor *rt = ct_assert_nonnull(ct_from_host(ref.v, ref.ndim, ref.shape, CT_F64, CT_DEVICE_CPU));
+  if (dt == CT_F32) ct_assert_close(out, rt, F32_ATOL, F32_RTOL);
+  else ct_assert_close(out, rt, F64_ATOL, F64_RTOL);
+  ct_tensor_free(rt), ct_tensor_free(out), free(ref.v);
+  oc_free_inputs(c, host, in);
+}
+
+static void check_grad(const op_case *c, uint64_t seed) {
+  oc_arr host[5] = {{0}};
+  oc_grad_ctx g = {.c = c};
+  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, CT_F64, CT_DEVICE_CPU, seed, host, g.all));
+  ct_tensor *leaves[5];
+  int n = 0;
+  for (int k = 0; k < c->n_in; k++)
+    if (c->grad & (1u << k)) {
+      ct_assert_ok(ct_requires_grad_(g.all[k], 1));
+      leaves[n++] = g.all[k];
+    }
+  ct_status s = ct_gradcheck(oc_grad_fn, &g, n, leaves, 1e-6, 1e-5, 1e-3);
+  if (s != CT_OK) fprintf(stderr, "gradcheck of %s: %s\n", c->name, ct_last_error());
+  ct_assert_ok(s);
+  oc_free_inputs(c, host, g.all);
+}
+
+static void test_case(void **state) {
+  const op_case *c = *state;
+  uint64_t seed = 0x5eed;
+  for (const char *p = c->name; *p; p++) seed = seed * 131 + (unsigned char)*p;
+  check_values(c, CT_F32, seed);
+  check_values(c, CT_F64, seed + 1);
+  if (c->grad) check_grad(c, seed + 2);
+}
+
+/* The table itself: every public op of ops.h appears in some row (a guard against a forgotten op). */
+static void test_table_covers_ops(void **state) {
+  (void)state;
+  const char *ops[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "add_scalar", "mul_scalar", "pow_scalar",
+                       "eq", "ne", "lt", "le", "gt", "ge", "where", "clamp", "neg", "abs", "exp", "log", "sqrt", "relu",
+                       "sigmoid", "tanh", "gelu", "sum", "mean", "var", "max", "min", "argmax", "norm", "matmul", "linear",
+                       "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "dropout", "softmax", "log_softmax",
+                       "cross_entropy", "mse_loss", "cat", "stack", "index_select", "gather", "reshape", "view", "permute",
+                       "transpose", "narrow", "slice", "expand", "squeeze", "unsqueeze", "flatten", "contiguous", "cast"};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    int found = 0;
+    for (int i = 0; i < OC_NCASES && !found; i++)
+      found = strncmp(op_cases[i].name, ops[k], strlen(ops[k])) == 0;
+    if (!found) fprintf(stderr, "no row for op %s\n", ops[k]);
+    assert_true(found);
+  }
+}
+
+/* Dropout in training: every output is 0 or x / (1 - p), the fraction of zeros is about p, the same
+ * generator state gives the same mask, and the gradient is the mask scaled. */
+static void test_dropout_training(void **state) {
+  (void)state;
+  const double p = 0.3;
+  int64_t n = 100000;
+  ct_tensor *x = ct_assert_nonnull(ct_full(1, &n, 2.0, CT_F32, CT_DEVICE_CPU));
+  ct_assert_ok(ct_requires_grad_(x, 1));
+  ct_generator g1 = ct_generator_new(7), g2 = ct_generator_new(7);
+  ct_tensor *y = ct_assert_nonnull(ct_dropout(x, p, 1, &g1));
+  ct_tensor *y2 = ct_assert_nonnull(ct_dropout(x, p, 1, &g2));
+  double *v = ct_test_values(y), *v2 = ct_test_values(y2);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (v[i] == 0) zeros++;
+    else assert_true(fabs(v[i] - 2.0 / (1 - p)) < 1e-5);
+    assert_true(v[i] == v2[i]);
+  }
+  double frac = (double)zeros / (double)n;
+  assert_true(fabs(frac - p) < 0.01);
+  ct_tensor *s = ct_assert_nonnull(ct_sum(y, 0, NULL, 0));
+  ct_assert_ok(ct_backward(s));
+  double *gv = ct_test_values(ct_grad(x));
+  for (int64_t i = 0; i < n; i++) assert_true(fabs(gv[i] - (v[i] == 0 ? 0.0 : 1.0 / (1 - p))) < 1e-6);
+  /* a different generator state gives a different mask */
+  ct_tensor *y3 = ct_assert_nonnull(ct_dropout(x, p, 1, &g1));
+  double *v3 = ct_test_values(y3);
+  assert_true(memcmp(v, v3, (size_t)n * sizeof(double)) != 0);
+  /* p = 1 drops everything */
+  ct_tensor *y4 = ct_assert_nonnull(ct_dropout(x, 1.0, 1, NULL));
+  assert_true(ct_item(ct_assert_nonnull(ct_norm(y4))) == 0.0);
+  free(v), free(v2), free(v3), free(gv);
+  ct_tensor_free(y), ct_tensor_free(y2), ct_tensor_free(y3), ct_tensor_free(s), ct_tensor_free(x);
+}
+
+/* Integer and bool inputs: promotion and values through the same ops. */
+static void test_integer_inputs(void **state) {
+  (void)state;
+  int32_t a[4] = {1, -2, 3, 4};
+  int64_t sh = 4;
+  ct_tensor *x = ct_assert_nonnull(ct_from_host(a, 1, &sh, CT_I32, CT_DEVICE_CPU));
+  ct_tensor *y = ct_assert_nonnull(ct_div(x, x));
+  assert_int_equal(ct_tensor_dtype(y), CT_F32);
+  ct_tensor *z = ct_assert_nonnull(ct_abs(x));
+  assert_int_equal(ct_tensor_dtype(z), CT_I32);
+  ct_tensor *e = ct_assert_nonnull(ct_exp(x));
+  assert_int_equal(ct_tensor_dtype(e), CT_F32);
+  ct_tensor *s = ct_assert_nonnull(ct_sum(x, 0, NULL, 0));
+  assert_int_equal(ct_tensor_dtype(s), CT_I64);
+  assert_true(ct_item(s) == 6.0);
+  ct_tensor *h = ct_assert_nonnull(ct_mul_scalar(x, 0.5));
+  assert_int_equal(ct_tensor_dtype(h), CT_F32);
+  double *hv = ct_test_values(h);
+  assert_true(hv[1] == -1.0 && hv[3] == 2.0);
+  free(hv);
+  ct_tensor_free(x), ct_tensor_free(y), ct_tensor_free(z), ct_tensor_free(e), ct_tensor_free(s), ct_tensor_free(h);
+}
+
+int main(void) {
+  struct CMUnitTest *tests = calloc((size_t)OC_NCASES + 3, sizeof *tests);
+  for (int i = 0; i < OC_NCASES; i++)
+    tests[i] = (struct CMUnitTest){.name = op_cases[i].name, .test_func = test_case, .initial_state = (void *)&op_cases[i]};
+  tests[OC_NCASES] = (struct CMUnitTest)cmocka_unit_test(test_table_covers_ops);
+  tests[OC_NCASES + 1] = (struct CMUnitTest)cmocka_unit_test(test_dropout_training);
+  tests[OC_NCASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_integer_inputs);
+  int r = _cmocka_run_group_tests("ops_cpu", tests, (size_t)OC_NCASES + 3, NULL, NULL);
+  free(tests);
+  return r;
+}
