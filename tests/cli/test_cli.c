@@ -1,0 +1,138 @@
+/* tests/cli/test_cli.c: the cuttle CLI as a user runs it: devices, train (metrics, save, resume,
+ * Ctrl-C), eval, and its errors. Runs the built binary ($CUTTLE_BINARY_DIR/cuttle). The training
+ * cases need the dataset and are skipped (77) without it. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include "testutil.h"
+
+static char cuttle[4096];
+static char *tmp;
+
+/* Run a shell command, capture its stdout+stderr into out (n bytes), return its exit status. */
+static int run(char *out, size_t n, const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t k = fread(out, 1, n - 1, p);
+  out[k] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void devices_lists_the_cpu(void **state) {
+  (void)state;
+  char out[8192];
+  assert_int_equal(run(out, sizeof out, "%s devices", cuttle), 0);
+  assert_non_null(strstr(out, "try_all_gpus(): [cpu]"));
+}
+
+static void bad_options_are_usage_errors(void **state) {
+  (void)state;
+  char out[8192];
+  assert_int_equal(run(out, sizeof out, "%s train --device cuda:7", cuttle), 2);
+  assert_non_null(strstr(out, "not available"));
+  assert_int_equal(run(out, sizeof out, "%s train --device tpu", cuttle), 2);
+  assert_non_null(strstr(out, "bad device"));
+  assert_int_equal(run(out, sizeof out, "%s train --optimizer lion", cuttle), 2);
+  assert_int_equal(run(out, sizeof out, "%s frobnicate", cuttle), 2);
+  assert_int_equal(run(out, sizeof out, "%s train --data-dir /nonexistent/dir --model mlp", cuttle), 1);
+  assert_non_null(strstr(out, "/nonexistent/dir"));
+}
+
+static void train_save_eval_resume(void **state) {
+  (void)state;
+  char out[16384], ck[4200], metrics[4200];
+  snprintf(ck, sizeof ck, "%s/mlp.safetensors", tmp);
+  snprintf(metrics, sizeof metrics, "%s/m.jsonl", tmp);
+  assert_int_equal(run(out, sizeof out, "%s train --model mlp --epochs 1 --no-progress --save %s --metrics %s", cuttle, ck,
+                       metrics), 0);
+  FILE *f = fopen(metrics, "r");
+  assert_non_null(f);
+  char line[1024];
+  assert_non_null(fgets(line, sizeof line, f));
+  fclose(f);
+  const char *keys[] = {"\"epoch\": 1", "\"train_loss\"", "\"test_acc\"", "\"images_per_s\"", "\"seconds\"", "\"device\": \"cpu\""};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    if (!strstr(line, keys[i])) fprintf(stderr, "metrics line lacks %s: %s\n", keys[i], line);
+    assert_non_null(strstr(line, keys[i]));
+  }
+  double acc = atof(strstr(line, "\"test_acc\": ") + 12);
+  assert_true(acc > 0.8);
+  /* eval reports the same accuracy from the checkpoint */
+  assert_int_equal(run(out, sizeof out, "%s eval --model mlp --device cpu --checkpoint %s", cuttle, ck), 0);
+  char want[64];
+  snprintf(want, sizeof want, "test_acc %.2f%%", 100 * acc);
+  if (!strstr(out, want)) fprintf(stderr, "eval said: %s (wanted %s)\n", out, want);
+  assert_non_null(strstr(out, want));
+  /* resume continues with epoch 2 */
+  assert_int_equal(run(out, sizeof out, "%s train --model mlp --epochs 2 --no-progress --resume %s --metrics %s", cuttle, ck,
+                       metrics), 0);
+  assert_non_null(strstr(out, "resumed"));
+  assert_non_null(strstr(out, "epoch 2:"));
+  assert_null(strstr(out, "epoch 1:"));
+  /* the wrong model for a checkpoint is a clear error */
+  assert_int_equal(run(out, sizeof out, "%s eval --model cnn --device cpu --checkpoint %s", cuttle, ck), 1);
+  assert_non_null(strstr(out, "cuttle eval:"));
+}
+
+static void ctrl_c_saves_and_exits_cleanly(void **state) {
+  (void)state;
+  char ck[4200];
+  snprintf(ck, sizeof ck, "%s/interrupted.safetensors", tmp);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", 1);
+    dup2(devnull, 1), dup2(devnull, 2);
+    execl(cuttle, cuttle, "train", "--model", "cnn", "--epochs", "1", "--no-progress", "--save", ck, (char *)NULL);
+    _exit(127);
+  }
+  sleep(3);
+  kill(pid, SIGINT);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  /* the checkpoint is complete and loads into the same model */
+  ct_module *m = ct_model_new("cnn", CT_DEVICE_CPU, NULL);
+  ct_checkpoint_meta meta = {0};
+  ct_assert_ok(ct_checkpoint_load(ck, m, NULL, &meta));
+  assert_int_equal(meta.epoch, 0); /* the interrupted epoch is not counted */
+  ct_module_free(m);
+}
+
+static int setup(void **state) {
+  (void)state;
+  const char *bin = getenv("CUTTLE_BINARY_DIR");
+  snprintf(cuttle, sizeof cuttle, "%s/cuttle", bin ? bin : ".");
+  tmp = ct_test_tmpdir();
+  return tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ct_test_rmdir(tmp);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest basic[] = {cmocka_unit_test(devices_lists_the_cpu), cmocka_unit_test(bad_options_are_usage_errors)};
+  int fails = cmocka_run_group_tests_name("cli", basic, setup, teardown);
+  if (!ct_test_data_dir()) {
+    printf("SKIP: the training cases need Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");
+    return fails ? fails : CT_TEST_SKIP;
+  }
+  const struct CMUnitTest training[] = {cmocka_unit_test(train_save_eval_resume), cmocka_unit_test(ctrl_c_saves_and_exits_cleanly)};
+  return fails + cmocka_run_group_tests_name("cli training", training, setup, teardown);
+}
