@@ -5,6 +5,9 @@
  * entry left NULL makes the core report "op X is not implemented on cuda". */
 #include "backend/cuda/common.cuh"
 
+extern "C" ct_status ct__cuda_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
+extern "C" ct_status ct__cuda_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
+
 extern "C" const ct_backend ct__cuda_backend = {
     .name = "cuda",
     .kind = CT_CUDA,
@@ -34,4 +37,6 @@ extern "C" const ct_backend ct__cuda_backend = {
     .index_add = ct__cuda_index_add,
     .gather = ct__cuda_gather,
     .scatter_add = ct__cuda_scatter_add,
+    .adam_step = ct__cuda_adam_step,
+    .sgd_step = ct__cuda_sgd_step,
 };

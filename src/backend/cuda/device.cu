@@ -10,7 +10,46 @@
 
 #include "backend/cuda/common.cuh"
 
+extern "C" {
+/* src/monitor: NVML's view of a device, and the hooks that let `cuttle smi` follow CUDA's order
+ * and show the caching allocator's figures (see monitor_internal.h). */
+ct_status ct__nvml_fill_props(int cuda_index, ct_device_props *p);
+typedef ct_status (*ct__allocator_stats_fn)(ct_device d, size_t *allocated, size_t *reserved);
+void ct__monitor_set_allocator_stats(ct_device_kind kind, ct__allocator_stats_fn fn);
+typedef int (*ct__cuda_bus_ids_fn)(char (*ids)[32], int cap);
+void ct__monitor_set_cuda_bus_ids(ct__cuda_bus_ids_fn fn);
+}
+
+static int cuda_bus_ids(char (*ids)[32], int cap) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  for (int i = 0; i < n && i < cap; i++)
+    if (cudaDeviceGetPCIBusId(ids[i], 32, i) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+  return n;
+}
+
+static ct_status cuda_allocator_stats(ct_device d, size_t *allocated, size_t *reserved) {
+  if (d.kind != CT_CUDA || d.index < 0 || d.index >= ct__cuda_device_count())
+    return ct__error(CT_EDEVICE, "cuda allocator: no device cuda:%d", d.index);
+  size_t peak = 0;
+  uint64_t mallocs = 0;
+  ct__cuda_memory_stats(d.index, allocated, reserved, &peak, &mallocs);
+  return CT_OK;
+}
+
 int ct__cuda_device_count(void) {
+  static int hooks_registered;
+  if (!hooks_registered) { /* idempotent, so a race between first callers is harmless */
+    hooks_registered = 1;
+    ct__monitor_set_cuda_bus_ids(cuda_bus_ids);
+    ct__monitor_set_allocator_stats(CT_CUDA, cuda_allocator_stats);
+  }
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -51,5 +90,8 @@ ct_status ct__cuda_device_props(int index, ct_device_props *out) {
     return ct__error(CT_EBACKEND, "cuda: cudaMemGetInfo failed on cuda:%d: %s", index, cudaGetErrorString(e));
   out->free_memory = free_b;
   if (total_b) out->total_memory = total_b;
+  /* utilization (for ct_device_best's least-utilization policy) comes from NVML, matched by bus id;
+   * no NVML is not an error */
+  if (ct__nvml_fill_props(index, out) != CT_OK) ct_clear_error();
   return CT_OK;
 }
