@@ -5,6 +5,7 @@
  * retain_graph. Iterative, so deep graphs cannot overflow the C stack. */
 #include <string.h>
 #include "autograd/node.h"
+#include "backend/backend.h"
 
 void ct__tensor_decref(ct_tensor *t);
 ct_status ct__add_into(ct_tensor *acc, ct_tensor *g); /* ops/elementwise.c: acc += g in place */
@@ -23,10 +24,22 @@ static void tvec_push(tvec *a, ct_tensor *t) {
   a->v[a->n++] = t;
 }
 
-/* Add g into *slot (taking g's reference), untracked from scopes. */
+/* Add g into *slot (taking g's reference), untracked from scopes. Later contributions are added
+ * into the slot in place, so the slot must own its tensor alone: a gradient that is shared (add
+ * hands one g to both inputs) or that views shared storage is copied first. */
 static ct_status accumulate(ct_tensor **slot, ct_tensor *g) {
   ct__untrack(g);
   if (!*slot) {
+    if (__atomic_load_n(&g->refs, __ATOMIC_ACQUIRE) > 1 || __atomic_load_n(&g->storage->refs, __ATOMIC_ACQUIRE) > 1 ||
+        !ct_tensor_is_contiguous(g)) {
+      ct_tensor *c = ct__alloc(g->ndim, g->shape, g->dtype, g->device);
+      ct_status s = c ? g->storage->backend->copy(c, g) : ct_last_status();
+      ct__tensor_decref(g);
+      if (!c) return s;
+      ct__untrack(c);
+      if (s != CT_OK) return ct__tensor_decref(c), s;
+      g = c;
+    }
     *slot = g;
     return CT_OK;
   }
@@ -92,6 +105,8 @@ ct_status ct_backward(ct_tensor *root) {
       if (!in) continue;
       if (grads[i] && st == CT_OK) {
         ct_tensor *fit = ct__sum_to(grads[i], in->ndim, in->shape, in->dtype);
+        ct_tensor_free(grads[i]); /* before accumulate, so that fit is not needlessly seen as shared */
+        grads[i] = NULL;
         if (!fit) st = ct_last_status();
         else st = accumulate(&in->bw_grad, fit);
       }

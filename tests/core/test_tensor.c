@@ -187,7 +187,7 @@ static void test_views(void **state) {
   const int64_t *es = ct_tensor_strides(e);
   assert_true(es[0] == 0 && es[1] == 4 && es[2] == 0);
   /* a write through a view is visible in the base */
-  ((float *)ct_tensor_data(t))[1] = 100; /* t[0][1] = m[1][0] = base[4] */
+  ((float *)ct_tensor_data(t))[4] = 100; /* storage offset 4: t[0][1] = m[1][0] = base[4] */
   assert_true(((float *)ct_tensor_data(base))[4] == 100);
   ct_tensor *sl = ct_assert_nonnull(ct_slice(m, 0, 1, 3, 1));
   ct_assert_ok(ct_fill_(sl, -1));
