@@ -22,11 +22,13 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
       for (int64_t ho = 0; ho < Ho; ho++) {
         const float *r0 = xp + 2 * ho * W, *r1 = r0 + W;
         for (int64_t wo = 0; wo < Wo; wo++) {
+          /* branch-free selects: which element wins is data-dependent and mispredicts */
           int64_t i0 = 2 * ho * W + 2 * wo, bi = i0;
           float best = r0[2 * wo], v;
-          if ((v = r0[2 * wo + 1]) > best || v != v) best = v, bi = i0 + 1;
-          if ((v = r1[2 * wo]) > best || v != v) best = v, bi = i0 + W;
-          if ((v = r1[2 * wo + 1]) > best || v != v) best = v, bi = i0 + W + 1;
+          int t;
+          v = r0[2 * wo + 1], t = (v > best) | (v != v), best = t ? v : best, bi = t ? i0 + 1 : bi;
+          v = r1[2 * wo], t = (v > best) | (v != v), best = t ? v : best, bi = t ? i0 + W : bi;
+          v = r1[2 * wo + 1], t = (v > best) | (v != v), best = t ? v : best, bi = t ? i0 + W + 1 : bi;
           yp[ho * Wo + wo] = best;
           ap[ho * Wo + wo] = bi;
         }
