@@ -32,7 +32,7 @@ static double now(void) {
 }
 
 typedef struct {
-  const char *model, *device, *optimizer, *data_dir, *save, *resume, *metrics, *checkpoint;
+  const char *model, *device, *optimizer, *schedule, *data_dir, *save, *resume, *metrics, *checkpoint;
   int epochs, workers, progress;
   int64_t batch;
   double lr;
@@ -101,8 +101,10 @@ static void progress(int epoch, int epochs, int64_t done, int64_t total, double 
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N] [--epochs N] [--batch-size N]\n"
              "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
-             "                    [--save FILE] [--resume FILE] [--metrics FILE] [--no-progress]\n"
-             "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam --workers 2 --seed 0\n");
+             "                    [--schedule constant|step|cosine] [--save FILE] [--resume FILE] [--metrics FILE]\n"
+             "                    [--no-progress]\n"
+             "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
+             "          --schedule cosine --workers 2 --seed 0\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -115,13 +117,13 @@ static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t e
 }
 
 int ct_cmd_train(int argc, char **argv) {
-  options o = {.model = "cnn", .device = "auto", .optimizer = "adam", .epochs = 5, .workers = 2, .batch = 128, .lr = 1e-3,
+  options o = {.model = "cnn", .device = "auto", .optimizer = "adam", .schedule = "cosine", .epochs = 5, .workers = 2, .batch = 128, .lr = 1e-3,
                .progress = 1};
   static const struct option longopts[] = {
       {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
       {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
       {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
-      {"no-progress", 0, 0, 'P'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -139,6 +141,7 @@ int ct_cmd_train(int argc, char **argv) {
       case 'r': o.resume = optarg; break;
       case 'M': o.metrics = optarg; break;
       case 'P': o.progress = 0; break;
+      case 'L': o.schedule = optarg; break;
       case 'h': return usage_train(stdout);
       default: return usage_train(stderr);
     }
@@ -153,6 +156,14 @@ int ct_cmd_train(int argc, char **argv) {
   else if (strcmp(o.optimizer, "sgd") == 0) oo.kind = CT_OPTIM_SGD, oo.momentum = 0.9;
   else {
     fprintf(stderr, "cuttle: unknown optimizer \"%s\": use adam, adamw or sgd\n", o.optimizer);
+    return 2;
+  }
+  /* the learning rate of each epoch, in closed form, so a resumed run continues the same curve */
+  ct_sched_opts sched = {.kind = CT_SCHED_CONSTANT, .step_size = 2, .gamma = 0.5, .t_max = o.epochs};
+  if (strcmp(o.schedule, "step") == 0) sched.kind = CT_SCHED_STEP;
+  else if (strcmp(o.schedule, "cosine") == 0) sched.kind = CT_SCHED_COSINE;
+  else if (strcmp(o.schedule, "constant") != 0) {
+    fprintf(stderr, "cuttle: unknown schedule \"%s\": use constant, step (halve every 2 epochs) or cosine\n", o.schedule);
     return 2;
   }
   ct_device dev;
@@ -201,14 +212,15 @@ int ct_cmd_train(int argc, char **argv) {
     fprintf(stderr, "cuttle: cannot open --metrics file %s\n", o.metrics);
     goto done;
   }
-  fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g, batch %lld, %d workers\n", o.model, devname,
-          (long long)ct_module_num_params(m), o.optimizer, o.lr, (long long)o.batch, o.workers);
+  fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g (%s), batch %lld, %d workers\n", o.model, devname,
+          (long long)ct_module_num_params(m), o.optimizer, o.lr, o.schedule, (long long)o.batch, o.workers);
   struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
   sigaction(SIGINT, &sa, &old_sa);
   int64_t per_epoch = ct_dataset_len(train);
   status = 0;
   for (int64_t epoch = start_epoch; epoch < o.epochs && !interrupted && status == 0; epoch++) {
-    double t0 = now(), loss_sum = 0, last_print = 0;
+    ct_optimizer_set_lr(opt, ct_sched_lr(&sched, o.lr, (int)epoch));
+    double t0 = now(), loss_sum = 0, last_print = 0, last_publish = 0;
     int64_t seen = 0, steps = 0;
     ct_tensor *x, *y;
     int r;
@@ -230,6 +242,11 @@ int ct_cmd_train(int argc, char **argv) {
       }
       loss_sum += lv * (double)b, seen += b, steps++;
       double t = now();
+      if (t - last_publish > 2.0) { /* `cuttle smi --pid` shows these allocator figures */
+        ct_monitor_publish();
+        ct_clear_error(); /* a monitor that cannot write its file is no training error */
+        last_publish = t;
+      }
       if (o.progress && (t - last_print > 0.25 || seen == per_epoch)) {
         progress((int)epoch + 1, o.epochs, seen, per_epoch, seen / (t - t0), loss_sum / seen, t - t0);
         last_print = t;
@@ -262,6 +279,7 @@ int ct_cmd_train(int argc, char **argv) {
     if (o.save && save(o.save, m, opt, epoch + 1, &gen) != CT_OK) status = 1;
   }
   sigaction(SIGINT, &old_sa, NULL);
+  ct_monitor_unpublish();
 done:
   if (mf) fclose(mf);
   ct_loader_free(loader);
