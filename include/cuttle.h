@@ -4,6 +4,7 @@
 #include "cuttle/status.h"
 #include "cuttle/device.h"
 #include "cuttle/tensor.h"
+#include "cuttle/cuda.h"
 #include "cuttle/ops.h"
 #include "cuttle/autograd.h"
 #include "cuttle/nn.h"

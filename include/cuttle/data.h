@@ -153,8 +153,12 @@ typedef struct {
   int drop_last;       /* nonzero: drop the last batch when it is smaller than batch_size */
   int num_workers;     /* threads preparing batches; 0 means in the calling thread (at most 64) */
   int prefetch_factor; /* batches prepared ahead per worker; 0 means 2 (ignored without workers) */
-  int pin_memory;      /* accepted for PyTorch compatibility; batches are currently staged in
-                          pageable memory (pinned staging is future CUDA work), results unchanged */
+  int pin_memory;      /* nonzero, with the CUDA backend and a GPU: batches are staged in pinned
+                          host memory (ct_empty_pinned, no extra host copy); for a CPU device they
+                          are returned pinned, for a GPU they are copied with CT_NON_BLOCKING and
+                          the next batch's copy is issued before the current batch is returned, so
+                          it overlaps the training step. Without CUDA or a GPU it is accepted and
+                          does nothing. Either way the values are bit-identical */
   ct_device device;    /* where batches are returned; zero is the CPU. Another device gets the
                           batches copied there with ct_to (counted in the copy ledger) */
 } ct_loader_opts;
@@ -179,7 +183,9 @@ int64_t ct_loader_epoch(const ct_loader *l);
  * shuffle uses seed + epoch). Errors: CT_EINVAL (l NULL, epoch < 0). */
 ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch);
 
-/* The next batch of the current epoch: *x (B, C, H, W) float32 and *y (B) int64 on opts.device,
+/* The next batch of the current epoch: *x (B, C, H, W) float32 and *y (B) int64 on opts.device
+ * (with pin_memory on a GPU their copies may still be in flight: ops on the device are ordered after
+ * them, and ct_to_host / ct_item wait for them),
  * new tensors whose ownership follows tensor.h (the caller's with no scope open, else the open
  * scope's on this thread). The last batch may be smaller unless drop_last.
  * Returns 1 with a batch; 0 at the end of the epoch (with *x and *y NULL; the following call starts

@@ -76,8 +76,13 @@ typedef enum {
 /* The best GPU by policy, or the CPU when there is no GPU. Never fails. */
 ct_device ct_device_best(ct_best_policy policy);
 
-/* Wait until all work queued on d has finished. A no-op on the CPU. Counted in the ledger as a
- * synchronization point. Errors: CT_EDEVICE for a missing device, CT_EBACKEND for a driver error. */
+/* Block the host until all work cuttle queued on d has finished: on a GPU the compute stream (every
+ * op) and the copy stream (non-blocking copies; after ct_to(..., CT_NON_BLOCKING) the result may be
+ * read on the host only after this or an event, see cuttle/cuda.h). Streams the caller made with
+ * ct_stream_new are not waited for (ct_stream_synchronize). A no-op on the CPU. Counted in the
+ * ledger as a synchronization point; an explicit wait, so never reported by the sync-debug mode.
+ * Errors: CT_EDEVICE for a missing device, CT_EBACKEND for a driver error (also one left by an
+ * earlier asynchronous kernel). */
 ct_status ct_synchronize(ct_device d);
 
 #ifdef __cplusplus

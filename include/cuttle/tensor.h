@@ -148,6 +148,14 @@ enum {
   CT_COPY = 1 << 0,         /* always copy, even when t already lives on dev */
   CT_NON_BLOCKING = 1 << 1, /* asynchronous when the host side is pinned; recorded honestly */
 };
+/* CT_NON_BLOCKING in detail (cuttle/cuda.h has pinned memory and events):
+ *  - host to GPU from a pinned tensor (ct_empty_pinned, ct_pin_memory): the copy is queued on the
+ *    device's copy stream and ct_to returns at once; ops on the result wait for it, and the source
+ *    may be freed at once (the pinned cache keeps its bytes until the copy ended). From pageable
+ *    memory the copy blocks, and the ledger counts it as blocking.
+ *  - GPU to host: the result is allocated pinned and the copy is asynchronous: read it only after
+ *    ct_synchronize(device) or an event recorded after the ct_to (as torch's .to(non_blocking=True)).
+ *  - within one GPU: always asynchronous (stream-ordered). Without the CUDA backend: no effect. */
 /* t on dev. Returns t itself (one more reference) when it already lives there and CT_COPY is not
  * given, else a copy, counted in the ledger. Errors: CT_EDEVICE for a missing device. */
 ct_tensor *ct_to(ct_tensor *t, ct_device dev, int flags);

@@ -98,6 +98,41 @@ typedef struct ct_backend {
    * src/optim/optimizer.c). May be NULL: the optimizer then composes elementwise ops. */
   ct_status (*adam_step)(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
   ct_status (*sgd_step)(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
+
+  /* ---- memory figures and cache control of device index (cuttle/cuda.h). memory_stats fills
+   * allocated, reserved, peak_allocated and num_device_mallocs; every entry may be NULL (the
+   * device keeps no figures: zeros, and nothing to empty or reset). */
+  ct_status (*memory_stats)(int index, ct_memory_stats *out);
+  ct_status (*empty_cache)(int index);
+  ct_status (*reset_peak_memory_stats)(int index);
+
+  /* ---- page-locked (pinned) host memory, cached like device memory. Only a backend whose
+   * devices copy faster from it has these (CUDA); NULL on the CPU. pinned_alloc returns NULL with
+   * CT_ENOMEM / CT_EBACKEND set; pinned_free takes back a block from pinned_alloc (the bytes may
+   * still be read by queued copies: the backend must not hand them out again before those end);
+   * pinned_stats fills the pinned_* fields of out; pinned_empty_cache frees the idle blocks. */
+  void *(*pinned_alloc)(size_t nbytes);
+  void (*pinned_free)(void *p, size_t nbytes);
+  void (*pinned_stats)(ct_memory_stats *out);
+  void (*pinned_empty_cache)(void);
+
+  /* float32 matmul/convolution may use TF32 (cuttle/cuda.h, ct_set_allow_tf32); NULL: no effect */
+  void (*set_allow_tf32)(int on);
+
+  /* ---- streams and events of device index, as opaque backend handles. stream NULL means the
+   * device's compute stream (where every op runs). Events are recorded after all work queued so far
+   * on the stream; event_elapsed_ms waits for `end` and gives the milliseconds between the two.
+   * event_query returns 1 when the event completed, 0 when not yet, a negative ct_status on error.
+   * All may be NULL only together (the core then reports CT_EUNSUPPORTED). */
+  ct_status (*stream_new)(int index, void **out);
+  void (*stream_free)(int index, void *stream);
+  ct_status (*stream_synchronize)(int index, void *stream);
+  ct_status (*stream_wait_event)(int index, void *stream, void *event);
+  ct_status (*event_record)(int index, void *stream, void **out);
+  ct_status (*event_synchronize)(int index, void *event);
+  int (*event_query)(int index, void *event);
+  ct_status (*event_elapsed_ms)(int index, void *start, void *end, double *ms);
+  void (*event_free)(int index, void *event);
 } ct_backend;
 
 /* out = op(a, b) in place where out may alias a (b broadcasts to out): for accumulating gradients

@@ -1,6 +1,7 @@
 /* src/core/create.c: the constructors: empty, zeros, ones, full, scalar, arange, from_host, and the
  * random ones (rand, randn, randint) over the Philox generator of rng.c. */
 #include <math.h>
+#include <stdio.h>
 #include "backend/backend.h"
 
 ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
@@ -41,7 +42,13 @@ ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dty
   ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
   if (!t) return NULL;
   size_t nbytes = t->storage->nbytes;
-  ct_status s = nbytes ? t->storage->backend->memcpy(dev.index, t->storage->data, data, nbytes, 0, 0) : CT_OK;
+  ct_status s = CT_OK;
+  if (nbytes && dev.kind != CT_CPU) {
+    char what[96];
+    snprintf(what, sizeof what, "blocking host-to-device copy of %zu bytes from pageable memory", nbytes);
+    s = ct__sync_point("ct_from_host", dev, what);
+  }
+  if (s == CT_OK && nbytes) s = t->storage->backend->memcpy(dev.index, t->storage->data, data, nbytes, 0, 0);
   if (s == CT_OK && dev.kind != CT_CPU) ct__ledger_copy(CT_DEVICE_CPU, dev, nbytes, false, true);
   if (s != CT_OK) {
     ct_tensor_free(t);

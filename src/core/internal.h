@@ -23,6 +23,7 @@ typedef struct ct_storage {
   const struct ct_backend *backend;
   void (*release)(struct ct_storage *s); /* NULL: backend->free; else custom (borrowed buffers) */
   void *release_ctx;
+  bool pinned; /* host memory that is page-locked (ct_empty_pinned): copies from/to it may be asynchronous */
 } ct_storage;
 
 struct ct_tensor {
@@ -95,6 +96,23 @@ ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b);
 /* ---- the ledger */
 void ct__ledger_copy(ct_device src, ct_device dst, size_t nbytes, bool pinned, bool synchronous);
 void ct__ledger_sync(void);
+
+/* ---- sync-debug (ct_set_sync_debug_mode): what an implicit synchronization with device kind
+ * does under mode: 0 nothing, 1 warn, 2 fail. Pure, for tests. */
+int ct__sync_debug_action(int mode, ct_device_kind kind);
+/* Called by every op before it blocks the host on dev implicitly (a blocking copy, ct_item).
+ * what says which kind of sync ("device-to-host copy of 8 bytes"). Returns CT_OK (after printing
+ * a warning to stderr in mode 1) or, in mode 2, CT_EINVAL with a message naming op. A no-op for
+ * the CPU. */
+ct_status ct__sync_point(const char *op, ct_device dev, const char *what);
+/* Warnings printed so far by ct__sync_point (for tests). */
+uint64_t ct__sync_debug_warnings(void);
+
+/* ---- tensors with custom storage: like ct__alloc, but the bytes come from alloc(nbytes) and go
+ * back through release (the storage's hook; release_ctx = ctx); pinned marks them page-locked.
+ * dev must be a host device (the CPU) for pinned memory. */
+ct_tensor *ct__alloc_custom(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, void *(*alloc)(size_t nbytes),
+                            void (*release)(ct_storage *s), void *ctx, bool pinned);
 
 /* ---- element conversions used by generic (reference) kernels */
 double ct__load(const void *p, ct_dtype dt);

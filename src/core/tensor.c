@@ -59,17 +59,34 @@ static ct_tensor *header_new(int ndim, const int64_t *shape, ct_dtype dt, ct_dev
   return t;
 }
 
-ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
+/* The checks every constructor makes; 0 with the error set when one fails. */
+static int check_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
   char name[32], shp[160];
-  if (ndim < 0 || ndim > CT_MAX_DIMS) CT_FAIL_NULL(CT_EINVAL, "tensors have at most %d dims, got %d", CT_MAX_DIMS, ndim);
-  if ((unsigned)dt >= CT_DTYPE_COUNT) CT_FAIL_NULL(CT_EDTYPE, "invalid dtype %d", (int)dt);
+  if (ndim < 0 || ndim > CT_MAX_DIMS) return ct__error(CT_EINVAL, "tensors have at most %d dims, got %d", CT_MAX_DIMS, ndim), 0;
+  if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_EDTYPE, "invalid dtype %d", (int)dt), 0;
   for (int i = 0; i < ndim; i++)
-    if (shape[i] < 0)
-      CT_FAIL_NULL(CT_EINVAL, "negative size in shape %s", ct__shape_str(ndim, shape, shp, sizeof shp));
+    if (shape[i] < 0) return ct__error(CT_EINVAL, "negative size in shape %s", ct__shape_str(ndim, shape, shp, sizeof shp)), 0;
+  if (!ct__backend(dev.kind) || !ct_device_available(dev))
+    return ct__error(CT_EDEVICE, "device %s is not available on this machine (%d cuda device(s)); use ct_try_gpu() or \"cpu\"",
+                     ct_device_str(dev, name, sizeof name), ct_device_count(CT_CUDA)),
+           0;
+  return 1;
+}
+
+/* A contiguous tensor over the new storage s (whose data is set); releases s on failure. */
+static ct_tensor *wrap_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, ct_storage *s) {
+  ct_tensor *t = header_new(ndim, shape, dt, dev, s);
+  if (!t) {
+    storage_release(s);
+    return NULL;
+  }
+  ct__contiguous_strides(ndim, shape, t->stride);
+  return t;
+}
+
+ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
+  if (!check_new(ndim, shape, dt, dev)) return NULL;
   const ct_backend *be = ct__backend(dev.kind);
-  if (!be || !ct_device_available(dev))
-    CT_FAIL_NULL(CT_EDEVICE, "device %s is not available on this machine (%d cuda device(s)); use ct_try_gpu() or \"cpu\"",
-                 ct_device_str(dev, name, sizeof name), ct_device_count(CT_CUDA));
   int64_t numel = ct__numel(ndim, shape);
   size_t nbytes = (size_t)numel * ct_dtype_size(dt);
   ct_storage *s = calloc(1, sizeof *s);
@@ -83,13 +100,28 @@ ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev)
     free(s);
     return NULL; /* the backend set CT_ENOMEM with the figures */
   }
-  ct_tensor *t = header_new(ndim, shape, dt, dev, s);
-  if (!t) {
-    storage_release(s);
-    return NULL;
+  return wrap_new(ndim, shape, dt, dev, s);
+}
+
+ct_tensor *ct__alloc_custom(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, void *(*alloc)(size_t nbytes),
+                            void (*release)(ct_storage *s), void *ctx, bool pinned) {
+  if (!check_new(ndim, shape, dt, dev)) return NULL;
+  size_t nbytes = (size_t)ct__numel(ndim, shape) * ct_dtype_size(dt);
+  ct_storage *s = calloc(1, sizeof *s);
+  if (!s) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a storage header");
+  s->refs = 1;
+  s->device = dev;
+  s->backend = ct__backend(dev.kind);
+  s->nbytes = nbytes;
+  s->release = release;
+  s->release_ctx = ctx;
+  s->pinned = pinned;
+  s->data = alloc(nbytes ? nbytes : 1);
+  if (!s->data) {
+    free(s);
+    return NULL; /* alloc set the error */
   }
-  ct__contiguous_strides(ndim, shape, t->stride);
-  return t;
+  return wrap_new(ndim, shape, dt, dev, s);
 }
 
 ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset) {

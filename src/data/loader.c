@@ -15,7 +15,18 @@
  * Epoch reset and shutdown: the consumer clears `active` (workers stop claiming) and waits until
  * no worker is busy before the permutation or the slots change; ct_loader_free sets `stop`, wakes
  * everyone and joins. A worker finishes the batch in hand and then exits, so freeing mid-epoch
- * never deadlocks and leaks nothing. */
+ * never deadlocks and leaks nothing.
+ *
+ * pin_memory, when the CUDA backend has a GPU (else a no-op): each slot's buffers are the storage
+ * of two pinned CPU tensors (ct_empty_pinned). Taking a slot hands its tensors out (views of the
+ * batch's rows) and gives the slot two fresh pinned tensors from the pinned cache, so the batch is
+ * never copied on the host. For a GPU device the batch is copied with CT_NON_BLOCKING (the copy
+ * stream, no host wait) and the host tensors are dropped at once: the pinned cache does not reuse
+ * their memory before the copy ended. And the next batch is prefetched: before ct_loader_next
+ * returns batch b, it takes batch b + 1 and issues its copy, so the copy overlaps the training
+ * step of batch b; the device tensors wait in `pre` (owned by the loader, outside any scope) until
+ * the next call hands them out. `consumed` counts slots taken from the ring (one ahead with
+ * prefetch), `delivered` the batches returned. The bits are the same as without pinning. */
 #include <pthread.h>
 #include <string.h>
 #include "data/data_internal.h"
@@ -25,6 +36,7 @@
 typedef struct {
   float *x;      /* (B, C, H, W) */
   int64_t *y;    /* (B) */
+  ct_tensor *tx, *ty; /* pinned mode: the pinned tensors whose storage x and y are (untracked) */
   int64_t count; /* samples in the batch held */
   int64_t batch; /* index of the batch held, -1 when empty */
 } slot;
@@ -35,6 +47,11 @@ struct ct_loader {
   int shuffle, drop_last, nw, cap;
   uint64_t seed;
   ct_device device;
+  int pinned;    /* pin_memory and a GPU to pin for: slots are pinned tensors (see the top) */
+  int prefetch;  /* pinned and device is a GPU: batch b + 1 is copied while b trains */
+  ct_tensor *pre_x, *pre_y; /* the prefetched batch on the device (untracked), or NULL */
+  int64_t pre_batch;
+  int64_t delivered; /* batches returned in this epoch (consumer thread only) */
   int64_t *perm; /* (N) sample order of the current epoch */
   slot *slots;   /* cap entries */
 
@@ -45,7 +62,7 @@ struct ct_loader {
   /* guarded by mu */
   int64_t epoch;
   int active;                  /* the epoch's permutation is built and batches may be claimed */
-  int64_t next_claim, consumed; /* batches claimed by workers / handed to the caller */
+  int64_t next_claim, consumed; /* batches claimed by workers / slots taken back by the consumer */
   int busy;                    /* workers gathering a batch right now */
   int stop;
 };
@@ -90,9 +107,34 @@ static void quiesce(ct_loader *l) {
   while (l->busy > 0) pthread_cond_wait(&l->ready_cv, &l->mu);
 }
 
+/* Drop the prefetched batch, if any (consumer thread). */
+static void drop_prefetched(ct_loader *l) {
+  ct_tensor_free(l->pre_x), ct_tensor_free(l->pre_y);
+  l->pre_x = l->pre_y = NULL;
+  l->pre_batch = -1;
+}
+
+/* Two pinned tensors, x (bsz, C, H, W) float32 and y (bsz) int64, owned by the loader (untracked);
+ * 0 with the error set when they cannot be had. */
+static int new_pinned(const ct_loader *l, int64_t bsz, ct_tensor **tx, ct_tensor **ty) {
+  const ct_dataset *ds = l->ds;
+  int64_t xs[4] = {bsz, ds->c, ds->h, ds->w};
+  *tx = ct_empty_pinned(4, xs, CT_F32);
+  *ty = *tx ? ct_empty_pinned(1, &bsz, CT_I64) : NULL;
+  ct__untrack(*tx), ct__untrack(*ty);
+  if (*tx && *ty) return 1;
+  ct_tensor_free(*tx), ct_tensor_free(*ty);
+  *tx = *ty = NULL;
+  return 0;
+}
+
 static void release(ct_loader *l) {
+  drop_prefetched(l);
   if (l->slots)
-    for (int i = 0; i < l->cap; i++) free(l->slots[i].x), free(l->slots[i].y);
+    for (int i = 0; i < l->cap; i++) {
+      if (l->pinned) ct_tensor_free(l->slots[i].tx), ct_tensor_free(l->slots[i].ty);
+      else free(l->slots[i].x), free(l->slots[i].y);
+    }
   free(l->slots);
   free(l->perm);
   free(l->threads);
@@ -120,6 +162,9 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   l->B = o.batch_size ? o.batch_size : 1;
   l->nbatches = o.drop_last ? n / l->B : (n + l->B - 1) / l->B;
   l->shuffle = o.shuffle != 0, l->drop_last = o.drop_last != 0, l->seed = o.seed, l->device = o.device;
+  l->pinned = o.pin_memory && ct_device_count(CT_CUDA) > 0; /* pinning needs the CUDA backend and a GPU */
+  l->prefetch = l->pinned && o.device.kind != CT_CPU;
+  l->pre_batch = -1;
   l->nw = o.num_workers;
   l->cap = l->nw ? l->nw * (o.prefetch_factor ? o.prefetch_factor : 2) : 1;
   if (l->nbatches > 0 && l->cap > l->nbatches) l->cap = (int)l->nbatches; /* no use buffering more than an epoch */
@@ -129,20 +174,26 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   l->slots = calloc((size_t)l->cap, sizeof(slot));
   int ok = l->perm && l->slots;
   for (int i = 0; ok && i < l->cap; i++) {
-    l->slots[i].batch = -1;
-    l->slots[i].x = malloc((size_t)bsz * d * sizeof(float));
-    l->slots[i].y = malloc((size_t)bsz * sizeof(int64_t));
-    ok = l->slots[i].x && l->slots[i].y;
+    slot *s = &l->slots[i];
+    s->batch = -1;
+    if (l->pinned) {
+      ok = new_pinned(l, bsz, &s->tx, &s->ty);
+      if (ok) s->x = ct_tensor_data(s->tx), s->y = ct_tensor_data(s->ty);
+      continue;
+    }
+    s->x = malloc((size_t)bsz * d * sizeof(float));
+    s->y = malloc((size_t)bsz * sizeof(int64_t));
+    ok = s->x && s->y;
   }
   if (l->nw) {
     l->threads = calloc((size_t)l->nw, sizeof(pthread_t));
     ok = ok && l->threads;
   }
   if (!ok) {
-    int cap = l->cap;
+    int cap = l->cap, pinned = l->pinned;
     release(l);
-    CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory for %d batch buffers of %lld samples of %zu floats", cap,
-                 (long long)bsz, d);
+    CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of %s memory for %d batch buffers of %lld samples of %zu floats%s",
+                 pinned ? "pinned" : "host", cap, (long long)bsz, d, pinned ? " (try pin_memory = 0)" : "");
   }
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
@@ -200,6 +251,8 @@ static void start_epoch(ct_loader *l) {
   } else {
     for (int64_t i = 0; i < n; i++) l->perm[i] = i;
   }
+  drop_prefetched(l); /* a batch of the abandoned epoch */
+  l->delivered = 0;
   pthread_mutex_lock(&l->mu);
   for (int i = 0; i < l->cap; i++) l->slots[i].batch = -1;
   l->next_claim = l->consumed = 0;
@@ -236,35 +289,86 @@ static int wrap(ct_loader *l, const slot *s, ct_tensor **x, ct_tensor **y) {
   return 1;
 }
 
-int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y) {
-  if (x) *x = NULL;
-  if (y) *y = NULL;
-  if (!l || !x || !y)
-    return ct__error(CT_EINVAL, "ct_loader_next: %s is NULL", !l ? "loader" : !x ? "x" : "y");
-  if (!l->active) start_epoch(l);
-  pthread_mutex_lock(&l->mu);
-  if (l->consumed == l->nbatches) {
-    l->active = 0; /* every batch was delivered, so no worker is busy */
-    l->epoch++;
-    pthread_mutex_unlock(&l->mu);
-    return 0;
+/* Pinned mode: hand out the rows of slot s (views of its pinned tensors; for a GPU, their
+ * non-blocking copies), then give the slot fresh pinned tensors. On failure the slot is unchanged. */
+static int wrap_pinned(ct_loader *l, slot *s, ct_tensor **x, ct_tensor **y) {
+  ct_tensor *nx, *ny;
+  if (!new_pinned(l, ct_tensor_size(s->tx, 0), &nx, &ny)) return ct_last_status() < 0 ? ct_last_status() : CT_ENOMEM;
+  ct_tensor *vx = ct_narrow(s->tx, 0, 0, s->count), *vy = vx ? ct_narrow(s->ty, 0, 0, s->count) : NULL;
+  if (vx && vy && l->device.kind != CT_CPU) {
+    ct_tensor *dx = ct_to(vx, l->device, CT_NON_BLOCKING);
+    ct_tensor *dy = dx ? ct_to(vy, l->device, CT_NON_BLOCKING) : NULL;
+    ct_tensor_free(vx), ct_tensor_free(vy); /* the pinned cache keeps their bytes until the copies end */
+    vx = dx, vy = dy;
   }
-  int64_t b = l->consumed;
+  if (!vx || !vy) {
+    ct_status st = ct_last_status();
+    ct_tensor_free(vx), ct_tensor_free(vy), ct_tensor_free(nx), ct_tensor_free(ny);
+    return st < 0 ? st : CT_ENOMEM;
+  }
+  ct_tensor_free(s->tx), ct_tensor_free(s->ty); /* the views (or the copies' fences) keep the bytes */
+  s->tx = nx, s->ty = ny;
+  s->x = ct_tensor_data(nx), s->y = ct_tensor_data(ny);
+  *x = vx, *y = vy;
+  return 1;
+}
+
+/* Take batch b out of the ring: wait for (or, without workers, gather) its slot, wrap it, and give
+ * the slot back to the workers. Returns 1, or a negative status with the batch left in its slot. */
+static int take(ct_loader *l, int64_t b, ct_tensor **x, ct_tensor **y) {
   slot *s = &l->slots[b % l->cap];
+  pthread_mutex_lock(&l->mu);
   if (l->nw == 0) {
     pthread_mutex_unlock(&l->mu);
-    fill(l, s, b);
-    s->batch = b;
+    if (s->batch != b) {
+      fill(l, s, b);
+      s->batch = b;
+    }
   } else {
     while (s->batch != b) pthread_cond_wait(&l->ready_cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
   }
-  int rc = wrap(l, s, x, y);
+  int rc = l->pinned ? wrap_pinned(l, s, x, y) : wrap(l, s, x, y);
   if (rc < 0) return rc; /* the batch stays in its slot; the next call retries it */
   pthread_mutex_lock(&l->mu);
   s->batch = -1;
   l->consumed++;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
+  return 1;
+}
+
+int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y) {
+  if (x) *x = NULL;
+  if (y) *y = NULL;
+  if (!l || !x || !y)
+    return ct__error(CT_EINVAL, "ct_loader_next: %s is NULL", !l ? "loader" : !x ? "x" : "y");
+  if (!l->active) start_epoch(l);
+  int64_t b = l->delivered;
+  if (b == l->nbatches) {
+    pthread_mutex_lock(&l->mu);
+    l->active = 0; /* every batch was taken, so no worker is busy */
+    l->epoch++;
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+  }
+  if (l->pre_x && l->pre_batch == b) { /* copied during the previous call: hand it to the caller's scope */
+    *x = l->pre_x, *y = l->pre_y;
+    l->pre_x = l->pre_y = NULL, l->pre_batch = -1;
+    ct__scope_track(*x), ct__scope_track(*y);
+  } else {
+    int rc = take(l, b, x, y);
+    if (rc < 0) return rc;
+  }
+  l->delivered++;
+  if (l->prefetch && b + 1 < l->nbatches) {
+    ct_tensor *nx, *ny;
+    if (take(l, b + 1, &nx, &ny) == 1) {
+      ct__untrack(nx), ct__untrack(ny);
+      l->pre_x = nx, l->pre_y = ny, l->pre_batch = b + 1;
+    } else {
+      ct_clear_error(); /* batch b + 1 stays in its slot: the next call takes it again and reports */
+    }
+  }
   return 1;
 }

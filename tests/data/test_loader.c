@@ -177,6 +177,37 @@ static void test_workers_identical(void **state) {
   ct_dataset_free(ds);
 }
 
+/* pin_memory changes where batches are staged, never their bits (for any number of workers, over
+ * epochs and an epoch abandoned half-way). Without the CUDA backend or a GPU it is a no-op; with
+ * one the batches are pinned CPU tensors. */
+static void test_pin_memory_identical(void **state) {
+  (void)state;
+  ct_dataset *ds = make_ds();
+  static epoch_log ref[2], got;
+  ct_loader *r = ct_assert_nonnull(ct_loader_new(ds, &(ct_loader_opts){.batch_size = 8, .shuffle = 1, .seed = 3}));
+  for (int e = 0; e < 2; e++) run_epoch(r, &ref[e]);
+  ct_loader_free(r);
+  const int workers[] = {0, 3};
+  for (int wi = 0; wi < 2; wi++) {
+    ct_loader *l = ct_assert_nonnull(
+        ct_loader_new(ds, &(ct_loader_opts){.batch_size = 8, .shuffle = 1, .seed = 3, .num_workers = workers[wi], .pin_memory = 1}));
+    ct_tensor *x, *y;
+    assert_int_equal(ct_loader_next(l, &x, &y), 1); /* half an epoch, then start over at epoch 0 */
+    assert_int_equal(ct_tensor_is_pinned(x), ct_device_count(CT_CUDA) > 0);
+    ct_tensor_free(x), ct_tensor_free(y);
+    ct_assert_ok(ct_loader_set_epoch(l, 0));
+    for (int e = 0; e < 2; e++) {
+      run_epoch(l, &got);
+      assert_int_equal(got.nbatches, ref[e].nbatches);
+      assert_memory_equal(got.sizes, ref[e].sizes, sizeof got.sizes);
+      assert_memory_equal(got.y, ref[e].y, sizeof got.y);
+      assert_memory_equal(got.x, ref[e].x, sizeof got.x); /* bit for bit */
+    }
+    ct_loader_free(l);
+  }
+  ct_dataset_free(ds);
+}
+
 static void test_normalization(void **state) {
   (void)state;
   ct_dataset *ds = make_ds();
@@ -311,6 +342,47 @@ static void test_device_gpu(void **state) {
   ct_dataset_free(ds);
 }
 
+/* pin_memory onto a GPU: every batch copied without blocking the host (the ledger says pinned and
+ * asynchronous), the next batch prefetched, values equal to the CPU's, also under a scope per step
+ * and for 0 workers. */
+static void test_pinned_prefetch_gpu(void **state) {
+  (void)state;
+  if (ct_device_count(CT_CUDA) == 0) {
+    printf("# skipped: no GPU for pinned staging\n");
+    skip();
+  }
+  ct_dataset *ds = make_ds();
+  for (int nw = 0; nw <= 2; nw += 2) {
+    ct_loader *g = ct_assert_nonnull(ct_loader_new(
+        ds, &(ct_loader_opts){.batch_size = 10, .shuffle = 1, .num_workers = nw, .pin_memory = 1, .device = CT_DEVICE_CUDA(0)}));
+    ct_loader *c = ct_assert_nonnull(ct_loader_new(ds, &(ct_loader_opts){.batch_size = 10, .shuffle = 1}));
+    ct_ledger_reset();
+    int64_t batches = 0;
+    for (;;) {
+      ct_scope_begin();
+      ct_tensor *gx, *gy, *cx, *cy;
+      int rc = ct_loader_next(g, &gx, &gy);
+      if (rc != 1) {
+        ct_scope_end();
+        break;
+      }
+      assert_int_equal(ct_loader_next(c, &cx, &cy), 1);
+      ct_ledger l = ct_ledger_get(); /* read before ct_assert_close copies back */
+      assert_int_equal(l.sync_copies, 0);
+      assert_int_equal(l.pinned_copies, l.h2d_copies);
+      ct_assert_close(gx, cx, 0, 0);
+      ct_assert_close(gy, cy, 0, 0);
+      ct_ledger_reset();
+      batches++;
+      ct_scope_end(); /* the prefetched batch is the loader's, not this scope's */
+    }
+    assert_int_equal(batches, ct_loader_len(g));
+    ct_loader_free(g);
+    ct_loader_free(c);
+  }
+  ct_dataset_free(ds);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shapes_and_order),
@@ -322,6 +394,8 @@ int main(void) {
       cmocka_unit_test(test_scope_owns_batches),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_device_gpu),
+      cmocka_unit_test(test_pin_memory_identical),
+      cmocka_unit_test(test_pinned_prefetch_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,3 +120,9 @@ void ct__cpu_memory_stats(size_t *alloc_out, size_t *reserved_out, size_t *peak_
   if (peak_out) *peak_out = peak;
   pthread_mutex_unlock(&lock);
 }
+
+void ct__cpu_reset_peak(void) {
+  pthread_mutex_lock(&lock);
+  peak = allocated;
+  pthread_mutex_unlock(&lock);
+}

@@ -9,6 +9,18 @@ void *ct__cpu_alloc(size_t nbytes);
 void ct__cpu_free(void *p, size_t nbytes);
 void ct__cpu_empty_cache(void);
 void ct__cpu_memory_stats(size_t *allocated, size_t *reserved, size_t *peak);
+void ct__cpu_reset_peak(void); /* peak = allocated */
+
+/* stream.c: streams (tokens) and events (monotonic-clock stamps) of the CPU */
+ct_status ct__cpu_stream_new(int index, void **out);
+void ct__cpu_stream_free(int index, void *stream);
+ct_status ct__cpu_stream_synchronize(int index, void *stream);
+ct_status ct__cpu_stream_wait_event(int index, void *stream, void *event);
+ct_status ct__cpu_event_record(int index, void *stream, void **out);
+ct_status ct__cpu_event_synchronize(int index, void *event);
+int ct__cpu_event_query(int index, void *event);
+ct_status ct__cpu_event_elapsed_ms(int index, void *start, void *end, double *ms);
+void ct__cpu_event_free(int index, void *event);
 
 ct_status ct__cpu_copy(ct_tensor *dst, ct_tensor *src);
 ct_status ct__cpu_fill(ct_tensor *dst, double value);

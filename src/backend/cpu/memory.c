@@ -57,6 +57,22 @@ static ct_status cpu_memcpy(int index, void *dst, const void *src, size_t nbytes
   return CT_OK;
 }
 
+static ct_status cpu_memory_stats(int index, ct_memory_stats *out) {
+  ct__cpu_memory_stats(&out->allocated, &out->reserved, &out->peak_allocated);
+  out->num_device_mallocs = 0; /* small blocks go straight to malloc: not counted */
+  return CT_OK;
+}
+
+static ct_status cpu_empty_cache(int index) {
+  ct__cpu_empty_cache();
+  return CT_OK;
+}
+
+static ct_status cpu_reset_peak(int index) {
+  ct__cpu_reset_peak();
+  return CT_OK;
+}
+
 const ct_backend ct__cpu_backend = {
     .name = "cpu",
     .kind = CT_CPU,
@@ -88,4 +104,17 @@ const ct_backend ct__cpu_backend = {
     .scatter_add = ct__cpu_scatter_add,
     .adam_step = ct__cpu_adam_step,
     .sgd_step = ct__cpu_sgd_step,
+    .memory_stats = cpu_memory_stats,
+    .empty_cache = cpu_empty_cache,
+    .reset_peak_memory_stats = cpu_reset_peak,
+    /* no pinned memory and no TF32 on the CPU */
+    .stream_new = ct__cpu_stream_new,
+    .stream_free = ct__cpu_stream_free,
+    .stream_synchronize = ct__cpu_stream_synchronize,
+    .stream_wait_event = ct__cpu_stream_wait_event,
+    .event_record = ct__cpu_event_record,
+    .event_synchronize = ct__cpu_event_synchronize,
+    .event_query = ct__cpu_event_query,
+    .event_elapsed_ms = ct__cpu_event_elapsed_ms,
+    .event_free = ct__cpu_event_free,
 };

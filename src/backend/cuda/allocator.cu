@@ -185,3 +185,26 @@ extern "C" void ct__cuda_empty_cache(int dev) {
   }
   if (prev >= 0 && prev != dev) (void)cudaSetDevice(prev);
 }
+
+extern "C" void ct__cuda_reset_peak(int dev) {
+  ct__cuda_ctx *ctx = ct__cuda_ctx_peek(dev);
+  if (!ctx) return;
+  std::lock_guard<std::mutex> g(ctx->alloc->lock);
+  ctx->alloc->peak = ctx->alloc->allocated;
+}
+
+/* ---- the vtable's memory entries (index exists: the core checked) */
+ct_status ct__cuda_vt_memory_stats(int index, ct_memory_stats *out) {
+  ct__cuda_memory_stats(index, &out->allocated, &out->reserved, &out->peak_allocated, &out->num_device_mallocs);
+  return CT_OK;
+}
+
+ct_status ct__cuda_vt_empty_cache(int index) {
+  ct__cuda_empty_cache(index);
+  return CT_OK;
+}
+
+ct_status ct__cuda_vt_reset_peak(int index) {
+  ct__cuda_reset_peak(index);
+  return CT_OK;
+}

@@ -1,6 +1,6 @@
 /* src/backend/cuda/backend.cu: the CUDA backend's vtable, ct__cuda_backend, which the device
  * registry (src/core/device.c) returns for CT_CUDA when cuttle is built with CUTTLE_WITH_CUDA.
- * Each entry lives in the file of its family (device.cu, context.cu, allocator.cu, copy.cu,
+ * Each entry lives in the file of its family (device.cu, context.cu, allocator.cu, pinned.cu, stream.cu, copy.cu,
  * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, random.cu, index.cu). An
  * entry left NULL makes the core report "op X is not implemented on cuda". */
 #include "backend/cuda/common.cuh"
@@ -39,4 +39,21 @@ extern "C" const ct_backend ct__cuda_backend = {
     .scatter_add = ct__cuda_scatter_add,
     .adam_step = ct__cuda_adam_step,
     .sgd_step = ct__cuda_sgd_step,
+    .memory_stats = ct__cuda_vt_memory_stats,
+    .empty_cache = ct__cuda_vt_empty_cache,
+    .reset_peak_memory_stats = ct__cuda_vt_reset_peak,
+    .pinned_alloc = ct__cuda_pinned_alloc,
+    .pinned_free = ct__cuda_pinned_free,
+    .pinned_stats = ct__cuda_pinned_stats,
+    .pinned_empty_cache = ct__cuda_pinned_empty_cache,
+    .set_allow_tf32 = ct__cuda_set_allow_tf32,
+    .stream_new = ct__cuda_stream_new,
+    .stream_free = ct__cuda_stream_free,
+    .stream_synchronize = ct__cuda_stream_synchronize,
+    .stream_wait_event = ct__cuda_stream_wait_event,
+    .event_record = ct__cuda_event_record,
+    .event_synchronize = ct__cuda_event_synchronize,
+    .event_query = ct__cuda_event_query,
+    .event_elapsed_ms = ct__cuda_event_elapsed_ms,
+    .event_free = ct__cuda_event_free,
 };

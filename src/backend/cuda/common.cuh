@@ -250,6 +250,25 @@ ct_status ct__cuda_softmax(ct_tensor *y, ct_tensor *x, int log);
 ct_status ct__cuda_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
 /* random.cu */
 ct_status ct__cuda_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
+/* allocator.cu: the vtable's memory entries */
+ct_status ct__cuda_vt_memory_stats(int index, ct_memory_stats *out);
+ct_status ct__cuda_vt_empty_cache(int index);
+ct_status ct__cuda_vt_reset_peak(int index);
+/* pinned.cu: the cached pinned host allocator */
+void *ct__cuda_pinned_alloc(size_t nbytes);
+void ct__cuda_pinned_free(void *p, size_t nbytes);
+void ct__cuda_pinned_stats(ct_memory_stats *out);
+void ct__cuda_pinned_empty_cache(void);
+/* stream.cu */
+ct_status ct__cuda_stream_new(int index, void **out);
+void ct__cuda_stream_free(int index, void *stream);
+ct_status ct__cuda_stream_synchronize(int index, void *stream);
+ct_status ct__cuda_stream_wait_event(int index, void *stream, void *event);
+ct_status ct__cuda_event_record(int index, void *stream, void **out);
+ct_status ct__cuda_event_synchronize(int index, void *event);
+int ct__cuda_event_query(int index, void *event);
+ct_status ct__cuda_event_elapsed_ms(int index, void *start, void *end, double *ms);
+void ct__cuda_event_free(int index, void *event);
 /* index.cu */
 ct_status ct__cuda_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
 ct_status ct__cuda_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);

@@ -23,6 +23,9 @@ void ct__cuda_memory_stats(int dev, size_t *allocated, size_t *reserved, size_t 
 /* Return every cached (free) block of device dev to the driver with cudaFree. Blocks in use stay. */
 void ct__cuda_empty_cache(int dev);
 
+/* Make the peak of device dev equal to its allocated bytes now. No-op without a context. */
+void ct__cuda_reset_peak(int dev);
+
 /* Process-wide switch: allow TensorFloat-32 in float32 matmul and convolution (off by default, so
  * float32 results match the CPU to float32 rounding; on, Ampere/Hopper tensor cores are used at
  * about 10-bit mantissa precision, as torch.backends.cuda.matmul.allow_tf32). */

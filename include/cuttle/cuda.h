@@ -1,0 +1,158 @@
+/* cuttle/cuda.h: what a GPU adds to the runtime: memory figures and the caching allocators,
+ * TensorFloat-32, pinned host memory, streams and events, and the sync-debug mode.
+ *
+ * Every function here is callable in every build. Without the CUDA backend (a build without
+ * CUTTLE_WITH_CUDA) or without a GPU, the CUDA-only ones fail with CT_EDEVICE and a message that
+ * says so, the memory figures of a GPU are zeros, and pinned memory is ordinary host memory (pinning
+ * needs the CUDA backend and a GPU). The CPU is a device too: its memory figures, cache, streams
+ * and events work everywhere (events on the CPU complete when recorded and time with the monotonic
+ * clock).
+ *
+ * There is no current device and no current stream: every op runs on its device's compute stream,
+ * in program order. A copy with CT_NON_BLOCKING from or to pinned memory runs on the device's copy
+ * stream, fenced by events both ways, so results never depend on it; ct_synchronize waits for both
+ * streams. */
+#ifndef CUTTLE_CUDA_H
+#define CUTTLE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cuttle/device.h"
+#include "cuttle/status.h"
+#include "cuttle/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Memory (torch.cuda.memory_allocated, memory_reserved, max_memory_allocated, empty_cache) */
+
+typedef struct {
+  size_t allocated;            /* bytes in blocks held by tensors now (after the allocator's rounding) */
+  size_t reserved;             /* bytes obtained from the system / driver and not returned: allocated + cached */
+  size_t peak_allocated;       /* the highest `allocated` since the start or ct_reset_peak_memory_stats */
+  uint64_t num_device_mallocs; /* GPU: cudaMalloc calls (a cache hit makes none). CPU: 0 (not counted) */
+  /* CPU only, with the CUDA backend (else 0): page-locked host memory of ct_empty_pinned */
+  size_t pinned_allocated;     /* bytes in pinned blocks held by tensors */
+  size_t pinned_reserved;      /* bytes obtained with cudaHostAlloc and not freed (held + cached) */
+  uint64_t num_pinned_allocs;  /* cudaHostAlloc calls */
+} ct_memory_stats;
+
+/* Fill *out with the caching allocator's figures for device d, in bytes. A GPU whose context does
+ * not exist yet (nothing allocated) reports zeros. Errors: CT_EINVAL (out NULL), CT_EDEVICE (d
+ * does not exist on this machine: a GPU in a build without CUDA or on a machine without one; *out
+ * is zeroed then). */
+ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out);
+
+/* Return the cached (free) blocks of device d to the system (cudaFree on a GPU, free on the CPU,
+ * where the pinned host cache is emptied too). Blocks held by tensors stay. Synchronizes a GPU
+ * (cudaFree does). Errors: CT_EDEVICE (d does not exist). */
+ct_status ct_empty_cache(ct_device d);
+
+/* Make peak_allocated of device d equal to allocated now (torch.cuda.reset_peak_memory_stats).
+ * Errors: CT_EDEVICE (d does not exist). */
+ct_status ct_reset_peak_memory_stats(ct_device d);
+
+/* ---------------------------------------------------------------------------------------------
+ * TensorFloat-32 (torch.backends.cuda.matmul.allow_tf32, off by default). On: float32 matmul and
+ * convolution on Ampere and later GPUs may use tensor cores with a 10-bit mantissa (about 1e-3
+ * relative error, several times faster). Off: float32 results agree with the CPU to float32
+ * rounding. Process-wide; has no effect on the CPU or without the CUDA backend (the switch is still
+ * remembered). */
+void ct_set_allow_tf32(int on);
+/* 1 when TF32 is allowed, else 0. */
+int ct_allow_tf32(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Pinned (page-locked) host memory. A copy to or from it can be asynchronous (CT_NON_BLOCKING) and
+ * runs at full PCIe / NVLink speed; a copy from pageable memory is staged by the driver and blocks.
+ * The memory comes from a cache (cudaHostAlloc costs milliseconds): a freed block is handed out
+ * again, but only after every copy queued on it has finished. Pinning needs the CUDA backend and a
+ * GPU; without them these functions return ordinary CPU tensors. */
+
+/* A new contiguous CPU tensor of shape (ndim entries) and dtype dt, uninitialized, whose storage is
+ * pinned (see above). Ownership as for ct_empty (the caller's, or the open scope's). Errors: those
+ * of ct_empty (CT_EINVAL for a bad shape, CT_EDTYPE), CT_ENOMEM (the message gives the pinned bytes
+ * requested and held), CT_EBACKEND (a driver error). */
+ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt);
+
+/* 1 when t is a CPU tensor whose storage is pinned, else 0 (also for NULL). */
+int ct_tensor_is_pinned(const ct_tensor *t);
+
+/* t itself (one more reference) when it is already pinned, else a contiguous pinned copy of t
+ * (same shape and dtype; without the CUDA backend or a GPU an ordinary contiguous copy) that shares
+ * nothing with t. The copy is not recorded by autograd. NULL returns NULL. Errors: CT_EDEVICE (t
+ * is not a CPU tensor), those of ct_empty_pinned. */
+ct_tensor *ct_pin_memory(ct_tensor *t);
+
+/* ---------------------------------------------------------------------------------------------
+ * Streams and events (torch.cuda.Stream / torch.cuda.Event, kept small). cuttle's own ops always
+ * run on their device's compute stream; a ct_stream is a second queue on a device for the caller's
+ * own CUDA work (ct_stream_native), ordered against cuttle's work with events. On the CPU a stream
+ * is a token: work is never queued, events complete when recorded. */
+
+typedef struct ct_stream ct_stream;
+typedef struct ct_event ct_event;
+
+/* A new stream on device d (cudaStreamNonBlocking: it does not wait for the legacy default stream).
+ * The caller frees it with ct_stream_free. Errors (NULL): CT_EDEVICE (d does not exist),
+ * CT_EBACKEND, CT_ENOMEM. */
+ct_stream *ct_stream_new(ct_device d);
+/* Release s; work already queued on it still runs. NULL is allowed. */
+void ct_stream_free(ct_stream *s);
+/* The device of s (s not NULL). */
+ct_device ct_stream_device(const ct_stream *s);
+/* The backend's stream handle: a cudaStream_t for a GPU, NULL for the CPU (or s NULL). Borrowed: it
+ * lives as long as s. */
+void *ct_stream_native(ct_stream *s);
+/* Wait until all work queued on s has finished (a synchronization point, counted in the ledger).
+ * Errors: CT_EINVAL (s NULL), CT_EBACKEND. */
+ct_status ct_stream_synchronize(ct_stream *s);
+/* Make all work queued on s after this call wait until e has completed; s NULL means the compute
+ * stream of e's device (so cuttle's ops wait for work recorded on another stream). The host does
+ * not wait. Errors: CT_EINVAL (e NULL), CT_EDEVICE (s and e live on different kinds of device),
+ * CT_EBACKEND. */
+ct_status ct_stream_wait_event(ct_stream *s, ct_event *e);
+
+/* A new event recorded on the compute stream of device d, after all work queued there so far (on a
+ * GPU that includes the non-blocking copies, which the compute stream waits for). The caller frees
+ * it with ct_event_free. Errors (NULL): CT_EDEVICE (d does not exist), CT_EBACKEND, CT_ENOMEM. */
+ct_event *ct_event_record(ct_device d);
+/* The same on stream s. Errors (NULL): CT_EINVAL (s NULL), CT_EBACKEND, CT_ENOMEM. */
+ct_event *ct_stream_record_event(ct_stream *s);
+/* Release e (also before it completed). NULL is allowed. */
+void ct_event_free(ct_event *e);
+/* Block the host until e has completed (an explicit synchronization point, counted in the ledger;
+ * never reported by the sync-debug mode). Errors: CT_EINVAL (e NULL), CT_EBACKEND. */
+ct_status ct_event_synchronize(ct_event *e);
+/* 1 when e has completed, 0 when its work is still queued, a negative ct_status on error
+ * (CT_EINVAL for NULL, CT_EBACKEND). Never blocks. */
+int ct_event_query(ct_event *e);
+/* The milliseconds of device time between start and end (recorded in that order on one device),
+ * into *ms. Waits for end first (a synchronization point). Resolution: about 0.5 us on a GPU, the
+ * monotonic clock on the CPU. Errors: CT_EINVAL (a NULL argument), CT_EDEVICE (the two events are
+ * on different devices), CT_EBACKEND. */
+ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sync-debug (torch.cuda.set_sync_debug_mode). An implicit synchronization is a call that blocks
+ * the host on a GPU without asking to: ct_item and ct_to_host of a GPU tensor, ct_to from or to
+ * pageable host memory (or without CT_NON_BLOCKING), copies between two GPUs (staged through the
+ * host), ct_from_host onto a GPU. Explicit waits (ct_synchronize, ct_event_synchronize,
+ * ct_stream_synchronize) are never reported. CPU-only work has no synchronizations. */
+enum {
+  CT_SYNC_DEBUG_OFF = 0,   /* the default */
+  CT_SYNC_DEBUG_WARN = 1,  /* print "cuttle: warning: <op> synchronized ..." to stderr, each time */
+  CT_SYNC_DEBUG_ERROR = 2, /* fail the op instead: it returns CT_EINVAL (or NULL / NAN) before it
+                              blocks, with a message naming the op and the synchronization */
+};
+/* Set the process-wide mode (one of the values above; the environment variable
+ * CUTTLE_SYNC_DEBUG=0/1/2 sets the initial one). Errors: CT_EINVAL for another value. */
+ct_status ct_set_sync_debug_mode(int mode);
+int ct_get_sync_debug_mode(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,207 @@
+/* src/core/cuda.c: the device-neutral half of cuttle/cuda.h: memory figures, TF32, pinned host
+ * memory, streams and events. Each function validates its arguments and calls the backend's vtable
+ * entry (backend.h), so the CPU and CUDA paths differ only in the backend, never by #ifdef here.
+ * The sync-debug mode lives in copy.c, beside the copies it watches. */
+#include <stdio.h>
+#include <string.h>
+#include "backend/backend.h"
+
+/* The backend of d when d exists, else NULL with CT_EDEVICE set (naming op and d). */
+static const ct_backend *backend_of(const char *op, ct_device d) {
+  char name[32];
+  if (!ct__backend(d.kind) || !ct_device_available(d)) {
+    ct__error(CT_EDEVICE, "%s: device %s does not exist on this machine (%d cuda device(s)%s)", op,
+              ct_device_str(d, name, sizeof name), ct_device_count(CT_CUDA),
+              ct__backend(CT_CUDA) ? "" : "; cuttle was built without the CUDA backend");
+    return NULL;
+  }
+  return ct__backend(d.kind);
+}
+
+/* ---- memory */
+ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out) {
+  if (!out) return ct__error(CT_EINVAL, "ct_memory_stats_get: out is NULL");
+  memset(out, 0, sizeof *out);
+  const ct_backend *be = backend_of("ct_memory_stats_get", d);
+  if (!be) return ct_last_status();
+  ct_status s = be->memory_stats ? be->memory_stats(d.index, out) : CT_OK;
+  if (s == CT_OK && d.kind == CT_CPU) { /* pinned host memory belongs to the CPU's figures */
+    const ct_backend *cu = ct__backend(CT_CUDA);
+    if (cu && cu->pinned_stats) cu->pinned_stats(out);
+  }
+  return s;
+}
+
+ct_status ct_empty_cache(ct_device d) {
+  const ct_backend *be = backend_of("ct_empty_cache", d);
+  if (!be) return ct_last_status();
+  ct_status s = be->empty_cache ? be->empty_cache(d.index) : CT_OK;
+  if (s == CT_OK && d.kind == CT_CPU) {
+    const ct_backend *cu = ct__backend(CT_CUDA);
+    if (cu && cu->pinned_empty_cache) cu->pinned_empty_cache();
+  }
+  return s;
+}
+
+ct_status ct_reset_peak_memory_stats(ct_device d) {
+  const ct_backend *be = backend_of("ct_reset_peak_memory_stats", d);
+  if (!be) return ct_last_status();
+  return be->reset_peak_memory_stats ? be->reset_peak_memory_stats(d.index) : CT_OK;
+}
+
+/* ---- TF32 */
+static int allow_tf32;
+
+void ct_set_allow_tf32(int on) {
+  __atomic_store_n(&allow_tf32, on ? 1 : 0, __ATOMIC_RELAXED);
+  const ct_backend *cu = ct__backend(CT_CUDA);
+  if (cu && cu->set_allow_tf32) cu->set_allow_tf32(on ? 1 : 0);
+}
+
+int ct_allow_tf32(void) { return __atomic_load_n(&allow_tf32, __ATOMIC_RELAXED); }
+
+/* ---- pinned host memory */
+
+/* The backend that can pin host memory here and now, or NULL. */
+static const ct_backend *pinning_backend(void) {
+  const ct_backend *cu = ct__backend(CT_CUDA);
+  return cu && cu->pinned_alloc && ct_device_count(CT_CUDA) > 0 ? cu : NULL;
+}
+
+static void *pinned_alloc(size_t nbytes) { return pinning_backend()->pinned_alloc(nbytes); }
+static void pinned_release(ct_storage *s) { ((const ct_backend *)s->release_ctx)->pinned_free(s->data, s->nbytes); }
+
+ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt) {
+  const ct_backend *cu = pinning_backend();
+  if (!cu) return ct_empty(ndim, shape, dt, CT_DEVICE_CPU); /* nothing can pin: ordinary memory */
+  return ct__alloc_custom(ndim, shape, dt, CT_DEVICE_CPU, pinned_alloc, pinned_release, (void *)cu, true);
+}
+
+int ct_tensor_is_pinned(const ct_tensor *t) { return t && t->device.kind == CT_CPU && t->storage->pinned; }
+
+ct_tensor *ct_pin_memory(ct_tensor *t) {
+  char name[32];
+  if (!t) return NULL;
+  if (t->device.kind != CT_CPU)
+    CT_FAIL_NULL(CT_EDEVICE, "ct_pin_memory: only CPU tensors can be pinned, got a tensor on %s (it already lives on the device)",
+                 ct_device_str(t->device, name, sizeof name));
+  if (ct_tensor_is_pinned(t)) {
+    ct_tensor_retain(t);
+    ct__scope_track(t);
+    return t;
+  }
+  ct_tensor *p = ct_empty_pinned(t->ndim, t->shape, t->dtype);
+  if (!p) return NULL;
+  ct_status s = p->storage->backend->copy(p, t); /* same dtype: an element-wise copy, any strides */
+  if (s != CT_OK) {
+    ct_tensor_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* ---- streams and events */
+struct ct_stream {
+  ct_device device;
+  void *handle; /* the backend's; NULL on the CPU */
+};
+struct ct_event {
+  ct_device device;
+  void *handle;
+};
+
+static const ct_backend *stream_backend(const char *op, ct_device d) {
+  const ct_backend *be = backend_of(op, d);
+  if (be && !be->event_record) {
+    ct__error(CT_EUNSUPPORTED, "%s: the %s backend has no streams or events", op, be->name);
+    return NULL;
+  }
+  return be;
+}
+
+ct_stream *ct_stream_new(ct_device d) {
+  const ct_backend *be = stream_backend("ct_stream_new", d);
+  if (!be) return NULL;
+  ct_stream *s = calloc(1, sizeof *s);
+  if (!s) CT_FAIL_NULL(CT_ENOMEM, "ct_stream_new: out of host memory");
+  s->device = d;
+  if (be->stream_new(d.index, &s->handle) != CT_OK) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void ct_stream_free(ct_stream *s) {
+  if (!s) return;
+  ct__backend(s->device.kind)->stream_free(s->device.index, s->handle);
+  free(s);
+}
+
+ct_device ct_stream_device(const ct_stream *s) { return s->device; }
+void *ct_stream_native(ct_stream *s) { return s ? s->handle : NULL; }
+
+ct_status ct_stream_synchronize(ct_stream *s) {
+  if (!s) return ct__error(CT_EINVAL, "ct_stream_synchronize: stream is NULL");
+  ct__ledger_sync();
+  return ct__backend(s->device.kind)->stream_synchronize(s->device.index, s->handle);
+}
+
+ct_status ct_stream_wait_event(ct_stream *s, ct_event *e) {
+  char a[32], b[32];
+  if (!e) return ct__error(CT_EINVAL, "ct_stream_wait_event: event is NULL");
+  ct_device d = s ? s->device : e->device;
+  if (d.kind != e->device.kind)
+    return ct__error(CT_EDEVICE, "ct_stream_wait_event: the stream lives on %s and the event on %s; a stream can only wait "
+                     "for an event of the same kind of device",
+                     ct_device_str(d, a, sizeof a), ct_device_str(e->device, b, sizeof b));
+  return ct__backend(d.kind)->stream_wait_event(d.index, s ? s->handle : NULL, e->handle);
+}
+
+static ct_event *record(const ct_backend *be, ct_device d, void *stream) {
+  ct_event *e = calloc(1, sizeof *e);
+  if (!e) CT_FAIL_NULL(CT_ENOMEM, "ct_event_record: out of host memory");
+  e->device = d;
+  if (be->event_record(d.index, stream, &e->handle) != CT_OK) {
+    free(e);
+    return NULL;
+  }
+  return e;
+}
+
+ct_event *ct_event_record(ct_device d) {
+  const ct_backend *be = stream_backend("ct_event_record", d);
+  return be ? record(be, d, NULL) : NULL;
+}
+
+ct_event *ct_stream_record_event(ct_stream *s) {
+  if (!s) CT_FAIL_NULL(CT_EINVAL, "ct_stream_record_event: stream is NULL");
+  return record(ct__backend(s->device.kind), s->device, s->handle);
+}
+
+void ct_event_free(ct_event *e) {
+  if (!e) return;
+  ct__backend(e->device.kind)->event_free(e->device.index, e->handle);
+  free(e);
+}
+
+ct_status ct_event_synchronize(ct_event *e) {
+  if (!e) return ct__error(CT_EINVAL, "ct_event_synchronize: event is NULL");
+  ct__ledger_sync();
+  return ct__backend(e->device.kind)->event_synchronize(e->device.index, e->handle);
+}
+
+int ct_event_query(ct_event *e) {
+  if (!e) return ct__error(CT_EINVAL, "ct_event_query: event is NULL");
+  return ct__backend(e->device.kind)->event_query(e->device.index, e->handle);
+}
+
+ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms) {
+  char a[32], b[32];
+  if (!start || !end || !ms) return ct__error(CT_EINVAL, "ct_event_elapsed_ms: NULL argument");
+  if (!ct_device_eq(start->device, end->device))
+    return ct__error(CT_EDEVICE, "ct_event_elapsed_ms: start was recorded on %s and end on %s; time events of one device",
+                     ct_device_str(start->device, a, sizeof a), ct_device_str(end->device, b, sizeof b));
+  ct__ledger_sync();
+  return ct__backend(start->device.kind)->event_elapsed_ms(start->device.index, start->handle, end->handle, ms);
+}
