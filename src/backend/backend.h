@@ -77,10 +77,14 @@ typedef struct ct_backend {
   ct_status (*reduce)(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
   /* out (B, M, N) = a (B, M, K) @ b (B, K, N); a, b may be strided in their last two dims */
   ct_status (*matmul)(ct_tensor *out, ct_tensor *a, ct_tensor *b);
-  ct_status (*conv2d)(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+  /* cols: NULL, or (when the backend sets conv2d_keeps_cols) a contiguous tensor of x's dtype and
+   * shape (C kH kW, N Ho Wo) that the forward fills with its im2col matrix, for the backward to
+   * reuse instead of recomputing it */
+  int conv2d_keeps_cols;
+  ct_status (*conv2d)(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *cols);
   /* gx and/or gw and/or gb may be NULL when not wanted */
   ct_status (*conv2d_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                               const ct_conv2d_opts *o);
+                               const ct_conv2d_opts *o, ct_tensor *cols);
   ct_status (*pool2d)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
   ct_status (*pool2d_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
   /* softmax or log_softmax over the last dim of a contiguous (R, C) x */

@@ -28,7 +28,7 @@ static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
   ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
                     ? ct_last_status()
-                    : g->storage->backend->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv);
+                    : g->storage->backend->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv, n->saved[2]);
   ct_tensor_free(gc);
   return s;
 }
@@ -62,7 +62,14 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
-  ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
+  /* keep the im2col matrix for the weight gradient when one will be needed and the backend can */
+  ct_tensor *cols = NULL;
+  if (y && be->conv2d_keeps_cols && ct_grad_enabled() && w->requires_grad) {
+    int64_t cs[2] = {C * w->shape[2] * w->shape[3], x->shape[0] * Ho * Wo};
+    cols = ct__alloc(2, cs, dt, x->device); /* NULL (out of memory) just means recomputing later */
+    if (!cols) ct_clear_error();
+  }
+  ct_status s = y ? be->conv2d(y, xc, wc, bc, &o, cols) : ct_last_status();
   if (s == CT_OK) {
     ct_node *n = ct__record(y, "conv2d", bw_conv, 3, (ct_tensor *[]){x, w, b});
     if (n) {
@@ -71,9 +78,10 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
       e->conv = o;
       n->extra = e;
       n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc);
+      if (cols) n->saved[2] = ct__detached(cols);
     }
   } else ct_tensor_free(y), y = NULL;
-  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
+  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(cols);
   return y;
 }
 

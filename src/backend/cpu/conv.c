@@ -105,11 +105,11 @@ static void *alloc_or_fail(int slot, size_t n) {
   return p;
 }
 
-ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
+ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *keep) {
   geom g = geometry(x, w, y->shape[2], y->shape[3], o);
   size_t es = ct_dtype_size(x->dtype);
   int64_t L = g.Ho * g.Wo, NL = g.N * L, K = g.C / g.G * g.kh * g.kw, Og = g.O / g.G;
-  char *cols = alloc_or_fail(0, (size_t)(g.C * g.kh * g.kw * NL) * es);
+  char *cols = keep ? (char *)ct__ptr(keep) : alloc_or_fail(0, (size_t)(g.C * g.kh * g.kw * NL) * es);
   char *ymat = alloc_or_fail(1, (size_t)(g.O * NL) * es); /* (O, N L) */
   if (!cols || !ymat) return CT_ENOMEM;
   if (x->dtype == CT_F32) im2col_f32(&g, ct__ptr(x), (float *)cols);
@@ -137,7 +137,7 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
 }
 
 ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                                  const ct_conv2d_opts *o) {
+                                  const ct_conv2d_opts *o, ct_tensor *kept) {
   geom g = geometry(x, w, gy->shape[2], gy->shape[3], o);
   ct_dtype dt = x->dtype;
   size_t es = ct_dtype_size(dt);
@@ -161,10 +161,11 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
       ct__store((char *)ct__ptr(gb) + oc * (int64_t)es, gb->dtype, s);
     }
   if (gw) {
-    if (dt == CT_F32) im2col_f32(&g, ct__ptr(x), (float *)cols);
-    else im2col_f64(&g, ct__ptr(x), (double *)cols);
+    const char *xcols = kept ? (const char *)ct__ptr(kept) : cols; /* the forward's, when it kept them */
+    if (!kept && dt == CT_F32) im2col_f32(&g, ct__ptr(x), (float *)cols);
+    else if (!kept) im2col_f64(&g, ct__ptr(x), (double *)cols);
     for (int64_t gi = 0; gi < g.G; gi++) /* dW_g (Og, K) = dY_g (Og, NL) @ cols_g^T (NL, K) */
-      gemm(dt, 0, 1, Og, K, NL, dy + gi * Og * NL * (int64_t)es, NL, cols + gi * K * NL * (int64_t)es, NL, 0.0,
+      gemm(dt, 0, 1, Og, K, NL, dy + gi * Og * NL * (int64_t)es, NL, xcols + gi * K * NL * (int64_t)es, NL, 0.0,
            (char *)ct__ptr(gw) + gi * Og * K * (int64_t)es, K);
   }
   if (gx) {

@@ -31,9 +31,9 @@ ct_status ct__cpu_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_t
 ct_status ct__cpu_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
 ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
 ct_status ct__cpu_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
-ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *cols);
 ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                                  const ct_conv2d_opts *o);
+                                  const ct_conv2d_opts *o, ct_tensor *cols);
 ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
 ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
 ct_status ct__cpu_softmax(ct_tensor *y, ct_tensor *x, int log);
