@@ -49,12 +49,15 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=0, help="train on the first N training images only (0: all)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
     xtr, ytr = load(a.data_dir, "train")
     xte, yte = load(a.data_dir, "test")
+    if a.limit:
+        xtr, ytr = xtr[:a.limit], ytr[:a.limit]
     xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)
     net = model(a.model).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=a.lr)

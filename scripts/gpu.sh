@@ -5,7 +5,9 @@
 #   2. run the whole CTest suite (GPU tests run here instead of skipping);
 #   3. run the op tests again under `compute-sanitizer --tool memcheck` with CUTTLE_CUDA_NO_CACHE=1,
 #      so every tensor is its own cudaMalloc and out-of-bounds accesses are caught;
-#   4. run the benchmarks (build-gpu/bench_*), when there are any.
+#   4. run the GPU benchmarks (`cuttle bench`: gemm, overhead, matmul-sweep, norms, bandwidth,
+#      train with the PyTorch peer when torch sees the GPU), tables in $logs/bench_*.log, CSVs in
+#      $logs/bench_*.csv; BENCH_QUICK=1 runs their --quick configurations.
 # Logs go to $OUT when it is set (else build-gpu/logs/). Exits non-zero when a step fails, after
 # running the remaining ones.
 set -u
@@ -41,11 +43,18 @@ else
   echo "compute-sanitizer not found: memcheck skipped" | tee "$logs/memcheck_skipped.log"
 fi
 
-found=0
-for b in build-gpu/bench_* build-gpu/bench/*; do
-  [ -x "$b" ] && [ -f "$b" ] || continue
-  found=1
-  step "bench_$(basename "$b")" "$b" --device cuda
-done
-[ $found -eq 0 ] && echo "no bench binaries: benchmarks skipped"
+cli=build-gpu/cuttle
+quick=""; [ "${BENCH_QUICK:-0}" = 1 ] && quick="--quick"
+pytorch=""
+if /usr/bin/python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+  pytorch="--pytorch"
+else
+  echo "PyTorch with CUDA not importable by /usr/bin/python3: bench train runs without --pytorch" | tee "$logs/bench_no_pytorch.log"
+fi
+step bench_gemm "$cli" bench gemm --device cuda:0 --csv "$logs/bench_gemm.csv" $quick
+step bench_overhead "$cli" bench overhead --device cuda:0 --csv "$logs/bench_overhead.csv" $quick
+step bench_matmul_sweep "$cli" bench matmul-sweep --device cuda:0 --csv "$logs/bench_matmul_sweep.csv" $quick
+step bench_norms "$cli" bench norms --device cuda:0 --csv "$logs/bench_norms.csv" $quick
+step bench_bandwidth "$cli" bench bandwidth --device cuda:0 --csv "$logs/bench_bandwidth.csv" $quick
+step bench_train "$cli" bench train --device cuda:0 --no-progress $pytorch --csv "$logs/bench_train.csv" $quick
 exit $status

@@ -18,17 +18,12 @@
 #include "cuttle.h"
 #include "cuttle/data.h"
 #include "cuttle/io.h"
+#include "train_loop.h"
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
   (void)sig;
   interrupted = 1;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 typedef struct {
@@ -53,49 +48,6 @@ static ct_status pick_device(const char *s, ct_device *d) {
     return CT_EDEVICE;
   }
   return CT_OK;
-}
-
-/* Test accuracy in [0, 1] of m on ds, or a negative status. */
-static double evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers) {
-  ct_loader_opts lo = {.batch_size = 1000, .num_workers = workers, .device = dev};
-  ct_loader *l = ct_loader_new(ds, &lo);
-  if (!l) return ct_last_status();
-  int64_t correct = 0, total = 0;
-  ct_module_train(m, 0);
-  ct_no_grad_begin();
-  ct_tensor *x, *y;
-  int r;
-  while ((r = ct_loader_next(l, &x, &y)) == 1) {
-    ct_scope_begin();
-    ct_tensor *logits = ct_module_forward(m, x);
-    ct_tensor *pred = ct_argmax(logits, 1, 0);
-    ct_tensor *eq = ct_eq(pred, y);
-    ct_tensor *s = ct_sum(eq, 0, NULL, 0);
-    double c = s ? ct_item(s) : NAN;
-    total += ct_tensor_size(y, 0);
-    ct_scope_end();
-    ct_tensor_free(x), ct_tensor_free(y);
-    if (isnan(c)) {
-      r = -1;
-      break;
-    }
-    correct += (int64_t)c;
-  }
-  ct_no_grad_end();
-  ct_module_train(m, 1);
-  ct_loader_free(l);
-  if (r < 0) return r < -1 ? r : ct_last_status() ? ct_last_status() : CT_EINVAL;
-  return total ? (double)correct / (double)total : 0;
-}
-
-static void progress(int epoch, int epochs, int64_t done, int64_t total, double img_s, double loss, double elapsed) {
-  int width = 30, fill = total ? (int)(width * done / total) : width;
-  double eta = done ? elapsed * (double)(total - done) / (double)done : 0;
-  fprintf(stderr, "\repoch %d/%d [", epoch, epochs);
-  for (int i = 0; i < width; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
-  fprintf(stderr, "] %3d%% %7.0f img/s  loss %.4f  ETA %02d:%02d ", total ? (int)(100 * done / total) : 100, img_s, loss,
-          (int)eta / 60, (int)eta % 60);
-  fflush(stderr);
 }
 
 static int usage_train(FILE *f) {
@@ -220,47 +172,22 @@ int ct_cmd_train(int argc, char **argv) {
   status = 0;
   for (int64_t epoch = start_epoch; epoch < o.epochs && !interrupted && status == 0; epoch++) {
     ct_optimizer_set_lr(opt, ct_sched_lr(&sched, o.lr, (int)epoch));
-    double t0 = now(), loss_sum = 0, last_print = 0, last_publish = 0;
-    int64_t seen = 0, steps = 0;
-    ct_tensor *x, *y;
-    int r;
-    while (!interrupted && (r = ct_loader_next(loader, &x, &y)) == 1) {
-      ct_scope_begin();
-      ct_tensor *logits = ct_module_forward(m, x);
-      ct_tensor *loss = ct_cross_entropy(logits, y, CT_REDUCTION_MEAN, 0);
-      ct_status s = loss ? ct_backward(loss) : ct_last_status();
-      if (s == CT_OK) s = ct_optimizer_step(opt);
-      ct_optimizer_zero_grad(opt);
-      double lv = s == CT_OK ? ct_item(loss) : NAN;
-      int64_t b = ct_tensor_size(y, 0);
-      ct_scope_end();
-      ct_tensor_free(x), ct_tensor_free(y);
-      if (s != CT_OK || isnan(lv)) {
-        fprintf(stderr, "\ncuttle: training step failed: %s\n", ct_last_error());
-        status = 1;
-        break;
-      }
-      loss_sum += lv * (double)b, seen += b, steps++;
-      double t = now();
-      if (t - last_publish > 2.0) { /* `cuttle smi --pid` shows these allocator figures */
-        ct_monitor_publish();
-        ct_clear_error(); /* a monitor that cannot write its file is no training error */
-        last_publish = t;
-      }
-      if (o.progress && (t - last_print > 0.25 || seen == per_epoch)) {
-        progress((int)epoch + 1, o.epochs, seen, per_epoch, seen / (t - t0), loss_sum / seen, t - t0);
-        last_print = t;
-      }
+    ct_cli_epoch_opts eo = {.interrupted = &interrupted, .progress = o.progress, .epoch = (int)epoch + 1,
+                            .epochs = o.epochs, .per_epoch = per_epoch, .publish = 1};
+    ct_cli_epoch_stats es;
+    if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
+      status = 1;
+      break;
     }
-    if (status) break;
-    double secs = now() - t0;
+    double secs = es.seconds, loss_sum = es.loss_sum;
+    int64_t seen = es.seen;
     if (interrupted) {
       fprintf(stderr, "\ninterrupted in epoch %lld after %lld images\n", (long long)epoch + 1, (long long)seen);
       /* the partial epoch is not counted: resuming repeats it from its start */
       save(o.save ? o.save : "cuttle-interrupted.safetensors", m, opt, epoch, &gen);
       break;
     }
-    double acc = evaluate(m, test, dev, o.workers);
+    double acc = ct_cli_evaluate(m, test, dev, o.workers);
     if (acc < 0) {
       fprintf(stderr, "\ncuttle: evaluation failed: %s\n", ct_last_error());
       status = 1;
@@ -317,7 +244,7 @@ int ct_cmd_eval(int argc, char **argv) {
   ct_dataset *test = m ? ct_fashion_mnist_load(data_dir, CT_SPLIT_TEST) : NULL;
   int status = 1;
   if (test && ct_checkpoint_load(checkpoint, m, NULL, NULL) == CT_OK) {
-    double acc = evaluate(m, test, dev, 2);
+    double acc = ct_cli_evaluate(m, test, dev, 2);
     if (acc >= 0) {
       char name[32];
       printf("test_acc %.2f%% (%lld images, %s, %s)\n", 100 * acc, (long long)ct_dataset_len(test), model,

@@ -6,4 +6,5 @@ int ct_cmd_train(int argc, char **argv);
 int ct_cmd_eval(int argc, char **argv);
 int ct_cmd_devices(int argc, char **argv);
 int ct_cmd_smi(int argc, char **argv);
+int ct_cmd_bench(int argc, char **argv); /* bench/bench.c */
 #endif

@@ -12,6 +12,7 @@ static const struct {
     {"eval", ct_cmd_eval, "report the test accuracy of a checkpoint"},
     {"devices", ct_cmd_devices, "list the devices, like try_all_gpus, with their properties"},
     {"smi", ct_cmd_smi, "a device monitor in the spirit of nvidia-smi"},
+    {"bench", ct_cmd_bench, "benchmarks: gemm, overhead, matmul-sweep, norms, bandwidth, train"},
 };
 
 static void usage(FILE *f) {

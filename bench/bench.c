@@ -1,0 +1,241 @@
+/* bench/bench.c: `cuttle bench`, the dispatcher of the benchmark subcommands, and the helpers they
+ * share (bench.h): timing with warmup and the median of repeats, device choice, tables and CSV.
+ * Every measurement goes to docs/perf.md with the command that made it. */
+#define _GNU_SOURCE
+#include "bench.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "commands.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} subcommands[] = {
+    {"gemm", ct_bench_gemm, "SGEMM GFLOP/s through ct_matmul, the backend kernel and cblas_sgemm"},
+    {"overhead", ct_bench_overhead, "per-op overhead in us: a 1-element add and a 100x100 matmul, grad on/off"},
+    {"matmul-sweep", ct_bench_matmul_sweep, "n x n matmul from n = 16 up: CPU vs GPU, compute only and with copies"},
+    {"norms", ct_bench_norms, "1000 matmul norms: one ct_item each vs kept on the device, with the copy ledger"},
+    {"bandwidth", ct_bench_bandwidth, "host<->device copy bandwidth, pageable vs pinned, 4 KiB to 1 GiB"},
+    {"train", ct_bench_train, "mlp/cnn training on Fashion-MNIST: images/s and accuracy, optionally vs PyTorch"},
+};
+#define NSUB (sizeof subcommands / sizeof subcommands[0])
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: cuttle bench <benchmark> [options]   (cuttle bench <benchmark> --help for its options)\n\n"
+             "benchmarks:\n");
+  for (size_t i = 0; i < NSUB; i++) fprintf(f, "  %-13s %s\n", subcommands[i].name, subcommands[i].help);
+  fprintf(f, "\ncommon options: --device cpu|cuda:N|auto, --quick (a small fast configuration), --csv FILE\n");
+}
+
+int ct_cmd_bench(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < NSUB; i++)
+    if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "cuttle bench: unknown benchmark \"%s\"\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
+
+/* ---- timing */
+
+double ct_bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int sync_dev(ct_device dev) { return dev.kind == CT_CPU ? 0 : ct_synchronize(dev) != CT_OK; }
+
+int ct_bench_time(ct_bench_fn fn, void *ctx, ct_device dev, const ct_bench_opts *o, ct_bench_result *out) {
+  ct_bench_opts d = o ? *o : (ct_bench_opts){0};
+  if (d.warmup <= 0) d.warmup = 1;
+  if (d.min_repeats <= 0) d.min_repeats = 3;
+  if (d.max_repeats <= 0) d.max_repeats = 100;
+  if (d.max_repeats < d.min_repeats) d.max_repeats = d.min_repeats;
+  if (d.target_s <= 0) d.target_s = 0.5;
+  if (d.inner <= 0) d.inner = 1;
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < d.warmup; i++)
+    if (fn(ctx)) return 1;
+  if (sync_dev(dev)) return 1;
+  double *s = malloc(sizeof(double) * (size_t)d.max_repeats);
+  if (!s) return 1;
+  double spent = 0;
+  int n = 0, rc = 0;
+  while (n < d.max_repeats && (n < d.min_repeats || spent < d.target_s)) {
+    double t0 = ct_bench_now();
+    for (int i = 0; i < d.inner && !rc; i++) rc = fn(ctx);
+    if (!rc) rc = sync_dev(dev);
+    double t = ct_bench_now() - t0;
+    if (rc) break;
+    spent += t;
+    s[n++] = t / d.inner;
+  }
+  if (!rc) {
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    out->samples = n;
+    out->min = s[0];
+    out->median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    out->p10 = s[(n - 1) / 10];
+    out->p90 = s[(n - 1) - (n - 1) / 10];
+  }
+  free(s);
+  return rc;
+}
+
+int ct_bench_device(const char *s, ct_device *out) {
+  if (strcmp(s, "auto") == 0) {
+    *out = ct_device_best(CT_BEST_MOST_FREE_MEMORY);
+    return 0;
+  }
+  if (ct_device_parse(s, out) != CT_OK) {
+    fprintf(stderr, "cuttle bench: %s\n", ct_last_error());
+    return 1;
+  }
+  if (!ct_device_available(*out)) {
+    char name[32];
+    fprintf(stderr, "cuttle bench: device %s is not available (%d cuda device(s)); use --device cpu or auto\n",
+            ct_device_str(*out, name, sizeof name), ct_device_count(CT_CUDA));
+    return 1;
+  }
+  return 0;
+}
+
+const char *ct_bench_bytes(size_t n, char *buf, size_t cap) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (n >= 1024 && n % 1024 == 0 && u < 4) n /= 1024, u++;
+  snprintf(buf, cap, "%zu %s", n, units[u]);
+  return buf;
+}
+
+/* ---- tables */
+
+struct ct_bench_table {
+  char *title;
+  int ncols, nrows, cap;
+  char **cells; /* (1 + nrows) x ncols, row 0 the headers */
+};
+
+ct_bench_table *ct_bench_table_new(const char *title, int ncols, const char *const *headers) {
+  ct_bench_table *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->title = strdup(title ? title : "");
+  t->ncols = ncols;
+  t->cap = 16;
+  t->cells = calloc((size_t)(t->cap + 1) * (size_t)ncols, sizeof(char *));
+  if (!t->title || !t->cells) {
+    ct_bench_table_free(t);
+    return NULL;
+  }
+  for (int c = 0; c < ncols; c++) t->cells[c] = strdup(headers[c]);
+  return t;
+}
+
+void ct_bench_table_rowf(ct_bench_table *t, const char *fmt, ...) {
+  if (!t) return;
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (t->nrows == t->cap) {
+    char **c = realloc(t->cells, (size_t)(2 * t->cap + 1) * (size_t)t->ncols * sizeof(char *));
+    if (!c) return;
+    t->cells = c, t->cap *= 2;
+  }
+  char **row = t->cells + (size_t)(t->nrows + 1) * (size_t)t->ncols;
+  char *p = line;
+  for (int c = 0; c < t->ncols; c++) {
+    char *bar = c + 1 < t->ncols ? strchr(p, '|') : NULL;
+    if (bar) *bar = 0;
+    row[c] = strdup(p);
+    p = bar ? bar + 1 : p + strlen(p);
+  }
+  t->nrows++;
+}
+
+void ct_bench_table_print(const ct_bench_table *t, FILE *f) {
+  if (!t) return;
+  int w[64] = {0}, nc = t->ncols < 64 ? t->ncols : 64;
+  for (int r = 0; r <= t->nrows; r++)
+    for (int c = 0; c < nc; c++) {
+      const char *s = t->cells[(size_t)r * t->ncols + c];
+      int len = s ? (int)strlen(s) : 0;
+      if (len > w[c]) w[c] = len;
+    }
+  if (t->title[0]) fprintf(f, "%s\n", t->title);
+  for (int r = 0; r <= t->nrows; r++) {
+    for (int c = 0; c < nc; c++) {
+      const char *s = t->cells[(size_t)r * t->ncols + c];
+      /* the first column reads best left-aligned, numbers right-aligned */
+      fprintf(f, c == 0 ? "%-*s" : "  %*s", w[c], s ? s : "");
+    }
+    fputc('\n', f);
+    if (r == 0) {
+      int total = 0;
+      for (int c = 0; c < nc; c++) total += w[c] + (c ? 2 : 0);
+      for (int i = 0; i < total; i++) fputc('-', f);
+      fputc('\n', f);
+    }
+  }
+  fflush(f);
+}
+
+static void csv_cell(FILE *f, const char *s) {
+  if (!s) s = "";
+  while (*s == ' ') s++;
+  if (!strpbrk(s, ",\"\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+int ct_bench_table_csv(const ct_bench_table *t, const char *path) {
+  if (!t || !path) return 0;
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "cuttle bench: cannot write the CSV file %s\n", path);
+    return 1;
+  }
+  for (int r = 0; r <= t->nrows; r++) {
+    for (int c = 0; c < t->ncols; c++) {
+      if (c) fputc(',', f);
+      csv_cell(f, t->cells[(size_t)r * t->ncols + c]);
+    }
+    fputc('\n', f);
+  }
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    fprintf(stderr, "cuttle bench: error writing %s\n", path);
+    return 1;
+  }
+  fprintf(stderr, "wrote %s\n", path);
+  return 0;
+}
+
+void ct_bench_table_free(ct_bench_table *t) {
+  if (!t) return;
+  if (t->cells)
+    for (size_t i = 0; i < (size_t)(t->nrows + 1) * (size_t)t->ncols; i++) free(t->cells[i]);
+  free(t->cells);
+  free(t->title);
+  free(t);
+}

@@ -1,0 +1,62 @@
+/* bench/bench.h: what the `cuttle bench` subcommands share: the clock, timing with warmup and the
+ * median of repeats (synchronizing a GPU before reading the clock), device choice, and a small
+ * table that prints aligned to stdout and writes CSV (--csv FILE). */
+#ifndef CUTTLE_BENCH_H
+#define CUTTLE_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "cuttle.h"
+
+/* The subcommands; each takes argv from its own name on and returns the exit status. */
+int ct_bench_gemm(int argc, char **argv);
+int ct_bench_overhead(int argc, char **argv);
+int ct_bench_matmul_sweep(int argc, char **argv);
+int ct_bench_norms(int argc, char **argv);
+int ct_bench_bandwidth(int argc, char **argv);
+int ct_bench_train(int argc, char **argv);
+
+/* Seconds on the monotonic clock. */
+double ct_bench_now(void);
+
+/* One timed call; returns 0 on success, nonzero on failure (ct_last_error() says why). */
+typedef int (*ct_bench_fn)(void *ctx);
+
+typedef struct {
+  int warmup;         /* untimed calls first; 0 = 1 */
+  int min_repeats;    /* timed samples at least; 0 = 3 */
+  int max_repeats;    /* and at most; 0 = 100 */
+  double target_s;    /* stop adding samples after this much timed time (0 = 0.5 s) */
+  int inner;          /* calls per sample (the sample is divided by it); 0 = 1 */
+} ct_bench_opts;
+
+typedef struct {
+  double median, min, p10, p90; /* seconds per call */
+  int samples;
+} ct_bench_result;
+
+/* Time fn: warmup, then samples until min_repeats are done and target_s has passed (or
+ * max_repeats). On a GPU, ct_synchronize(dev) runs before every clock reading, so a sample covers
+ * the device work. Returns 0, or nonzero when fn or the synchronization failed. */
+int ct_bench_time(ct_bench_fn fn, void *ctx, ct_device dev, const ct_bench_opts *o, ct_bench_result *out);
+
+/* Parse --device: "auto" (the best GPU, else the CPU), "cpu", "cuda:N", "gpu:N". Prints an error
+ * and returns nonzero when the string is malformed or the device is missing. */
+int ct_bench_device(const char *s, ct_device *out);
+
+/* "n/a (no GPU)" and friends are plain text cells; numbers are formatted by the caller. */
+typedef struct ct_bench_table ct_bench_table;
+/* headers: ncols names (CSV header too). */
+ct_bench_table *ct_bench_table_new(const char *title, int ncols, const char *const *headers);
+/* One row: a printf format whose result holds ncols cells separated by '|'. */
+void ct_bench_table_rowf(ct_bench_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print the table aligned to f. */
+void ct_bench_table_print(const ct_bench_table *t, FILE *f);
+/* Write the table as CSV to path (when path is not NULL); returns 0 or prints why and returns 1. */
+int ct_bench_table_csv(const ct_bench_table *t, const char *path);
+void ct_bench_table_free(ct_bench_table *t);
+
+/* Byte counts as "4 KiB", "16 MiB". */
+const char *ct_bench_bytes(size_t n, char *buf, size_t cap);
+
+#endif

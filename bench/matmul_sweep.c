@@ -1,0 +1,138 @@
+/* bench/matmul_sweep.c: `cuttle bench matmul-sweep`: float32 n x n matmul for n = 16, 32, ... on
+ * the CPU and on a GPU, the GPU twice: compute only (inputs already there) and with the copies (both
+ * inputs host-to-device and the result device-to-host with ct_to, from pageable memory), so the
+ * table shows from which n the GPU wins, with and without paying for the transfers. Without a GPU
+ * the GPU columns say so. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench.h"
+
+typedef struct {
+  ct_tensor *a, *b;         /* where the compute runs */
+  ct_tensor *ha, *hb;       /* host copies, for the with-copies variant */
+  ct_device dev;
+} mm_ctx;
+
+static int run_compute(void *p) {
+  mm_ctx *m = p;
+  ct_tensor *c = ct_matmul(m->a, m->b);
+  ct_tensor_free(c);
+  return c == NULL;
+}
+
+/* host inputs -> device -> matmul -> host result: what a caller holding host data pays */
+static int run_with_copies(void *p) {
+  mm_ctx *m = p;
+  ct_scope_begin();
+  ct_tensor *a = ct_to(m->ha, m->dev, 0), *b = ct_to(m->hb, m->dev, 0);
+  ct_tensor *c = ct_to(ct_matmul(a, b), CT_DEVICE_CPU, 0);
+  ct_scope_end();
+  return c == NULL;
+}
+
+static int usage(FILE *f) {
+  fprintf(f, "usage: cuttle bench matmul-sweep [--device cuda:N|auto|cpu] [--max-n N] [--cpu-max-n N] [--quick] [--csv FILE]\n"
+             "defaults: --device auto (the GPU columns use it; cpu = CPU only), --max-n 8192 with a GPU, 4096 without,\n"
+             "          --cpu-max-n 4096 (the CPU is not timed above it); --quick: --max-n 512\n");
+  return f == stdout ? 0 : 2;
+}
+
+static int time_one(ct_bench_fn fn, mm_ctx *m, ct_device dev, int quick, double *ms) {
+  ct_bench_opts bo = {.warmup = 1, .min_repeats = 3, .max_repeats = quick ? 20 : 100, .target_s = quick ? 0.05 : 0.5};
+  ct_bench_result r;
+  if (ct_bench_time(fn, m, dev, &bo, &r)) return 1;
+  *ms = r.median * 1e3;
+  return 0;
+}
+
+int ct_bench_matmul_sweep(int argc, char **argv) {
+  const char *device = "auto", *csv = NULL;
+  int quick = 0, max_n = 0, cpu_max_n = 4096;
+  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'},       {"quick", 0, 0, 'q'},
+                                           {"max-n", 1, 0, 'n'},  {"cpu-max-n", 1, 0, 'C'}, {"help", 0, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  int opt;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (opt) {
+      case 'd': device = optarg; break;
+      case 'c': csv = optarg; break;
+      case 'q': quick = 1; break;
+      case 'n': max_n = atoi(optarg); break;
+      case 'C': cpu_max_n = atoi(optarg); break;
+      case 'h': return usage(stdout);
+      default: return usage(stderr);
+    }
+  }
+  ct_device gpu;
+  if (ct_bench_device(device, &gpu)) return 2;
+  int have_gpu = gpu.kind != CT_CPU;
+  if (max_n <= 0) max_n = quick ? 512 : have_gpu ? 8192 : 4096;
+  if (max_n < 16 || cpu_max_n < 0) {
+    fprintf(stderr, "cuttle bench matmul-sweep: --max-n must be >= 16\n");
+    return 2;
+  }
+  char gname[32], title[160];
+  ct_device_str(gpu, gname, sizeof gname);
+  snprintf(title, sizeof title, "matmul-sweep: float32 n x n, median ms (GFLOP/s), CPU vs %s", have_gpu ? gname : "no GPU");
+  const char *heads[] = {"n", "CPU ms", "CPU GFLOP/s", "GPU compute ms", "GPU compute GFLOP/s", "GPU+copies ms",
+                         "GPU+copies GFLOP/s", "faster"};
+  ct_bench_table *t = ct_bench_table_new(title, 8, heads);
+  ct_generator gen = ct_generator_new(3);
+  int status = 0, win_compute = 0, win_copies = 0;
+  for (int n = 16; n <= max_n && !status; n *= 2) {
+    int64_t s2[2] = {n, n};
+    double flops = 2.0 * n * (double)n * n, cpu_ms = -1, gpu_ms = -1, cp_ms = -1;
+    ct_scope_begin();
+    mm_ctx m = {.dev = gpu};
+    m.ha = ct_randn(2, s2, 0, 1, CT_F32, CT_DEVICE_CPU, &gen);
+    m.hb = ct_randn(2, s2, 0, 1, CT_F32, CT_DEVICE_CPU, &gen);
+    if (!m.ha || !m.hb) status = 1;
+    if (!status && n <= cpu_max_n) {
+      mm_ctx c = {.a = m.ha, .b = m.hb, .dev = CT_DEVICE_CPU};
+      status = time_one(run_compute, &c, CT_DEVICE_CPU, quick, &cpu_ms);
+    }
+    if (!status && have_gpu) {
+      m.a = ct_to(m.ha, gpu, 0), m.b = ct_to(m.hb, gpu, 0);
+      status = !m.a || !m.b || time_one(run_compute, &m, gpu, quick, &gpu_ms) ||
+               time_one(run_with_copies, &m, gpu, quick, &cp_ms);
+    }
+    ct_scope_end();
+    if (status) {
+      fprintf(stderr, "cuttle bench matmul-sweep: n = %d failed: %s\n", n, ct_last_error());
+      break;
+    }
+    char c1[32], c2[32], g1[32], g2[32], p1[32], p2[32], fast[64];
+    if (cpu_ms >= 0) snprintf(c1, sizeof c1, "%.4f", cpu_ms), snprintf(c2, sizeof c2, "%.1f", flops / cpu_ms * 1e-6);
+    else snprintf(c1, sizeof c1, "skipped"), snprintf(c2, sizeof c2, "(> --cpu-max-n)");
+    if (have_gpu) {
+      snprintf(g1, sizeof g1, "%.4f", gpu_ms), snprintf(g2, sizeof g2, "%.1f", flops / gpu_ms * 1e-6);
+      snprintf(p1, sizeof p1, "%.4f", cp_ms), snprintf(p2, sizeof p2, "%.1f", flops / cp_ms * 1e-6);
+    } else {
+      for (char *b[] = {g1, g2, p1, p2}, **q = b; q < b + 4; q++) snprintf(*q, 32, "n/a (no GPU)");
+    }
+    if (!have_gpu) snprintf(fast, sizeof fast, "CPU (only)");
+    else if (cpu_ms < 0) snprintf(fast, sizeof fast, "GPU (CPU not timed)");
+    else {
+      int wc = gpu_ms < cpu_ms, wp = cp_ms < cpu_ms;
+      if (wc && !win_compute) win_compute = n;
+      if (wp && !win_copies) win_copies = n;
+      snprintf(fast, sizeof fast, "%s", wp ? "GPU, even with copies" : wc ? "GPU compute only" : "CPU");
+    }
+    ct_bench_table_rowf(t, "%d|%s|%s|%s|%s|%s|%s|%s", n, c1, c2, g1, g2, p1, p2, fast);
+  }
+  ct_bench_table_print(t, stdout);
+  if (have_gpu && !status) {
+    if (win_compute) printf("the GPU is faster from n = %d (compute only)", win_compute);
+    else printf("the GPU is never faster (compute only) up to n = %d", max_n < cpu_max_n ? max_n : cpu_max_n);
+    if (win_copies) printf(", from n = %d with the copies\n", win_copies);
+    else printf(", never with the copies\n");
+  } else if (!status) {
+    printf("no GPU: the GPU columns are n/a\n");
+  }
+  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  ct_bench_table_free(t);
+  return status;
+}

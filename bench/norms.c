@@ -1,0 +1,133 @@
+/* bench/norms.c: `cuttle bench norms`: the cost of reading results on the host one at a time. 1000
+ * matmuls of 100 x 100 matrices, logging the Frobenius norm (ct_norm) of each result:
+ *  (a) ct_item on every norm: 1000 device-to-host copies, 1000 synchronizations;
+ *  (b) the norms kept on the device, joined with ct_stack and copied to the host once;
+ *  (c) the norms written into a preallocated device tensor (ct_copy_), copied to the host once.
+ * The copy ledger (ct_ledger_get) of one run of each path is printed beside its time; on the CPU
+ * every path runs too and the ledger shows no copies. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench.h"
+
+typedef struct {
+  ct_tensor *a;  /* (100, 100) */
+  ct_tensor *bs; /* (count, 100, 100): a different right-hand side per matmul */
+  int count, path;
+  double *out;   /* count norms, on the host */
+} norms_ctx;
+
+static const char *path_names[] = {"(a) ct_item each norm", "(b) keep on device, ct_stack, copy once",
+                                   "(c) preallocated device tensor, copy once"};
+
+/* C_i = A B_i, norm_i = ||C_i||_F; every path leaves the count norms in o->out. */
+static int run_path(void *p) {
+  norms_ctx *o = p;
+  ct_device dev = ct_tensor_device(o->a);
+  int64_t n = ct_tensor_size(o->a, 0), mat[2] = {n, n}, cnt[1] = {o->count};
+  int ok = 1;
+  ct_scope_begin();
+  ct_tensor **kept = o->path == 1 ? calloc((size_t)o->count, sizeof *kept) : NULL;
+  ct_tensor *log = o->path == 2 ? ct_empty(1, cnt, CT_F32, dev) : NULL;
+  if ((o->path == 1 && !kept) || (o->path == 2 && !log)) ok = 0;
+  for (int i = 0; i < o->count && ok; i++) {
+    ct_scope_begin();
+    ct_tensor *c = ct_matmul(o->a, ct_view(ct_narrow(o->bs, 0, i, 1), 2, mat));
+    ct_tensor *nrm = ct_norm(c);
+    if (!nrm) ok = 0;
+    else if (o->path == 0) ok = !isnan(o->out[i] = ct_item(nrm));
+    else if (o->path == 1) kept[i] = ct_scope_keep(nrm); /* moves to the outer scope */
+    else ok = ct_copy_(ct_narrow(log, 0, i, 1), nrm) == CT_OK;
+    ct_scope_end();
+  }
+  if (ok && o->path == 1) {
+    ct_tensor *all = ct_stack(o->count, kept, 0);
+    ok = all && ct_to_host(all, o->out, sizeof(double) * (size_t)o->count, CT_F64) == CT_OK;
+  } else if (ok && o->path == 2) {
+    ok = ct_to_host(log, o->out, sizeof(double) * (size_t)o->count, CT_F64) == CT_OK;
+  }
+  free(kept);
+  ct_scope_end();
+  return !ok;
+}
+
+static int usage(FILE *f) {
+  fprintf(f, "usage: cuttle bench norms [--device cpu|cuda:N|auto] [--count N] [--size N] [--quick] [--csv FILE]\n"
+             "defaults: --device auto --count 1000 --size 100 (--quick: --count 100)\n");
+  return f == stdout ? 0 : 2;
+}
+
+int ct_bench_norms(int argc, char **argv) {
+  const char *device = "auto", *csv = NULL;
+  int quick = 0, count = 0, size = 100;
+  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'},  {"quick", 0, 0, 'q'},
+                                           {"count", 1, 0, 'n'},  {"size", 1, 0, 's'}, {"help", 0, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  int opt;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (opt) {
+      case 'd': device = optarg; break;
+      case 'c': csv = optarg; break;
+      case 'q': quick = 1; break;
+      case 'n': count = atoi(optarg); break;
+      case 's': size = atoi(optarg); break;
+      case 'h': return usage(stdout);
+      default: return usage(stderr);
+    }
+  }
+  if (count <= 0) count = quick ? 100 : 1000;
+  if (size < 1) {
+    fprintf(stderr, "cuttle bench norms: --size must be >= 1\n");
+    return 2;
+  }
+  ct_device dev;
+  if (ct_bench_device(device, &dev)) return 2;
+  char devname[32], title[160];
+  ct_device_str(dev, devname, sizeof devname);
+  snprintf(title, sizeof title, "norms: %d matmuls of %d x %d on %s, logging each Frobenius norm (ledger of one run)",
+           count, size, size, devname);
+  const char *heads[] = {"path", "median ms", "us per norm", "d2h copies", "d2h bytes", "syncs", "max |diff| vs (a)"};
+  ct_bench_table *t = ct_bench_table_new(title, 7, heads);
+  ct_generator gen = ct_generator_new(4);
+  int64_t mat[2] = {size, size}, batch[3] = {count, size, size};
+  norms_ctx o = {.count = count};
+  o.a = ct_randn(2, mat, 0, 1, CT_F32, dev, &gen);
+  o.bs = ct_randn(3, batch, 0, 1, CT_F32, dev, &gen);
+  double *ref = malloc(sizeof(double) * (size_t)count);
+  o.out = malloc(sizeof(double) * (size_t)count);
+  int status = !o.a || !o.bs || !ref || !o.out;
+  for (int path = 0; path < 3 && !status; path++) {
+    o.path = path;
+    ct_bench_opts bo = {.warmup = 1, .min_repeats = 3, .max_repeats = quick ? 5 : 11, .target_s = quick ? 0.1 : 1.0};
+    ct_bench_result r;
+    if (ct_bench_time(run_path, &o, dev, &bo, &r)) {
+      status = 1;
+      break;
+    }
+    /* the ledger of one more run, alone */
+    ct_ledger_reset();
+    if (run_path(&o)) {
+      status = 1;
+      break;
+    }
+    ct_ledger l = ct_ledger_get();
+    double diff = 0;
+    if (path == 0) memcpy(ref, o.out, sizeof(double) * (size_t)count);
+    for (int i = 0; i < count; i++) diff = fmax(diff, fabs(o.out[i] - ref[i]));
+    ct_bench_table_rowf(t, "%s|%.3f|%.2f|%llu|%llu|%llu|%.3g", path_names[path], r.median * 1e3, r.median * 1e6 / count,
+                        (unsigned long long)l.d2h_copies, (unsigned long long)l.d2h_bytes, (unsigned long long)l.syncs,
+                        diff);
+  }
+  if (status) fprintf(stderr, "cuttle bench norms: %s\n", ct_last_error());
+  ct_bench_table_print(t, stdout);
+  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  ct_bench_table_free(t);
+  free(ref);
+  free(o.out);
+  ct_tensor_free(o.a);
+  ct_tensor_free(o.bs);
+  return status;
+}

@@ -1,0 +1,48 @@
+#!/bin/sh
+# The CPU benchmark run for docs/perf.md: builds cuttle (Release, no CUDA) into build-bench/ when
+# build-bench/cuttle is missing, then runs, with CSVs into bench/results/ (not in git):
+#   cuttle bench gemm, overhead, matmul-sweep (CPU), norms (CPU), train --pytorch for mlp and cnn.
+# EPOCHS (default 1) sets the training epochs, THREADS (default: online cores) the threads of both
+# cuttle and PyTorch, QUICK=1 passes --quick everywhere (a smoke test, not a measurement).
+# PyTorch comes from Debian's python3-torch, installed with apt-get when /usr/bin/python3 cannot
+# import torch. Run from anywhere; exits non-zero when a benchmark failed, after running the rest.
+set -u
+cd "$(dirname "$0")/.."
+epochs="${EPOCHS:-1}"
+threads="${THREADS:-$(nproc)}"
+quick=""; [ "${QUICK:-0}" = 1 ] && quick="--quick"
+out=bench/results
+cli=build-bench/cuttle
+mkdir -p "$out"
+status=0
+
+if [ ! -x "$cli" ]; then
+  cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=OFF && cmake --build build-bench -j "$(nproc)" --target cuttle_cli || exit 1
+fi
+if ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
+  echo "== installing python3-torch (PyTorch for the peer comparison)"
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3-torch || {
+    echo "cannot install python3-torch: train runs without --pytorch"; }
+fi
+pytorch=""; /usr/bin/python3 -c "import torch" >/dev/null 2>&1 && pytorch="--pytorch"
+
+run() { # run NAME ARGS...: cuttle bench ARGS, the table to the terminal and $out/NAME.txt
+  name="$1"; shift
+  echo "== cuttle bench $*"
+  "$cli" bench "$@" --csv "$out/$name.csv" >"$out/$name.txt"
+  rc=$?
+  cat "$out/$name.txt"
+  [ $rc -eq 0 ] || { echo "   FAILED (rc=$rc): cuttle bench $*"; status=1; }
+}
+
+{ uname -a; lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)'; } >"$out/machine.txt"
+run gemm_cpu gemm --device cpu $quick
+run overhead_cpu overhead --device cpu $quick
+run matmul_sweep_cpu matmul-sweep --device cpu $quick
+run norms_cpu norms --device cpu $quick
+for m in mlp cnn; do
+  run "train_${m}_cpu" train --model "$m" --device cpu --epochs "$epochs" --threads "$threads" --no-progress $pytorch $quick
+done
+echo "results in $out/ (machine: $out/machine.txt)"
+exit $status

@@ -1,0 +1,223 @@
+/* bench/train.c: `cuttle bench train`: the training recipes of `cuttle train` (mlp, cnn; Adam at
+ * lr 1e-3, constant; batch 128; shuffled Fashion-MNIST; seed 0) timed per epoch, images/s over the
+ * training loop and the test accuracy after it, through the very loop `cuttle train` runs
+ * (tools/cuttle/train_loop.c). With --pytorch the same recipe runs in PyTorch
+ * (bench/pytorch_recipe.py, one JSON line per epoch) with the same number of threads, and the table
+ * puts the two side by side with the ratio of their images/s. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cblas.h>
+#include "bench.h"
+#include "train_loop.h"
+
+#ifndef CUTTLE_SOURCE_DIR
+#define CUTTLE_SOURCE_DIR "."
+#endif
+
+typedef struct {
+  double ips, acc, secs, loss;
+  int ok;
+} epoch_result;
+
+typedef struct {
+  const char *device, *data_dir, *python, *script;
+  int epochs, threads, workers, pytorch, progress;
+  int64_t limit;
+} train_opts;
+
+/* One recipe in cuttle: fills res[0..epochs-1]; returns 0 or 1 (after printing why). */
+static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_dataset *train, ct_dataset *test,
+                      epoch_result *res) {
+  ct_generator gen = ct_generator_new(0);
+  ct_module *m = ct_model_new(model, dev, &gen);
+  ct_optim_opts oo = {.kind = CT_OPTIM_ADAM, .lr = 1e-3};
+  ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
+  ct_loader_opts lo = {.batch_size = 128, .shuffle = 1, .seed = 0, .num_workers = o->workers, .device = dev};
+  ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
+  int status = loader ? 0 : 1;
+  if (status) fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());
+  for (int e = 0; e < o->epochs && !status; e++) {
+    ct_cli_epoch_opts eo = {.progress = o->progress, .epoch = e + 1, .epochs = o->epochs,
+                            .per_epoch = ct_dataset_len(train)};
+    ct_cli_epoch_stats es;
+    if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
+      status = 1;
+      break;
+    }
+    if (o->progress) fputc('\n', stderr);
+    double acc = ct_cli_evaluate(m, test, dev, o->workers);
+    if (acc < 0) {
+      fprintf(stderr, "cuttle bench train: evaluation failed: %s\n", ct_last_error());
+      status = 1;
+      break;
+    }
+    res[e] = (epoch_result){.ips = es.seen / es.seconds, .acc = acc, .secs = es.seconds,
+                            .loss = es.seen ? es.loss_sum / es.seen : 0, .ok = 1};
+  }
+  ct_loader_free(loader);
+  ct_optimizer_free(opt);
+  ct_module_free(m);
+  return status;
+}
+
+/* The number after "key": in a JSON line, or NAN. */
+static double json_number(const char *line, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(line, pat);
+  return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* One recipe in PyTorch, through popen; fills res; returns 0 or 1 (after printing why). */
+static int run_pytorch(const char *model, ct_device dev, const train_opts *o, epoch_result *res) {
+  char devname[32], cmd[2048], limit[48] = "";
+  ct_device_str(dev, devname, sizeof devname);
+  if (o->limit) snprintf(limit, sizeof limit, " --limit %lld", (long long)o->limit);
+  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s",
+           o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
+           o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "");
+  fprintf(stderr, "running: %s\n", cmd);
+  fflush(stdout);
+  FILE *p = popen(cmd, "r");
+  if (!p) {
+    fprintf(stderr, "cuttle bench train: cannot run %s\n", o->python);
+    return 1;
+  }
+  char line[4096];
+  int got = 0;
+  while (fgets(line, sizeof line, p)) {
+    int epoch = (int)json_number(line, "epoch");
+    if (epoch < 1 || epoch > o->epochs) continue; /* not one of the recipe's JSON lines */
+    epoch_result *r = &res[epoch - 1];
+    *r = (epoch_result){.ips = json_number(line, "images_per_s"), .acc = json_number(line, "test_acc"),
+                        .secs = json_number(line, "seconds"), .loss = json_number(line, "train_loss"), .ok = 1};
+    got++;
+  }
+  int rc = pclose(p);
+  if (rc != 0 || got < o->epochs) {
+    fprintf(stderr, "cuttle bench train: the PyTorch recipe failed (exit status %d, %d of %d epochs reported); "
+                    "is torch importable by %s?\n", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got, o->epochs, o->python);
+    return 1;
+  }
+  return 0;
+}
+
+static int usage(FILE *f) {
+  fprintf(f, "usage: cuttle bench train [--model mlp|cnn|all] [--device cpu|cuda:N|auto] [--epochs N] [--threads N]\n"
+             "                          [--workers N] [--data-dir DIR] [--pytorch] [--python PATH] [--script FILE]\n"
+             "                          [--limit N] [--no-progress] [--quick] [--csv FILE]\n"
+             "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2\n"
+             "          --python /usr/bin/python3 --script %s/bench/pytorch_recipe.py\n"
+             "--limit N trains on the first N training images only (both sides); --quick: --limit 6000, 1 epoch\n",
+          CUTTLE_SOURCE_DIR);
+  return f == stdout ? 0 : 2;
+}
+
+int ct_bench_train(int argc, char **argv) {
+  train_opts o = {.device = "auto", .python = "/usr/bin/python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py",
+                  .epochs = 1, .workers = 2, .progress = 1};
+  const char *model_arg = "all", *csv = NULL;
+  int quick = 0;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  o.threads = online > 0 ? (int)online : 1;
+  static const struct option longopts[] = {
+      {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'}, {"epochs", 1, 0, 'e'},  {"threads", 1, 0, 't'},
+      {"workers", 1, 0, 'w'}, {"data-dir", 1, 0, 'D'}, {"pytorch", 0, 0, 'p'}, {"python", 1, 0, 'P'},
+      {"script", 1, 0, 'S'},  {"limit", 1, 0, 'l'},  {"no-progress", 0, 0, 'N'}, {"quick", 0, 0, 'q'},
+      {"csv", 1, 0, 'c'},     {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+  int opt;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (opt) {
+      case 'm': model_arg = optarg; break;
+      case 'd': o.device = optarg; break;
+      case 'e': o.epochs = atoi(optarg); break;
+      case 't': o.threads = atoi(optarg); break;
+      case 'w': o.workers = atoi(optarg); break;
+      case 'D': o.data_dir = optarg; break;
+      case 'p': o.pytorch = 1; break;
+      case 'P': o.python = optarg; break;
+      case 'S': o.script = optarg; break;
+      case 'l': o.limit = atoll(optarg); break;
+      case 'N': o.progress = 0; break;
+      case 'q': quick = 1; break;
+      case 'c': csv = optarg; break;
+      case 'h': return usage(stdout);
+      default: return usage(stderr);
+    }
+  }
+  if (quick && !o.limit) o.limit = 6000;
+  const char *models[2];
+  int nmodels = 0;
+  if (strcmp(model_arg, "all") == 0) models[0] = "mlp", models[1] = "cnn", nmodels = 2;
+  else if (strcmp(model_arg, "mlp") == 0 || strcmp(model_arg, "cnn") == 0) models[0] = model_arg, nmodels = 1;
+  if (!nmodels || o.epochs < 1 || o.epochs > 1000 || o.threads < 1 || o.workers < 0 || o.limit < 0) {
+    fprintf(stderr, "cuttle bench train: --model is mlp, cnn or all; --epochs in 1..1000, --threads >= 1, "
+                    "--workers >= 0, --limit >= 0\n");
+    return 2;
+  }
+  ct_device dev;
+  if (ct_bench_device(o.device, &dev)) return 2;
+  /* cuttle's OpenMP pool (which OpenBLAS's OpenMP build shares) gets the same threads as PyTorch */
+  omp_set_num_threads(o.threads);
+  openblas_set_num_threads(o.threads);
+
+  ct_dataset *full = ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TRAIN);
+  ct_dataset *test = full ? ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TEST) : NULL;
+  ct_dataset *train = full;
+  if (test && o.limit && o.limit < ct_dataset_len(full))
+    train = ct_dataset_from_u8(ct_dataset_pixels(full), ct_dataset_labels(full), o.limit, 1, 28, 28, 10,
+                               CT_FASHION_MNIST_MEAN, CT_FASHION_MNIST_STD);
+  if (!train || !test) {
+    fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());
+    ct_dataset_free(test);
+    if (train != full) ct_dataset_free(train);
+    ct_dataset_free(full);
+    return 1;
+  }
+  char devname[32], title[256];
+  ct_device_str(dev, devname, sizeof devname);
+  snprintf(title, sizeof title, "train: Adam lr 1e-3, batch 128, %lld training images/epoch, on %s, %d threads, %d loader workers",
+           (long long)ct_dataset_len(train), devname, o.threads, o.workers);
+  const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "pytorch img/s",
+                         "pytorch test acc", "pytorch s", "cuttle/pytorch img/s"};
+  ct_bench_table *t = ct_bench_table_new(title, 9, heads);
+  epoch_result *cu = calloc((size_t)o.epochs, sizeof *cu), *py = calloc((size_t)o.epochs, sizeof *py);
+  int status = !t || !cu || !py;
+  for (int i = 0; i < nmodels && !status; i++) {
+    fprintf(stderr, "cuttle: %s on %s\n", models[i], devname);
+    memset(cu, 0, sizeof *cu * (size_t)o.epochs), memset(py, 0, sizeof *py * (size_t)o.epochs);
+    if (run_cuttle(models[i], dev, &o, train, test, cu)) {
+      status = 1;
+      break;
+    }
+    /* a failed PyTorch run still leaves cuttle's rows in the table, its cells saying so */
+    int py_failed = o.pytorch && run_pytorch(models[i], dev, &o, py);
+    if (py_failed) status = 1;
+    for (int e = 0; e < o.epochs; e++) {
+      char p1[32] = "-", p2[32] = "-", p3[32] = "-", ratio[32] = "-";
+      if (py_failed) {
+        snprintf(p1, sizeof p1, "failed"), snprintf(p2, sizeof p2, "failed"), snprintf(p3, sizeof p3, "failed");
+      } else if (o.pytorch) {
+        snprintf(p1, sizeof p1, "%.0f", py[e].ips), snprintf(p2, sizeof p2, "%.2f%%", 100 * py[e].acc);
+        snprintf(p3, sizeof p3, "%.2f", py[e].secs), snprintf(ratio, sizeof ratio, "%.2f", cu[e].ips / py[e].ips);
+      }
+      ct_bench_table_rowf(t, "%s|%d|%.0f|%.2f%%|%.2f|%s|%s|%s|%s", models[i], e + 1, cu[e].ips, 100 * cu[e].acc,
+                          cu[e].secs, p1, p2, p3, ratio);
+    }
+  }
+  ct_bench_table_print(t, stdout);
+  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  ct_bench_table_free(t);
+  free(cu), free(py);
+  if (train != full) ct_dataset_free(train);
+  ct_dataset_free(test);
+  ct_dataset_free(full);
+  return status;
+}
