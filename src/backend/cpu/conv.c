@@ -164,9 +164,15 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
       double s = 0;
       for (int64_t n = 0; n < g.N; n++) {
         const char *row = gyp + (n * g.O + oc) * L * es;
-        if (dt == CT_F32) { /* a float sum per row (vectorized), rows added in double */
-          float rs = 0;
-          for (int64_t l = 0; l < L; l++) rs += ((const float *)row)[l];
+        if (dt == CT_F32) { /* float partial sums per row in 8 lanes (vectorizable), rows added in double */
+          const float *r = (const float *)row;
+          float lane[8] = {0};
+          int64_t l = 0;
+          for (; l + 8 <= L; l += 8)
+            for (int k = 0; k < 8; k++) lane[k] += r[l + k];
+          double rs = 0;
+          for (int k = 0; k < 8; k++) rs += lane[k];
+          for (; l < L; l++) rs += r[l];
           s += rs;
         } else
           for (int64_t l = 0; l < L; l++) s += ((const double *)row)[l];
