@@ -54,12 +54,17 @@ static void progress(int epoch, int epochs, int64_t done, int64_t total, double 
   fflush(stderr);
 }
 
+/* The epoch's loss is summed on the device, so a step does not wait for its loss to reach the
+ * host: reading it back (ct_item) is a synchronization on a GPU, and happens only when the
+ * progress line is drawn and at the end of the epoch. */
+static double read_sum(ct_tensor *acc) { return acc ? ct_item(acc) : 0.0; }
+
 ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader, const ct_cli_epoch_opts *o,
                              ct_cli_epoch_stats *out) {
   double t0 = now(), loss_sum = 0, last_print = 0, last_publish = 0;
   int64_t seen = 0, steps = 0;
   ct_status status = CT_OK;
-  ct_tensor *x, *y;
+  ct_tensor *x, *y, *acc = NULL; /* acc: float64 0-dim sum of loss x batch size, on the device */
   while (!(o->interrupted && *o->interrupted) && ct_loader_next(loader, &x, &y) == 1) {
     ct_scope_begin();
     ct_tensor *logits = ct_module_forward(m, x);
@@ -67,16 +72,23 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     ct_status s = loss ? ct_backward(loss) : ct_last_status();
     if (s == CT_OK) s = ct_optimizer_step(opt);
     ct_optimizer_zero_grad(opt);
-    double lv = s == CT_OK ? ct_item(loss) : NAN;
     int64_t b = ct_tensor_size(y, 0);
+    if (s == CT_OK) {
+      ct_no_grad_begin();
+      ct_tensor *w = ct_mul_scalar(loss, (double)b);
+      ct_tensor *next = acc ? ct_add(acc, w) : ct_cast(w, CT_F64);
+      ct_no_grad_end();
+      if (!next) s = ct_last_status();
+      else ct_tensor_free(acc), acc = ct_scope_keep(next);
+    }
     ct_scope_end();
     ct_tensor_free(x), ct_tensor_free(y);
-    if (s != CT_OK || isnan(lv)) {
+    if (s != CT_OK) {
       fprintf(stderr, "\ncuttle: training step failed: %s\n", ct_last_error());
-      status = s != CT_OK ? s : ct_last_status() != CT_OK ? ct_last_status() : CT_EINVAL;
+      status = s;
       break;
     }
-    loss_sum += lv * (double)b, seen += b, steps++;
+    seen += b, steps++;
     double t = now();
     if (o->publish && t - last_publish > 2.0) { /* `cuttle smi --pid` shows these allocator figures */
       ct_monitor_publish();
@@ -84,10 +96,21 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       last_publish = t;
     }
     if (o->progress && (t - last_print > 0.25 || seen == o->per_epoch)) {
+      loss_sum = read_sum(acc);
       progress(o->epoch, o->epochs, seen, o->per_epoch, seen / (t - t0), loss_sum / seen, t - t0);
       last_print = t;
     }
   }
-  *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .seconds = now() - t0};
+  double secs = now() - t0; /* the final read below is not part of the training loop's time */
+  if (status == CT_OK) {
+    loss_sum = read_sum(acc);
+    if (isnan(loss_sum)) {
+      fprintf(stderr, "\ncuttle: the training loss is NaN: %s\n",
+              ct_last_status() != CT_OK ? ct_last_error() : "the model diverged (try a smaller --lr)");
+      status = ct_last_status() != CT_OK ? ct_last_status() : CT_EINVAL;
+    }
+  }
+  ct_tensor_free(acc);
+  *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .seconds = secs};
   return status;
 }
