@@ -77,28 +77,11 @@ static void check_against_cpu(const op_case *c, const dtype_tol *t, uint64_t see
   ct_tensor_free(out), ct_tensor_free(ref);
 }
 
-static void check_grad_gpu(const op_case *c, uint64_t seed) {
-  oc_arr host[5] = {{0}};
-  oc_grad_ctx g = {.c = c};
-  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, CT_F64, GPU, seed, host, g.all));
-  ct_tensor *leaves[5];
-  int n = 0;
-  for (int k = 0; k < c->n_in; k++)
-    if (c->grad & (1u << k)) {
-      ct_assert_ok(ct_requires_grad_(g.all[k], 1));
-      leaves[n++] = g.all[k];
-    }
-  ct_status s = ct_gradcheck(oc_grad_fn, &g, n, leaves, 1e-6, 1e-5, 1e-3);
-  if (s != CT_OK) fprintf(stderr, "gradcheck of %s on cuda:0: %s\n", c->name, ct_last_error());
-  ct_assert_ok(s);
-  oc_free_inputs(c, host, g.all);
-}
-
 static void test_case(void **state) {
   const op_case *c = *state;
   uint64_t seed = case_seed(c);
   for (size_t k = 0; k < sizeof TOLS / sizeof TOLS[0]; k++) check_against_cpu(c, &TOLS[k], seed + k);
-  if (c->grad) check_grad_gpu(c, seed + 100);
+  if (c->grad) oc_check_grad(c, GPU, seed + 100);
 }
 
 int main(void) {

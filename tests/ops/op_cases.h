@@ -490,4 +490,24 @@ static ct_tensor *oc_grad_fn(ct_tensor *const *inputs, void *ctx) {
   return g->c->run(all, g->c);
 }
 
+/* gradcheck in float64 of the inputs of case c marked in c->grad, on dev (the CPU suite and the
+ * CUDA suite share it). Needs testutil.h (cmocka) included before this header. */
+static void oc_check_grad(const op_case *c, ct_device dev, uint64_t seed) {
+  oc_arr host[5] = {{0}};
+  oc_grad_ctx g = {.c = c};
+  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, CT_F64, dev, seed, host, g.all));
+  ct_tensor *leaves[5];
+  int n = 0;
+  for (int k = 0; k < c->n_in; k++)
+    if (c->grad & (1u << k)) {
+      ct_assert_ok(ct_requires_grad_(g.all[k], 1));
+      leaves[n++] = g.all[k];
+    }
+  ct_status s = ct_gradcheck(oc_grad_fn, &g, n, leaves, 1e-6, 1e-5, 1e-3);
+  char name[32];
+  if (s != CT_OK) fprintf(stderr, "gradcheck of %s on %s: %s\n", c->name, ct_device_str(dev, name, sizeof name), ct_last_error());
+  ct_assert_ok(s);
+  oc_free_inputs(c, host, g.all);
+}
+
 #endif

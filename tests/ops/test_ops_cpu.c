@@ -40,30 +40,13 @@ static void check_values(const op_case *c, ct_dtype dt, uint64_t seed) {
   oc_free_inputs(c, host, in);
 }
 
-static void check_grad(const op_case *c, uint64_t seed) {
-  oc_arr host[5] = {{0}};
-  oc_grad_ctx g = {.c = c};
-  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, CT_F64, CT_DEVICE_CPU, seed, host, g.all));
-  ct_tensor *leaves[5];
-  int n = 0;
-  for (int k = 0; k < c->n_in; k++)
-    if (c->grad & (1u << k)) {
-      ct_assert_ok(ct_requires_grad_(g.all[k], 1));
-      leaves[n++] = g.all[k];
-    }
-  ct_status s = ct_gradcheck(oc_grad_fn, &g, n, leaves, 1e-6, 1e-5, 1e-3);
-  if (s != CT_OK) fprintf(stderr, "gradcheck of %s: %s\n", c->name, ct_last_error());
-  ct_assert_ok(s);
-  oc_free_inputs(c, host, g.all);
-}
-
 static void test_case(void **state) {
   const op_case *c = *state;
   uint64_t seed = 0x5eed;
   for (const char *p = c->name; *p; p++) seed = seed * 131 + (unsigned char)*p;
   check_values(c, CT_F32, seed);
   check_values(c, CT_F64, seed + 1);
-  if (c->grad) check_grad(c, seed + 2);
+  if (c->grad) oc_check_grad(c, CT_DEVICE_CPU, seed + 2);
 }
 
 /* The table itself: every public op of ops.h appears in some row (a guard against a forgotten op). */
