@@ -85,6 +85,9 @@ typedef struct ct_backend {
   /* gx and/or gw and/or gb may be NULL when not wanted */
   ct_status (*conv2d_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
                                const ct_conv2d_opts *o, ct_tensor *cols);
+  /* max pooling's argmax (y's shape) is the backend's own record for its backward; this picks its
+   * dtype for an input x and options o (NULL: int64 flat indices h W + w into x's plane) */
+  ct_dtype (*pool2d_argmax_dtype)(const ct_tensor *x, const ct_pool2d_opts *o);
   ct_status (*pool2d)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
   ct_status (*pool2d_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
   /* softmax or log_softmax over the last dim of a contiguous (R, C) x */

@@ -119,7 +119,8 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   ct_tensor *xc = ct_contiguous(x);
   int64_t ys[4] = {x->shape[0], x->shape[1], Ho, Wo};
   ct_tensor *y = xc ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
-  ct_tensor *am = y && kind == CT_POOL_MAX ? ct__alloc(4, ys, CT_I64, x->device) : NULL;
+  ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &o) : CT_I64;
+  ct_tensor *am = y && kind == CT_POOL_MAX ? ct__alloc(4, ys, adt, x->device) : NULL;
   ct_status s = y && (kind != CT_POOL_MAX || am) ? be->pool2d(kind, y, am, xc, &o) : ct_last_status();
   ct_tensor_free(xc);
   if (s != CT_OK) {

@@ -82,6 +82,7 @@ static void test_case(void **state) {
   uint64_t seed = case_seed(c);
   for (size_t k = 0; k < sizeof TOLS / sizeof TOLS[0]; k++) check_against_cpu(c, &TOLS[k], seed + k);
   if (c->grad) oc_check_grad(c, GPU, seed + 100);
+  if (c->grad) oc_check_grad_f32(c, GPU, seed + 101, 1e-3, 1e-3);
 }
 
 int main(void) {

@@ -372,6 +372,9 @@ static const op_case op_cases[] = {
     CONV("conv2d_depthwise_nobias", IN(OC_ANY, 1, 3, 5, 5), IN(OC_ANY, 3, 1, 3, 3), IN0(OC_ANY), 2, 1, 1, 0, 0, 1, 1, 3),
     CONV("conv2d_rect_stride21_nobias", IN(OC_ANY, 2, 2, 5, 6), IN(OC_ANY, 3, 2, 2, 3), IN0(OC_ANY), 2, 2, 1, 1, 0),
     POOL("max_pool2d_k2", IN(OC_ANY, 2, 3, 6, 6), 1, 2, 2),
+    /* MaxPool2d(2) in float32 runs four outputs at a time, plus a remainder, on the CPU */
+    POOL("max_pool2d_k2_wide", IN(OC_ANY, 1, 2, 4, 20), 1, 2, 2),
+    POOL("max_pool2d_k2_odd", IN(OC_ANY, 1, 2, 7, 11), 1, 2, 2),
     POOL("max_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 7), 1, 3, 3, 2, 2, 1, 1),
     POOL("avg_pool2d_k2", IN(OC_ANY, 2, 3, 6, 6), 0, 2, 2),
     POOL("avg_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 3, 2, 2, 1, 1),
@@ -508,6 +511,52 @@ static void oc_check_grad(const op_case *c, ct_device dev, uint64_t seed) {
   if (s != CT_OK) fprintf(stderr, "gradcheck of %s on %s: %s\n", c->name, ct_device_str(dev, name, sizeof name), ct_last_error());
   ct_assert_ok(s);
   oc_free_inputs(c, host, g.all);
+}
+
+/* The backward in float32 (the training dtype, with its own fast paths) against the backward in
+ * float64 of the same values: both get the upstream gradient r (fixed random weights of the
+ * output's shape, so that no symmetric cancellation hides an error) through loss = sum(out * r). */
+static ct_tensor **oc_backward_grads(const op_case *c, ct_tensor **in, ct_tensor *r) {
+  for (int k = 0; k < c->n_in; k++)
+    if (c->grad & (1u << k)) ct_assert_ok(ct_requires_grad_(in[k], 1));
+  ct_tensor *out = ct_assert_nonnull(c->run(in, c));
+  ct_tensor *rc = ct_assert_nonnull(ct_cast(r, ct_tensor_dtype(out)));
+  ct_tensor *prod = ct_assert_nonnull(ct_mul(out, rc)), *loss = ct_assert_nonnull(ct_sum(prod, 0, NULL, 0));
+  ct_assert_ok(ct_backward(loss));
+  ct_tensor_free(loss), ct_tensor_free(prod), ct_tensor_free(rc), ct_tensor_free(out);
+  return in;
+}
+
+static void oc_check_grad_f32(const op_case *c, ct_device dev, uint64_t seed, double atol, double rtol) {
+  oc_arr host[5] = {{0}};
+  ct_tensor *in32[5] = {0}, *in64[5] = {0};
+  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, CT_F32, dev, seed, host, in32));
+  for (int k = 0; k < c->n_in; k++)
+    in64[k] = ct_assert_nonnull(ct_tensor_dtype(in32[k]) == CT_F32 ? ct_cast(in32[k], CT_F64) : ct_tensor_retain(in32[k]));
+  /* the output's shape, from a run without grad */
+  ct_tensor *probe = ct_assert_nonnull(c->run(in64, c));
+  int64_t n = ct_tensor_numel(probe);
+  double *rv = malloc((size_t)(n ? n : 1) * sizeof *rv);
+  uint64_t s = seed ^ 0x9e3779b97f4a7c15ull;
+  for (int64_t i = 0; i < n; i++) rv[i] = 2.0 * oc_rng_unif(&s) - 1.0;
+  ct_tensor *rh = ct_assert_nonnull(ct_from_host(rv, ct_tensor_ndim(probe), ct_tensor_shape(probe), CT_F64, CT_DEVICE_CPU));
+  ct_tensor *r = ct_assert_nonnull(ct_to(rh, dev, 0));
+  oc_backward_grads(c, in32, r);
+  oc_backward_grads(c, in64, r);
+  for (int k = 0; k < c->n_in; k++)
+    if (c->grad & (1u << k)) {
+      ct_tensor *g32 = ct_grad(in32[k]), *g64 = ct_grad(in64[k]);
+      if (!g32 || !g64) fprintf(stderr, "case %s: input %d has no float32 or float64 gradient\n", c->name, k);
+      ct_assert_nonnull(g32), ct_assert_nonnull(g64);
+      assert_int_equal(ct_tensor_dtype(g32), CT_F32);
+      ct_tensor *g64h = ct_assert_nonnull(ct_to(g64, CT_DEVICE_CPU, 0)), *g32h = ct_assert_nonnull(ct_to(g32, CT_DEVICE_CPU, 0));
+      ct_assert_close(g32h, g64h, atol, rtol);
+      ct_tensor_free(g64h), ct_tensor_free(g32h);
+    }
+  free(rv);
+  ct_tensor_free(probe), ct_tensor_free(rh), ct_tensor_free(r);
+  for (int k = 0; k < c->n_in; k++) ct_tensor_free(in64[k]);
+  oc_free_inputs(c, host, in32);
 }
 
 #endif

@@ -1,5 +1,6 @@
 /* tests/ops/test_ops_cpu.c: every row of the op table (op_cases.h) on the CPU: values in float32
- * and float64 against the float64 reference, and gradients by finite differences in float64.
+ * and float64 against the float64 reference, gradients by finite differences in float64, and the
+ * float32 backward against the float64 backward.
  * Plus the random op (dropout in training) checked by its statistics. */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,9 @@
 /* f32 inputs are rounded before the reference sees them, so the only error is f32 arithmetic. */
 #define F32_ATOL 1e-5
 #define F32_RTOL 1e-4
+/* float32 gradients against float64 gradients of the same values (sums of up to a few hundred terms) */
+#define F32_GRAD_ATOL 1e-4
+#define F32_GRAD_RTOL 1e-4
 #define F64_ATOL 1e-12
 #define F64_RTOL 1e-10
 
@@ -47,6 +51,7 @@ static void test_case(void **state) {
   check_values(c, CT_F32, seed);
   check_values(c, CT_F64, seed + 1);
   if (c->grad) oc_check_grad(c, CT_DEVICE_CPU, seed + 2);
+  if (c->grad) oc_check_grad_f32(c, CT_DEVICE_CPU, seed + 3, F32_GRAD_ATOL, F32_GRAD_RTOL);
 }
 
 /* The table itself: every public op of ops.h appears in some row (a guard against a forgotten op). */
@@ -103,6 +108,38 @@ static void test_dropout_training(void **state) {
   ct_tensor_free(y), ct_tensor_free(y2), ct_tensor_free(y3), ct_tensor_free(s), ct_tensor_free(x);
 }
 
+/* MaxPool2d(2) has its own float32 kernel (four outputs at a time); ties and NaNs must pick the
+ * same element as the general float64 kernel (and torch): the first of a tie, the last NaN. */
+static void test_max_pool2x2_ties_and_nan(void **state) {
+  (void)state;
+  const double nan = NAN;
+  /* eight 2x2 windows (rows 0-1) in a (1, 1, 2, 16) input */
+  double v[32] = {1, 1, 0, 5, nan, 2, 3, 3, -1, -1, 7, 7, 2, 9, nan, 4,
+                  1, 1, 5, 0, 2, 1, 3, 3, -1, -1, 7, 7, 9, 2, 1, nan};
+  int64_t sh[4] = {1, 1, 2, 16};
+  ct_pool2d_opts o = {.kernel = {2, 2}};
+  double *y[2], *g[2];
+  ct_dtype dts[2] = {CT_F32, CT_F64};
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *h = ct_assert_nonnull(ct_from_host(v, 4, sh, CT_F64, CT_DEVICE_CPU));
+    ct_tensor *x = ct_assert_nonnull(ct_cast(h, dts[k]));
+    ct_assert_ok(ct_requires_grad_(x, 1));
+    ct_tensor *out = ct_assert_nonnull(ct_max_pool2d(x, &o));
+    ct_tensor *w = ct_assert_nonnull(ct_arange(1, 9, 1, dts[k], CT_DEVICE_CPU)); /* distinct upstream gradients */
+    ct_tensor *wv = ct_assert_nonnull(ct_reshape(w, 4, (int64_t[]){1, 1, 1, 8}));
+    ct_tensor *p = ct_assert_nonnull(ct_mul(out, wv)), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    y[k] = ct_test_values(out), g[k] = ct_test_values(ct_grad(x));
+    ct_tensor_free(s), ct_tensor_free(p), ct_tensor_free(wv), ct_tensor_free(w), ct_tensor_free(out), ct_tensor_free(x), ct_tensor_free(h);
+  }
+  for (int i = 0; i < 8; i++) assert_true(isnan(y[0][i]) ? isnan(y[1][i]) : y[0][i] == y[1][i]);
+  for (int i = 0; i < 32; i++) assert_true(g[0][i] == g[1][i]);
+  assert_true(g[1][0] == 1 && g[1][1] == 0 && g[1][16] == 0); /* a tie: the first */
+  assert_true(isnan(y[1][2]) && g[1][4] == 3 && g[1][21] == 0); /* one NaN wins */
+  assert_true(isnan(y[1][7]) && g[1][14] == 0 && g[1][31] == 8); /* the last NaN */
+  for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
+}
+
 /* Integer and bool inputs: promotion and values through the same ops. */
 static void test_integer_inputs(void **state) {
   (void)state;
@@ -127,13 +164,14 @@ static void test_integer_inputs(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest *tests = calloc((size_t)OC_NCASES + 3, sizeof *tests);
+  const struct CMUnitTest more[] = {cmocka_unit_test(test_table_covers_ops), cmocka_unit_test(test_dropout_training),
+                                    cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_integer_inputs)};
+  size_t nmore = sizeof more / sizeof more[0];
+  struct CMUnitTest *tests = calloc((size_t)OC_NCASES + nmore, sizeof *tests);
   for (int i = 0; i < OC_NCASES; i++)
     tests[i] = (struct CMUnitTest){.name = op_cases[i].name, .test_func = test_case, .initial_state = (void *)&op_cases[i]};
-  tests[OC_NCASES] = (struct CMUnitTest)cmocka_unit_test(test_table_covers_ops);
-  tests[OC_NCASES + 1] = (struct CMUnitTest)cmocka_unit_test(test_dropout_training);
-  tests[OC_NCASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_integer_inputs);
-  int r = _cmocka_run_group_tests("ops_cpu", tests, (size_t)OC_NCASES + 3, NULL, NULL);
+  memcpy(tests + OC_NCASES, more, sizeof more);
+  int r = _cmocka_run_group_tests("ops_cpu", tests, (size_t)OC_NCASES + nmore, NULL, NULL);
   free(tests);
   return r;
 }

@@ -1,10 +1,112 @@
 /* src/backend/cpu/pool.c: 2-D max and average pooling and their backward.
- * x: (N, C, H, W) contiguous -> y: (N, C, Ho, Wo). Max pooling records, per output, the flat
- * index h W + w of the chosen input (int64 argmax, y's shape) for the backward; average pooling
- * divides by kH kW (count_include_pad=True, PyTorch's default). */
+ * x: (N, C, H, W) contiguous -> y: (N, C, Ho, Wo). Max pooling records, per output, which input it
+ * chose, for the backward (argmax, y's shape): for MaxPool2d(2) on float32, the most common pooling
+ * of all, the position inside the 2x2 window (u8: 0 1 / 2 3), a byte instead of eight; otherwise
+ * the flat index h W + w (int64). Average pooling divides by kH kW (count_include_pad=True,
+ * PyTorch's default). Ties keep the first element in row-major window order; a NaN wins over
+ * numbers and a later NaN over an earlier one, as in torch's CPU kernel. */
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+ct_dtype ct__cpu_pool2d_argmax_dtype(const ct_tensor *x, const ct_pool2d_opts *o) {
+  int window2 = o->kernel[0] == 2 && o->kernel[1] == 2 && o->stride[0] == 2 && o->stride[1] == 2;
+  return x->dtype == CT_F32 && window2 && o->padding[0] == 0 && o->padding[1] == 0 ? CT_U8 : CT_I64;
+}
+
+#ifdef __SSE2__
+/* lanes of m set: a, else b */
+static inline __m128 select_ps(__m128 m, __m128 a, __m128 b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
+#endif
+
+/* MaxPool2d(2) in float32: each output row reads two input rows; four outputs at a time in SSE2
+ * (the even and odd columns split by shuffles), because which element wins is data-dependent and
+ * a branch per element mispredicts (docs/perf.md). */
+static ct_status maxpool2x2_f32(ct_tensor *y, ct_tensor *argmax, ct_tensor *x) {
+  int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], Ho = y->shape[2], Wo = y->shape[3];
+#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
+  for (int64_t p = 0; p < NC; p++) {
+    const float *xp = (const float *)ct__ptr(x) + p * H * W;
+    float *yp = (float *)ct__ptr(y) + p * Ho * Wo;
+    uint8_t *ap = (uint8_t *)ct__ptr(argmax) + p * Ho * Wo;
+    for (int64_t ho = 0; ho < Ho; ho++) {
+      const float *r0 = xp + 2 * ho * W, *r1 = r0 + W;
+      float *yr = yp + ho * Wo;
+      uint8_t *ar = ap + ho * Wo;
+      int64_t wo = 0;
+#ifdef __SSE2__
+      for (; wo + 4 <= Wo; wo += 4) {
+        __m128 a0 = _mm_loadu_ps(r0 + 2 * wo), a1 = _mm_loadu_ps(r0 + 2 * wo + 4);
+        __m128 b0 = _mm_loadu_ps(r1 + 2 * wo), b1 = _mm_loadu_ps(r1 + 2 * wo + 4);
+        __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
+                       _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
+        __m128 best = v[0], idx = _mm_setzero_ps();
+        for (int k = 1; k < 4; k++) {
+          __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
+          best = select_ps(m, v[k], best);
+          idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
+        }
+        _mm_storeu_ps(yr + wo, best);
+        __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
+        int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
+        memcpy(ar + wo, &bytes, 4);
+      }
+#endif
+      for (; wo < Wo; wo++) {
+        float v[4] = {r0[2 * wo], r0[2 * wo + 1], r1[2 * wo], r1[2 * wo + 1]}, best = v[0];
+        uint8_t bi = 0;
+        for (uint8_t k = 1; k < 4; k++)
+          if (v[k] > best || v[k] != v[k]) best = v[k], bi = k;
+        yr[wo] = best;
+        ar[wo] = bi;
+      }
+    }
+  }
+  return CT_OK;
+}
+
+/* Its backward: the 2x2 windows do not overlap, so every covered gx element is written once (the
+ * gradient or 0) and only an odd last row or column needs the zeroing. */
+static ct_status maxpool2x2_f32_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax) {
+  int64_t NC = gx->shape[0] * gx->shape[1], H = gx->shape[2], W = gx->shape[3], Ho = gy->shape[2], Wo = gy->shape[3];
+  if ((H | W) & 1) memset(ct__ptr(gx), 0, (size_t)ct_tensor_numel(gx) * sizeof(float));
+#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
+  for (int64_t p = 0; p < NC; p++) {
+    float *gxp = (float *)ct__ptr(gx) + p * H * W;
+    const float *gyp = (const float *)ct__ptr(gy) + p * Ho * Wo;
+    const uint8_t *ap = (const uint8_t *)ct__ptr(argmax) + p * Ho * Wo;
+    for (int64_t ho = 0; ho < Ho; ho++) {
+      float *r0 = gxp + 2 * ho * W, *r1 = r0 + W;
+      const float *gr = gyp + ho * Wo;
+      const uint8_t *ar = ap + ho * Wo;
+      int64_t wo = 0;
+#ifdef __SSE2__
+      for (; wo + 4 <= Wo; wo += 4) {
+        int32_t bytes;
+        memcpy(&bytes, ar + wo, 4);
+        __m128i zero = _mm_setzero_si128();
+        __m128i a = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
+        __m128 g = _mm_loadu_ps(gr + wo), v[4];
+        for (int k = 0; k < 4; k++) v[k] = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a, _mm_set1_epi32(k))), g);
+        _mm_storeu_ps(r0 + 2 * wo, _mm_unpacklo_ps(v[0], v[1]));
+        _mm_storeu_ps(r0 + 2 * wo + 4, _mm_unpackhi_ps(v[0], v[1]));
+        _mm_storeu_ps(r1 + 2 * wo, _mm_unpacklo_ps(v[2], v[3]));
+        _mm_storeu_ps(r1 + 2 * wo + 4, _mm_unpackhi_ps(v[2], v[3]));
+      }
+#endif
+      for (; wo < Wo; wo++) {
+        float g = gr[wo];
+        uint8_t a = ar[wo];
+        r0[2 * wo] = a == 0 ? g : 0.0f, r0[2 * wo + 1] = a == 1 ? g : 0.0f;
+        r1[2 * wo] = a == 2 ? g : 0.0f, r1[2 * wo + 1] = a == 3 ? g : 0.0f;
+      }
+    }
+  }
+  return CT_OK;
+}
 
 ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o) {
   int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], Ho = y->shape[2], Wo = y->shape[3];
@@ -12,30 +114,7 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
   int f32 = dt == CT_F32;
-  if (f32 && kind == CT_POOL_MAX && kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && argmax) {
-    /* MaxPool2d(2), the most common pooling: two input rows per output row, no bounds checks */
-#pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
-    for (int64_t p = 0; p < NC; p++) {
-      const float *xp = (const float *)ct__ptr(x) + p * H * W;
-      float *yp = (float *)ct__ptr(y) + p * Ho * Wo;
-      int64_t *ap = (int64_t *)ct__ptr(argmax) + p * Ho * Wo;
-      for (int64_t ho = 0; ho < Ho; ho++) {
-        const float *r0 = xp + 2 * ho * W, *r1 = r0 + W;
-        for (int64_t wo = 0; wo < Wo; wo++) {
-          /* branch-free selects: which element wins is data-dependent and mispredicts */
-          int64_t i0 = 2 * ho * W + 2 * wo, bi = i0;
-          float best = r0[2 * wo], v;
-          int t;
-          v = r0[2 * wo + 1], t = (v > best) | (v != v), best = t ? v : best, bi = t ? i0 + 1 : bi;
-          v = r1[2 * wo], t = (v > best) | (v != v), best = t ? v : best, bi = t ? i0 + W : bi;
-          v = r1[2 * wo + 1], t = (v > best) | (v != v), best = t ? v : best, bi = t ? i0 + W + 1 : bi;
-          yp[ho * Wo + wo] = best;
-          ap[ho * Wo + wo] = bi;
-        }
-      }
-    }
-    return CT_OK;
-  }
+  if (argmax && argmax->dtype == CT_U8) return maxpool2x2_f32(y, argmax, x);
   if (f32 && kind == CT_POOL_MAX) { /* the training hot path: float compares, no conversions */
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
     for (int64_t p = 0; p < NC; p++) {
@@ -98,6 +177,7 @@ ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
   ct_dtype dt = gx->dtype;
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
+  if (argmax && argmax->dtype == CT_U8) return maxpool2x2_f32_backward(gx, gy, argmax);
   memset(ct__ptr(gx), 0, (size_t)ct_tensor_numel(gx) * es);
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
   for (int64_t p = 0; p < NC; p++) {
