@@ -65,13 +65,20 @@ static geom geometry(ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, const c
       for (int64_t i = 0; i < g->kh; i++)                                                              \
         for (int64_t j = 0; j < g->kw; j++) {                                                          \
           const T *row = cols + ((c * g->kh + i) * g->kw + j) * ld;                                    \
+          /* the same valid range [lo, hi) of wo as im2col: no bounds check per element */            \
+          int64_t off = j * g->dw - g->pw, lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;            \
+          int64_t hi = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;                        \
+          if (hi > g->Wo) hi = g->Wo;                                                                  \
+          if (lo > hi) lo = hi;                                                                        \
           for (int64_t ho = 0; ho < g->Ho; ho++) {                                                     \
             int64_t h = ho * g->sh - g->ph + i * g->dh;                                                \
             if (h < 0 || h >= g->H) continue;                                                          \
-            for (int64_t wo = 0; wo < g->Wo; wo++) {                                                   \
-              int64_t ww = wo * g->sw - g->pw + j * g->dw;                                             \
-              if (ww >= 0 && ww < g->W) xp[h * g->W + ww] += row[ho * g->Wo + wo];                     \
-            }                                                                                          \
+            T *dst = xp + h * g->W + off;                                                              \
+            const T *src = row + ho * g->Wo;                                                           \
+            if (g->sw == 1)                                                                            \
+              for (int64_t wo = lo; wo < hi; wo++) dst[wo] += src[wo];                                 \
+            else                                                                                       \
+              for (int64_t wo = lo; wo < hi; wo++) dst[wo * g->sw] += src[wo];                         \
           }                                                                                            \
         }                                                                                              \
     }                                                                                                  \
@@ -134,15 +141,17 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
     char *cols = keep ? (char *)ct__ptr(keep) + n * L * es : bufs + omp_get_thread_num() * Kall * L * es;
     im2col(dt, &g, xp + n * g.C * g.H * g.W * es, cols, ld);
     char *yn = yp + n * g.O * L * es;
-    for (int64_t gi = 0; gi < g.G; gi++)
-      gemm(dt, 0, 0, Og, L, K, wp + gi * Og * K * es, K, cols + gi * K * ld * es, ld, 0.0, yn + gi * Og * L * es, L);
+    /* y starts as the bias and the GEMM adds to it (beta = 1): OpenBLAS would otherwise spend a
+     * pass zeroing C for beta = 0 and a second pass would add the bias */
     for (int64_t oc = 0; bp && oc < g.O; oc++) {
       double bias = ct__load(bp + oc * es, b->dtype);
       if (dt == CT_F32)
-        for (int64_t l = 0; l < L; l++) ((float *)yn)[oc * L + l] += (float)bias;
+        for (int64_t l = 0; l < L; l++) ((float *)yn)[oc * L + l] = (float)bias;
       else
-        for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] += bias;
+        for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] = bias;
     }
+    for (int64_t gi = 0; gi < g.G; gi++)
+      gemm(dt, 0, 0, Og, L, K, wp + gi * Og * K * es, K, cols + gi * K * ld * es, ld, bp ? 1.0 : 0.0, yn + gi * Og * L * es, L);
   }
   return CT_OK;
 }
