@@ -24,14 +24,40 @@ static void tvec_push(tvec *a, ct_tensor *t) {
   a->v[a->n++] = t;
 }
 
-/* Add g into *slot (taking g's reference), untracked from scopes. Later contributions are added
- * into the slot in place, so the slot must own its tensor alone: a gradient that is shared (add
- * hands one g to both inputs) or that views shared storage is copied first. */
-static ct_status accumulate(ct_tensor **slot, ct_tensor *g) {
+/* 1 when t's elements fill its storage span without gaps or overlaps, in some order of dims
+ * (PyTorch's non-overlapping-and-dense): a transposed gradient can then be summed into in place. */
+static int dense(const ct_tensor *t) {
+  int idx[CT_MAX_DIMS], n = 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] != 1) idx[n++] = d;
+  for (int i = 1; i < n; i++) /* sort the dims by stride, innermost first */
+    for (int j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
+      int k = idx[j];
+      idx[j] = idx[j - 1], idx[j - 1] = k;
+    }
+  int64_t expect = 1;
+  for (int i = 0; i < n; i++) {
+    if (t->stride[idx[i]] != expect) return 0;
+    expect *= t->shape[idx[i]];
+  }
+  return 1;
+}
+
+static int shared(const ct_tensor *t) {
+  return __atomic_load_n(&t->refs, __ATOMIC_ACQUIRE) > 1 || __atomic_load_n(&t->storage->refs, __ATOMIC_ACQUIRE) > 1;
+}
+
+/* Add g into *slot (taking g's reference), untracked from scopes.
+ * A leaf's .grad outlives the backward and is summed into in place by later backward calls and
+ * read flat by the optimizers, so it must be contiguous and its own: a shared gradient (add hands
+ * one g to both inputs) or a strided one is copied first.
+ * An intermediate slot takes the first gradient as it is, shared or transposed, without a copy;
+ * a second contribution is added in place when the slot owns a dense tensor, and out of place
+ * otherwise (PyTorch's InputBuffer does the same). */
+static ct_status accumulate(ct_tensor **slot, ct_tensor *g, int leaf) {
   ct__untrack(g);
   if (!*slot) {
-    if (__atomic_load_n(&g->refs, __ATOMIC_ACQUIRE) > 1 || __atomic_load_n(&g->storage->refs, __ATOMIC_ACQUIRE) > 1 ||
-        !ct_tensor_is_contiguous(g)) {
+    if (leaf && (shared(g) || !ct_tensor_is_contiguous(g))) {
       ct_tensor *c = ct__alloc(g->ndim, g->shape, g->dtype, g->device);
       ct_status s = c ? g->storage->backend->copy(c, g) : ct_last_status();
       ct__tensor_decref(g);
@@ -43,7 +69,15 @@ static ct_status accumulate(ct_tensor **slot, ct_tensor *g) {
     *slot = g;
     return CT_OK;
   }
-  ct_status s = ct__add_into(*slot, g);
+  ct_status s;
+  if (leaf || (!shared(*slot) && dense(*slot))) s = ct__add_into(*slot, g);
+  else {
+    ct_tensor *sum = ct__alloc((*slot)->ndim, (*slot)->shape, (*slot)->dtype, (*slot)->device);
+    s = sum ? ct__binary_into(CT_BINARY_ADD, sum, *slot, g) : ct_last_status();
+    if (sum) ct__untrack(sum);
+    if (s == CT_OK) ct__tensor_decref(*slot), *slot = sum;
+    else if (sum) ct__tensor_decref(sum);
+  }
   ct__tensor_decref(g);
   return s;
 }
@@ -92,7 +126,7 @@ ct_status ct_backward(ct_tensor *root) {
     t->bw_grad = NULL;
     ct_node *n = t->grad_fn;
     if (!n) {
-      if (g) st = accumulate(&t->grad, g);
+      if (g) st = accumulate(&t->grad, g, 1);
       continue;
     }
     ct_tensor *grads[CT_NODE_MAX_IN] = {0};
@@ -108,7 +142,7 @@ ct_status ct_backward(ct_tensor *root) {
         ct_tensor_free(grads[i]); /* before accumulate, so that fit is not needlessly seen as shared */
         grads[i] = NULL;
         if (!fit) st = ct_last_status();
-        else st = accumulate(&in->bw_grad, fit);
+        else st = accumulate(&in->bw_grad, fit, 0);
       }
       if (grads[i]) ct_tensor_free(grads[i]);
       if (--in->bw_pending == 0) tvec_push(&work, in);

@@ -7,16 +7,30 @@
 
 static ct_tensor *bmm(ct_tensor *a, ct_tensor *b);
 
+/* 1 when the last two dims of t are a transposed matrix (unit stride down the rows), as linear's
+ * w^T is. Its gradient is then computed transposed too, so that it comes out in t's own layout and
+ * reaches the parameter as a contiguous tensor (no copy when it is accumulated). */
+static int transposed_layout(const ct_tensor *t) { return t->stride[1] == 1 && t->stride[2] != 1 && t->shape[1] > 1; }
+
+/* x @ y, or (y^T @ x^T)^T when the result should have a transposed layout */
+static ct_tensor *bmm_as(ct_tensor *x, ct_tensor *y, int transposed) {
+  if (!transposed) return bmm(x, y);
+  ct_tensor *xt = ct_transpose(x, 1, 2), *yt = ct_transpose(y, 1, 2);
+  ct_tensor *p = xt && yt ? bmm(yt, xt) : NULL, *r = p ? ct_transpose(p, 1, 2) : NULL;
+  ct_tensor_free(xt), ct_tensor_free(yt), ct_tensor_free(p);
+  return r;
+}
+
 static ct_status bw_bmm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   if (n->in[0]) {
     ct_tensor *bt = ct_transpose(n->saved[1], 1, 2);
-    grads[0] = bmm(g, bt);
+    grads[0] = bmm_as(g, bt, transposed_layout(n->saved[0]));
     ct_tensor_free(bt);
     if (!grads[0]) return ct_last_status();
   }
   if (n->in[1]) {
     ct_tensor *at = ct_transpose(n->saved[0], 1, 2);
-    grads[1] = bmm(at, g);
+    grads[1] = bmm_as(at, g, transposed_layout(n->saved[1]));
     ct_tensor_free(at);
     if (!grads[1]) return ct_last_status();
   }
@@ -81,7 +95,9 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   int64_t B = ct__numel(nbd, bshape), ea[CT_MAX_DIMS], eb[CT_MAX_DIMS];
   memcpy(ea, bshape, sizeof(int64_t) * nbd), memcpy(eb, bshape, sizeof(int64_t) * nbd);
   ea[nbd] = M, ea[nbd + 1] = K, eb[nbd] = K, eb[nbd + 1] = N;
-  ct_tensor *ac = ct_cast(a2, cdt), *bc = ct_cast(b2, cdt);
+  /* a transposed operand (linear's w^T) goes to BLAS as it is: ct_cast would make it contiguous */
+  ct_tensor *ac = a2->dtype == cdt ? (ct_tensor_retain(a2), ct__scope_track(a2), a2) : ct_cast(a2, cdt);
+  ct_tensor *bc = b2->dtype == cdt ? (ct_tensor_retain(b2), ct__scope_track(b2), b2) : ct_cast(b2, cdt);
   ct_tensor *ae = ac ? ct_expand(ac, nbd + 2, ea) : NULL, *be_ = bc ? ct_expand(bc, nbd + 2, eb) : NULL;
   ct_tensor *a3 = ae ? ct_reshape(ae, 3, (int64_t[]){B, M, K}) : NULL;
   ct_tensor *b3 = be_ ? ct_reshape(be_, 3, (int64_t[]){B, K, N}) : NULL;

@@ -7,9 +7,7 @@
 /* ---- backward rules */
 static ct_status bw_reshape(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *in = n->in[0];
-  ct_tensor *gc = ct_contiguous(g);
-  grads[0] = gc ? ct_reshape(gc, in->ndim, in->shape) : NULL;
-  ct_tensor_free(gc);
+  grads[0] = ct_reshape(g, in->ndim, in->shape); /* a view when g's strides allow, else a copy */
   return grads[0] ? CT_OK : ct_last_status();
 }
 
