@@ -91,6 +91,11 @@ typedef struct {
  * (count_include_pad=True, PyTorch's default). */
 ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
+/* max_pool2d(relu(x)) as one op: the same values and gradients as the two ops in a row (ties go to
+ * the first element, a window with no positive element passes no gradient), but one pass over x
+ * instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a MaxPool2d
+ * through it. Shapes, dtypes and errors as ct_max_pool2d. */
+ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 
 /* ---- normalization and regularization */
 /* x: (N, C, *). weight, bias: (C) or NULL. running_mean, running_var: (C) or NULL.

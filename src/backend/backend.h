@@ -28,7 +28,9 @@ extern "C" {
 
 typedef enum { CT_REDUCE_SUM = 0, CT_REDUCE_MAX, CT_REDUCE_MIN } ct_reduce_op;
 typedef enum { CT_DIST_UNIFORM = 0, CT_DIST_NORMAL, CT_DIST_RANDINT } ct_dist;
-typedef enum { CT_POOL_MAX = 0, CT_POOL_AVG } ct_pool_kind;
+/* CT_POOL_MAX_RELU: max pooling of relu(x); its argmax marks a window with no positive element as
+ * passing no gradient */
+typedef enum { CT_POOL_MAX = 0, CT_POOL_AVG, CT_POOL_MAX_RELU } ct_pool_kind;
 
 /* Arguments of the fused optimizer kernels. */
 typedef struct {
@@ -88,6 +90,7 @@ typedef struct ct_backend {
   /* max pooling's argmax (y's shape) is the backend's own record for its backward; this picks its
    * dtype for an input x and options o (NULL: int64 flat indices h W + w into x's plane) */
   ct_dtype (*pool2d_argmax_dtype)(const ct_tensor *x, const ct_pool2d_opts *o);
+  int pool2d_fuses_relu; /* 1: pool2d and pool2d_backward take CT_POOL_MAX_RELU */
   ct_status (*pool2d)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
   ct_status (*pool2d_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
   /* softmax or log_softmax over the last dim of a contiguous (R, C) x */

@@ -131,7 +131,11 @@ ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
       ct_tensor *h = ct_tensor_retain(x);
       ct__scope_track(h);
       for (int i = 0; i < m->n_children && h; i++) {
-        ct_tensor *next = ct_module_forward(m->children[i], h);
+        ct_module *c = m->children[i], *after = i + 1 < m->n_children ? m->children[i + 1] : NULL;
+        ct_tensor *next;
+        if (c->kind == CT_M_RELU && after && after->kind == CT_M_MAXPOOL2D) /* one pass instead of three */
+          next = ct_relu_max_pool2d(h, &after->pool), i++;
+        else next = ct_module_forward(c, h);
         ct_tensor_free(h);
         h = next;
       }

@@ -120,8 +120,9 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   int64_t ys[4] = {x->shape[0], x->shape[1], Ho, Wo};
   ct_tensor *y = xc ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
   ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &o) : CT_I64;
-  ct_tensor *am = y && kind == CT_POOL_MAX ? ct__alloc(4, ys, adt, x->device) : NULL;
-  ct_status s = y && (kind != CT_POOL_MAX || am) ? be->pool2d(kind, y, am, xc, &o) : ct_last_status();
+  int max = kind != CT_POOL_AVG;
+  ct_tensor *am = y && max ? ct__alloc(4, ys, adt, x->device) : NULL;
+  ct_status s = y && (!max || am) ? be->pool2d(kind, y, am, xc, &o) : ct_last_status();
   ct_tensor_free(xc);
   if (s != CT_OK) {
     ct_tensor_free(y), ct_tensor_free(am);
@@ -142,3 +143,11 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
 
 ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("max_pool2d", CT_POOL_MAX, x, opts); }
 ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("avg_pool2d", CT_POOL_AVG, x, opts); }
+
+ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
+  if (!x) return NULL;
+  if (x->storage->backend->pool2d_fuses_relu) return pool("relu_max_pool2d", CT_POOL_MAX_RELU, x, opts);
+  ct_tensor *r = ct_relu(x), *y = r ? ct_max_pool2d(r, opts) : NULL; /* a backend without the fused kernel */
+  ct_tensor_free(r);
+  return y;
+}

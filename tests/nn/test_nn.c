@@ -37,6 +37,49 @@ static void expect_uniform_init(ct_tensor *t, double bound) {
   free(v);
 }
 
+/* Sequential runs ReLU then MaxPool2d as the fused op: the same output and input gradient as the
+ * two modules run one after the other, including windows with no positive element and NaNs. */
+static void test_sequential_fuses_relu_max_pool(void **state) {
+  (void)state;
+  int64_t sh[4] = {2, 3, 8, 10};
+  ct_generator g = ct_generator_new(11);
+  ct_tensor *x0 = ct_assert_nonnull(ct_randn(4, sh, 0.0, 1.0, CT_F32, CT_DEVICE_CPU, &g));
+  float *xv = malloc(2 * 3 * 8 * 10 * sizeof *xv);
+  ct_assert_ok(ct_to_host(x0, xv, 2 * 3 * 8 * 10 * sizeof *xv, CT_F32));
+  xv[0] = NAN, xv[13] = NAN, xv[14] = NAN; /* a NaN next to numbers, and a window of two NaNs */
+  ct_tensor *xs[2], *ys[2];
+  ct_pool2d_opts po = {.kernel = {2, 2}};
+  ct_module *seq = ct_assert_nonnull(ct_sequential_new(2, (ct_module *[]){ct_relu_new(), ct_max_pool2d_new(&po)}));
+  for (int k = 0; k < 2; k++) {
+    xs[k] = ct_assert_nonnull(ct_from_host(xv, 4, sh, CT_F32, CT_DEVICE_CPU));
+    ct_assert_ok(ct_requires_grad_(xs[k], 1));
+    if (k == 0) ys[k] = ct_assert_nonnull(ct_module_forward(seq, xs[k]));
+    else {
+      ct_tensor *r = ct_assert_nonnull(ct_relu(xs[k]));
+      ys[k] = ct_assert_nonnull(ct_max_pool2d(r, &po));
+      ct_tensor_free(r);
+    }
+    ct_tensor *w = ct_assert_nonnull(ct_arange(0, 2 * 3 * 4 * 5, 1, CT_F32, CT_DEVICE_CPU));
+    ct_tensor *wv = ct_assert_nonnull(ct_reshape(w, 4, ct_tensor_shape(ys[k])));
+    ct_tensor *p = ct_assert_nonnull(ct_mul(ys[k], wv)), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    ct_tensor_free(s), ct_tensor_free(p), ct_tensor_free(wv), ct_tensor_free(w);
+  }
+  double *y0 = ct_test_values(ys[0]), *y1 = ct_test_values(ys[1]);
+  double *g0 = ct_test_values(ct_grad(xs[0])), *g1 = ct_test_values(ct_grad(xs[1]));
+  int64_t zero_windows = 0;
+  for (int i = 0; i < 2 * 3 * 4 * 5; i++) {
+    assert_true(y0[i] == y1[i]);
+    zero_windows += y0[i] == 0;
+  }
+  assert_true(zero_windows > 0); /* the no-gradient path ran */
+  for (int i = 0; i < 2 * 3 * 8 * 10; i++) assert_true(g0[i] == g1[i]);
+  free(y0), free(y1), free(g0), free(g1), free(xv);
+  for (int k = 0; k < 2; k++) ct_tensor_free(xs[k]), ct_tensor_free(ys[k]);
+  ct_tensor_free(x0);
+  ct_module_free(seq);
+}
+
 static void test_cnn_state_dict(void **state) {
   (void)state;
   ct_generator g = ct_generator_new(1);
@@ -304,7 +347,7 @@ int main(void) {
       cmocka_unit_test(test_cnn_state_dict),         cmocka_unit_test(test_linear_conv_modules),
       cmocka_unit_test(test_batchnorm_and_train_eval), cmocka_unit_test(test_module_to_keeps_handles),
       cmocka_unit_test(test_optimizer_steps),        cmocka_unit_test(test_quadratic_descent),
-      cmocka_unit_test(test_schedules),
+      cmocka_unit_test(test_schedules),              cmocka_unit_test(test_sequential_fuses_relu_max_pool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

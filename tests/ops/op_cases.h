@@ -157,14 +157,24 @@ static void ref_conv(const oc_arr *in, oc_arr *out, const op_case *c) {
   oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, c->i[6] ? c->i[6] : 1, out);
 }
 
-/* pooling: i[0] 1 = max, i[1..2] kernel, i[3..4] stride (0 = kernel), i[5..6] padding */
+/* pooling: i[0] 0 = avg, 1 = max, 2 = max of relu (the fused op), i[1..2] kernel, i[3..4] stride
+ * (0 = kernel), i[5..6] padding */
 static ct_tensor *run_pool(ct_tensor *const *in, const op_case *c) {
   ct_pool2d_opts o = {.kernel = {c->i[1], c->i[2]}, .stride = {c->i[3], c->i[4]}, .padding = {c->i[5], c->i[6]}};
+  if (c->i[0] == 2) return ct_relu_max_pool2d(in[0], &o);
   return c->i[0] ? ct_max_pool2d(in[0], &o) : ct_avg_pool2d(in[0], &o);
 }
 static void ref_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
   int st[2] = {c->i[3] ? c->i[3] : c->i[1], c->i[4] ? c->i[4] : c->i[2]};
-  oc_ref_pool(&in[0], &c->i[1], st, &c->i[5], c->i[0], out);
+  if (c->i[0] != 2) {
+    oc_ref_pool(&in[0], &c->i[1], st, &c->i[5], c->i[0], out);
+    return;
+  }
+  oc_arr r = in[0];
+  r.v = malloc((size_t)r.numel * sizeof *r.v);
+  for (int64_t j = 0; j < r.numel; j++) r.v[j] = in[0].v[j] > 0 ? in[0].v[j] : 0;
+  oc_ref_pool(&r, &c->i[1], st, &c->i[5], 1, out);
+  free(r.v);
 }
 
 /* A copy of t outside autograd (for running statistics the op updates in place). */
@@ -375,6 +385,8 @@ static const op_case op_cases[] = {
     /* MaxPool2d(2) in float32 runs four outputs at a time, plus a remainder, on the CPU */
     POOL("max_pool2d_k2_wide", IN(OC_ANY, 1, 2, 4, 20), 1, 2, 2),
     POOL("max_pool2d_k2_odd", IN(OC_ANY, 1, 2, 7, 11), 1, 2, 2),
+    POOL("relu_max_pool2d_k2", IN(OC_ANY, 2, 3, 6, 18), 2, 2, 2),
+    POOL("relu_max_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 7), 2, 3, 3, 2, 2, 1, 1),
     POOL("max_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 7), 1, 3, 3, 2, 2, 1, 1),
     POOL("avg_pool2d_k2", IN(OC_ANY, 2, 3, 6, 6), 0, 2, 2),
     POOL("avg_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 3, 2, 2, 1, 1),

@@ -95,6 +95,7 @@ const ct_backend ct__cpu_backend = {
     .conv2d = ct__cpu_conv2d,
     .conv2d_backward = ct__cpu_conv2d_backward,
     .pool2d_argmax_dtype = ct__cpu_pool2d_argmax_dtype,
+    .pool2d_fuses_relu = 1,
     .pool2d = ct__cpu_pool2d,
     .pool2d_backward = ct__cpu_pool2d_backward,
     .softmax = ct__cpu_softmax,

@@ -4,7 +4,9 @@
  * of all, the position inside the 2x2 window (u8: 0 1 / 2 3), a byte instead of eight; otherwise
  * the flat index h W + w (int64). Average pooling divides by kH kW (count_include_pad=True,
  * PyTorch's default). Ties keep the first element in row-major window order; a NaN wins over
- * numbers and a later NaN over an earlier one, as in torch's CPU kernel. */
+ * numbers and a later NaN over an earlier one, as in torch's CPU kernel. CT_POOL_MAX_RELU pools
+ * relu(x) (NaN -> 0 as cuttle's relu) and marks a window whose maximum is 0 with no winner
+ * (position 4, or index -1), so that its backward passes nothing, as relu's would. */
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
@@ -25,7 +27,7 @@ static inline __m128 select_ps(__m128 m, __m128 a, __m128 b) { return _mm_or_ps(
 /* MaxPool2d(2) in float32: each output row reads two input rows; four outputs at a time in SSE2
  * (the even and odd columns split by shuffles), because which element wins is data-dependent and
  * a branch per element mispredicts (docs/perf.md). */
-static ct_status maxpool2x2_f32(ct_tensor *y, ct_tensor *argmax, ct_tensor *x) {
+static ct_status maxpool2x2_f32(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, int relu) {
   int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], Ho = y->shape[2], Wo = y->shape[3];
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
   for (int64_t p = 0; p < NC; p++) {
@@ -43,12 +45,16 @@ static ct_status maxpool2x2_f32(ct_tensor *y, ct_tensor *argmax, ct_tensor *x) {
         __m128 b0 = _mm_loadu_ps(r1 + 2 * wo), b1 = _mm_loadu_ps(r1 + 2 * wo + 4);
         __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
                        _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
+        if (relu) /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does */
+          for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
         __m128 best = v[0], idx = _mm_setzero_ps();
         for (int k = 1; k < 4; k++) {
           __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
           best = select_ps(m, v[k], best);
           idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
         }
+        if (relu) /* no positive element: position 4, no gradient */
+          idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
         _mm_storeu_ps(yr + wo, best);
         __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
         int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
@@ -56,10 +62,13 @@ static ct_status maxpool2x2_f32(ct_tensor *y, ct_tensor *argmax, ct_tensor *x) {
       }
 #endif
       for (; wo < Wo; wo++) {
-        float v[4] = {r0[2 * wo], r0[2 * wo + 1], r1[2 * wo], r1[2 * wo + 1]}, best = v[0];
+        float v[4] = {r0[2 * wo], r0[2 * wo + 1], r1[2 * wo], r1[2 * wo + 1]};
+        for (int k = 0; relu && k < 4; k++) v[k] = v[k] > 0 ? v[k] : 0.0f;
+        float best = v[0];
         uint8_t bi = 0;
         for (uint8_t k = 1; k < 4; k++)
           if (v[k] > best || v[k] != v[k]) best = v[k], bi = k;
+        if (relu && !(best > 0)) bi = 4;
         yr[wo] = best;
         ar[wo] = bi;
       }
@@ -114,8 +123,9 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
   int f32 = dt == CT_F32;
-  if (argmax && argmax->dtype == CT_U8) return maxpool2x2_f32(y, argmax, x);
-  if (f32 && kind == CT_POOL_MAX) { /* the training hot path: float compares, no conversions */
+  int relu = kind == CT_POOL_MAX_RELU;
+  if (argmax && argmax->dtype == CT_U8) return maxpool2x2_f32(y, argmax, x, relu);
+  if (f32 && kind != CT_POOL_AVG) { /* the training hot path: float compares, no conversions */
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
     for (int64_t p = 0; p < NC; p++) {
       const float *xp = (const float *)ct__ptr(x) + p * H * W;
@@ -130,12 +140,14 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
           if (w0 < 0) w0 = 0;
           if (w1 > W) w1 = W;
           int64_t bi = h0 * W + w0;
-          float best = xp[bi];
+          float best = relu ? (xp[bi] > 0 ? xp[bi] : 0.0f) : xp[bi];
           for (int64_t h = h0; h < h1; h++)
             for (int64_t w = w0; w < w1; w++) {
               float v = xp[h * W + w];
+              if (relu) v = v > 0 ? v : 0.0f;
               if (v > best || v != v) best = v, bi = h * W + w; /* NaN propagates, as in torch */
             }
+          if (relu && !(best > 0)) bi = -1;
           yp[ho * Wo + wo] = best;
           if (ap) ap[ho * Wo + wo] = bi;
         }
@@ -150,7 +162,7 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
     int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
     for (int64_t ho = 0; ho < Ho; ho++)
       for (int64_t wo = 0; wo < Wo; wo++) {
-        double best = kind == CT_POOL_MAX ? -INFINITY : 0.0;
+        double best = kind == CT_POOL_AVG ? 0.0 : -INFINITY;
         int64_t best_i = -1;
         for (int i = 0; i < kh; i++) {
           int64_t h = ho * sh - ph + i;
@@ -159,11 +171,13 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
             int64_t w = wo * sw - pw + j;
             if (w < 0 || w >= W) continue;
             double v = f32 ? ((const float *)xp)[h * W + w] : ct__load(xp + (h * W + w) * (int64_t)es, dt);
+            if (relu) v = v > 0 ? v : 0.0;
             if (kind == CT_POOL_AVG) best += v;
             else if (v > best || best_i < 0 || isnan(v)) best = v, best_i = h * W + w;
           }
         }
         if (kind == CT_POOL_AVG) best /= (double)(kh * kw);
+        if (relu && !(best > 0)) best_i = -1;
         if (f32) ((float *)yp)[ho * Wo + wo] = (float)best;
         else ct__store(yp + (ho * Wo + wo) * (int64_t)es, dt, best);
         if (ap) ap[ho * Wo + wo] = best_i;
@@ -184,14 +198,14 @@ ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
     char *gxp = (char *)ct__ptr(gx) + p * H * W * (int64_t)es;
     const char *gyp = (const char *)ct__ptr(gy) + p * Ho * Wo * (int64_t)es;
     const int64_t *ap = argmax ? (const int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
-    if (kind == CT_POOL_MAX && dt == CT_F32) {
+    if (kind != CT_POOL_AVG && dt == CT_F32) {
       for (int64_t q = 0; q < Ho * Wo; q++)
         if (ap[q] >= 0) ((float *)gxp)[ap[q]] += ((const float *)gyp)[q];
       continue;
     }
     for (int64_t q = 0; q < Ho * Wo; q++) {
       double g = ct__load(gyp + q * (int64_t)es, dt);
-      if (kind == CT_POOL_MAX) {
+      if (kind != CT_POOL_AVG) {
         if (ap[q] < 0) continue;
         char *d = gxp + ap[q] * (int64_t)es;
         ct__store(d, dt, ct__load(d, dt) + g);

@@ -30,6 +30,7 @@ extern "C" const ct_backend ct__cuda_backend = {
     .conv2d = ct__cuda_conv2d,
     .conv2d_backward = ct__cuda_conv2d_backward,
     .pool2d_argmax_dtype = NULL, /* int64 flat indices */
+    .pool2d_fuses_relu = 0,
     .pool2d = ct__cuda_pool2d,
     .pool2d_backward = ct__cuda_pool2d_backward,
     .softmax = ct__cuda_softmax,
