@@ -378,6 +378,9 @@ static const op_case op_cases[] = {
     CONV("conv2d_basic", IN(OC_ANY, 2, 3, 5, 5), IN(OC_ANY, 4, 3, 3, 3), IN(OC_ANY, 4), 3, 0),
     CONV("conv2d_stride2_pad1", IN(OC_ANY, 1, 2, 6, 5), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 2, 2, 1, 1),
     CONV("conv2d_dilation2_pad2", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 2, 2, 3, 3), IN(OC_ANY, 2), 3, 1, 1, 2, 2, 2, 2),
+    /* stride 1 with the output as wide as the input: the CPU's whole-row im2col */
+    CONV("conv2d_same_width_pad01", IN(OC_ANY, 2, 2, 5, 7), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 0, 1),
+    CONV("conv2d_k5_pad2", IN(OC_ANY, 1, 1, 6, 6), IN(OC_ANY, 2, 1, 5, 5), IN0(OC_ANY), 2, 1, 1, 2, 2),
     CONV("conv2d_groups2", IN(OC_ANY, 2, 4, 4, 4), IN(OC_ANY, 6, 2, 3, 3), IN(OC_ANY, 6), 3, 1, 1, 1, 1, 1, 1, 2),
     CONV("conv2d_depthwise_nobias", IN(OC_ANY, 1, 3, 5, 5), IN(OC_ANY, 3, 1, 3, 3), IN0(OC_ANY), 2, 1, 1, 0, 0, 1, 1, 3),
     CONV("conv2d_rect_stride21_nobias", IN(OC_ANY, 2, 2, 5, 6), IN(OC_ANY, 3, 2, 2, 3), IN0(OC_ANY), 2, 2, 1, 1, 0),
