@@ -150,11 +150,11 @@ static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, c
 
 /* Scratch kept per calling thread and grown only: allocating tens of MB per call cost a page
  * fault per 4 KiB in every step (docs/perf.md). Slots: per-thread cols, per-thread dcols, per-thread
- * weight-gradient accumulators. The memory stays reachable from thread-local storage. */
+ * weight-gradient accumulators, per-thread bias-gradient accumulators. The memory stays reachable from thread-local storage. */
 static _Thread_local struct {
   void *p;
   size_t n;
-} workspace[3];
+} workspace[4];
 
 static char *scratch(int slot, size_t n) {
   if (n <= workspace[slot].n) return workspace[slot].p;
@@ -197,6 +197,23 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
   return CT_OK;
 }
 
+/* The sum of a row of n elements: float32 in 8 float lanes (vectorizable), added up in double. */
+static double row_sum(ct_dtype dt, const char *row, int64_t n) {
+  double s = 0;
+  int64_t l = 0;
+  if (dt == CT_F32) {
+    const float *r = (const float *)row;
+    float lane[8] = {0};
+    for (; l + 8 <= n; l += 8)
+      for (int k = 0; k < 8; k++) lane[k] += r[l + k];
+    for (int k = 0; k < 8; k++) s += lane[k];
+    for (; l < n; l++) s += r[l];
+    return s;
+  }
+  for (; l < n; l++) s += ((const double *)row)[l];
+  return s;
+}
+
 ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
                                   const ct_conv2d_opts *o, ct_tensor *kept) {
   geom g = geometry(x, w, gy->shape[2], gy->shape[3], o);
@@ -208,32 +225,16 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
   char *dcols = gx ? scratch(1, (size_t)(nt * Kall * L * es)) : NULL;
   char *acc = gw ? scratch(2, (size_t)(nt * wsz * es)) : NULL;
   if ((gw && !kept && !cols) || (gx && !dcols) || (gw && !acc)) return CT_ENOMEM;
-  if (gb)
-#pragma omp parallel for schedule(static)
-    for (int64_t oc = 0; oc < g.O; oc++) {
-      double s = 0;
-      for (int64_t n = 0; n < g.N; n++) {
-        const char *row = gyp + (n * g.O + oc) * L * es;
-        if (dt == CT_F32) { /* float partial sums per row in 8 lanes (vectorizable), rows added in double */
-          const float *r = (const float *)row;
-          float lane[8] = {0};
-          int64_t l = 0;
-          for (; l + 8 <= L; l += 8)
-            for (int k = 0; k < 8; k++) lane[k] += r[l + k];
-          double rs = 0;
-          for (int k = 0; k < 8; k++) rs += lane[k];
-          for (; l < L; l++) rs += r[l];
-          s += rs;
-        } else
-          for (int64_t l = 0; l < L; l++) s += ((const double *)row)[l];
-      }
-      ct__store((char *)ct__ptr(gb) + oc * es, gb->dtype, s);
-    }
+  double *bacc = gb ? (double *)scratch(3, (size_t)(nt * g.O) * sizeof(double)) : NULL;
+  if (gb && !bacc) return CT_ENOMEM;
+  if (bacc) memset(bacc, 0, (size_t)(nt * g.O) * sizeof(double));
   if (acc) memset(acc, 0, (size_t)(nt * wsz * es));
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.N; n++) {
     int tid = omp_get_thread_num();
     const char *gyn = gyp + n * g.O * L * es;
+    if (gb) /* the bias gradient: dy_n's row sums, while dy_n is in this thread's cache */
+      for (int64_t oc = 0; oc < g.O; oc++) bacc[tid * g.O + oc] += row_sum(dt, gyn + oc * L * es, L);
     if (gw) { /* dW_g += dy_n,g (Og, L) @ cols_n,g^T (L, K), into this thread's accumulator */
       int64_t ld = kept ? NL : L;
       char *cn = kept ? (char *)ct__ptr(kept) + n * L * es : cols + tid * Kall * L * es;
@@ -249,6 +250,11 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
       memset(gxn, 0, (size_t)(g.C * g.H * g.W * es));
       col2im(dt, &g, dc, L, gxn);
     }
+  }
+  for (int64_t oc = 0; gb && oc < g.O; oc++) {
+    double sum = 0;
+    for (int64_t t = 0; t < nt; t++) sum += bacc[t * g.O + oc];
+    ct__store((char *)ct__ptr(gb) + oc * es, gb->dtype, sum);
   }
   if (gw) { /* sum the per-thread accumulators */
     char *gwp = ct__ptr(gw);
