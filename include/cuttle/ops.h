@@ -96,6 +96,13 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
  * instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a MaxPool2d
  * through it. Shapes, dtypes and errors as ct_max_pool2d. */
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
+/* max_pool2d(relu(conv2d(x, w, b))) as one op, with the same values and gradients as the three in a
+ * row. On the CPU, for a 2x2 window with stride 2 in float32, each image's conv output is pooled
+ * while it is in cache and never stored (nor is its gradient): the cnn's layers without a pass over
+ * their largest tensors. Other cases and backends run the ops one by one. Sequential runs a
+ * Conv2d, ReLU, MaxPool2d run through it. Shapes, dtypes and errors as conv2d then max_pool2d. */
+ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *conv_opts,
+                                     const ct_pool2d_opts *pool_opts);
 
 /* ---- normalization and regularization */
 /* x: (N, C, *). weight, bias: (C) or NULL. running_mean, running_var: (C) or NULL.

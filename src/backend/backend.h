@@ -91,6 +91,14 @@ typedef struct ct_backend {
    * dtype for an input x and options o (NULL: int64 flat indices h W + w into x's plane) */
   ct_dtype (*pool2d_argmax_dtype)(const ct_tensor *x, const ct_pool2d_opts *o);
   int pool2d_fuses_relu; /* 1: pool2d and pool2d_backward take CT_POOL_MAX_RELU */
+  /* conv2d, then max pooling of its relu with a 2x2 window and stride 2, in float32, without the
+   * conv output (N, O, Hc, Wc) in memory: y (N, O, Hc/2, Wc/2); argmax as pool2d_argmax_dtype's
+   * choice for that pooling and CT_POOL_MAX_RELU's marks; cols as conv2d's. The backward takes gy
+   * of y's shape. NULL: no such kernel (the front-end then runs conv2d and pool2d). */
+  ct_status (*conv2d_relu_pool2x2)(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
+                                   const ct_conv2d_opts *o, ct_tensor *cols);
+  ct_status (*conv2d_relu_pool2x2_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *argmax,
+                                            ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o, ct_tensor *cols);
   ct_status (*pool2d)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
   ct_status (*pool2d_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
   /* softmax or log_softmax over the last dim of a contiguous (R, C) x */

@@ -133,7 +133,11 @@ ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
       for (int i = 0; i < m->n_children && h; i++) {
         ct_module *c = m->children[i], *after = i + 1 < m->n_children ? m->children[i + 1] : NULL;
         ct_tensor *next;
-        if (c->kind == CT_M_RELU && after && after->kind == CT_M_MAXPOOL2D) /* one pass instead of three */
+        ct_module *then = i + 2 < m->n_children ? m->children[i + 2] : NULL;
+        /* fused runs (same values and gradients; see ops.h): fewer passes over memory */
+        if (c->kind == CT_M_CONV2D && after && after->kind == CT_M_RELU && then && then->kind == CT_M_MAXPOOL2D)
+          next = ct_conv2d_relu_max_pool2d(h, c->slot[0], c->n_slots > 1 ? c->slot[1] : NULL, &c->conv, &then->pool), i += 2;
+        else if (c->kind == CT_M_RELU && after && after->kind == CT_M_MAXPOOL2D)
           next = ct_relu_max_pool2d(h, &after->pool), i++;
         else next = ct_module_forward(c, h);
         ct_tensor_free(h);

@@ -33,42 +33,59 @@ static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   return s;
 }
 
-ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts) {
-  if (!x || !w) return NULL;
+/* Checks conv2d's arguments (op names the caller in errors): 1 with the options completed, the
+ * output size and the compute dtype, or 0 with the error set. */
+static int conv_check(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts, ct_conv2d_opts *out,
+                      int64_t *Ho_, int64_t *Wo_, ct_dtype *dt_) {
   char sx[160], sw[160], sb[160];
-  if (ct__same_device("conv2d", 3, (ct_tensor *[]){x, w, b}, (const char *[]){"input", "weight", "bias"}) != CT_OK) return NULL;
+  if (ct__same_device(op, 3, (ct_tensor *[]){x, w, b}, (const char *[]){"input", "weight", "bias"}) != CT_OK) return 0;
   ct_conv2d_opts o = conv_defaults(opts);
   if (x->ndim != 4 || w->ndim != 4)
-    CT_FAIL_NULL(CT_ESHAPE, "conv2d: expected input (N, C, H, W) and weight (O, C/groups, kH, kW), got %s and %s",
-                 ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw));
+    return ct__error(CT_ESHAPE, "%s: expected input (N, C, H, W) and weight (O, C/groups, kH, kW), got %s and %s", op,
+                     ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw)), 0;
   int64_t C = x->shape[1], O = w->shape[0];
   if (o.groups < 1 || C % o.groups || O % o.groups || w->shape[1] * o.groups != C)
-    CT_FAIL_NULL(CT_ESHAPE, "conv2d: input %s with groups=%d does not fit weight %s (weight dim 1 must be C/groups)",
-                 ct_shape_str(x, sx, sizeof sx), o.groups, ct_shape_str(w, sw, sizeof sw));
+    return ct__error(CT_ESHAPE, "%s: input %s with groups=%d does not fit weight %s (weight dim 1 must be C/groups)", op,
+                     ct_shape_str(x, sx, sizeof sx), o.groups, ct_shape_str(w, sw, sizeof sw)), 0;
   if (b && (b->ndim != 1 || b->shape[0] != O))
-    CT_FAIL_NULL(CT_ESHAPE, "conv2d: bias %s does not match %lld output channels", ct_shape_str(b, sb, sizeof sb), (long long)O);
+    return ct__error(CT_ESHAPE, "%s: bias %s does not match %lld output channels", op, ct_shape_str(b, sb, sizeof sb),
+                     (long long)O), 0;
   for (int i = 0; i < 2; i++)
     if (o.stride[i] < 1 || o.padding[i] < 0 || o.dilation[i] < 1)
-      CT_FAIL_NULL(CT_EINVAL, "conv2d: stride and dilation must be >= 1 and padding >= 0");
+      return ct__error(CT_EINVAL, "%s: stride and dilation must be >= 1 and padding >= 0", op), 0;
   int64_t Ho = (x->shape[2] + 2 * o.padding[0] - o.dilation[0] * (w->shape[2] - 1) - 1) / o.stride[0] + 1;
   int64_t Wo = (x->shape[3] + 2 * o.padding[1] - o.dilation[1] * (w->shape[3] - 1) - 1) / o.stride[1] + 1;
   if (Ho <= 0 || Wo <= 0)
-    CT_FAIL_NULL(CT_ESHAPE, "conv2d: input %s is smaller than the (dilated) kernel %s after padding",
-                 ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw));
+    return ct__error(CT_ESHAPE, "%s: input %s is smaller than the (dilated) kernel %s after padding", op,
+                     ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw)), 0;
   ct_dtype dt = ct_promote_types(x->dtype, w->dtype);
-  if (dt != CT_F32 && dt != CT_F64) CT_FAIL_NULL(CT_EDTYPE, "conv2d: supports float32 and float64, got %s", ct_dtype_name(dt));
+  if (dt != CT_F32 && dt != CT_F64) return ct__error(CT_EDTYPE, "%s: supports float32 and float64, got %s", op, ct_dtype_name(dt)), 0;
+  *out = o, *Ho_ = Ho, *Wo_ = Wo, *dt_ = dt;
+  return 1;
+}
+
+/* The im2col matrix to keep for the weight gradient, when one will be needed and the backend
+ * keeps it; NULL otherwise (also when out of memory: the backward then recomputes it). */
+static ct_tensor *cols_to_keep(const ct_backend *be, ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, ct_dtype dt) {
+  if (!be->conv2d_keeps_cols || !ct_grad_enabled() || !w->requires_grad) return NULL;
+  int64_t cs[2] = {x->shape[1] * w->shape[2] * w->shape[3], x->shape[0] * Ho * Wo};
+  ct_tensor *cols = ct__alloc(2, cs, dt, x->device);
+  if (!cols) ct_clear_error();
+  return cols;
+}
+
+ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts) {
+  if (!x || !w) return NULL;
+  ct_conv2d_opts o;
+  int64_t Ho, Wo, O = w->shape[0];
+  ct_dtype dt;
+  if (!conv_check("conv2d", x, w, b, opts, &o, &Ho, &Wo, &dt)) return NULL;
   const ct_backend *be = x->storage->backend;
   if (!be->conv2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "conv2d is not implemented on %s", be->name);
   ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
-  /* keep the im2col matrix for the weight gradient when one will be needed and the backend can */
-  ct_tensor *cols = NULL;
-  if (y && be->conv2d_keeps_cols && ct_grad_enabled() && w->requires_grad) {
-    int64_t cs[2] = {C * w->shape[2] * w->shape[3], x->shape[0] * Ho * Wo};
-    cols = ct__alloc(2, cs, dt, x->device); /* NULL (out of memory) just means recomputing later */
-    if (!cols) ct_clear_error();
-  }
+  ct_tensor *cols = y ? cols_to_keep(be, x, w, Ho, Wo, dt) : NULL;
   ct_status s = y ? be->conv2d(y, xc, wc, bc, &o, cols) : ct_last_status();
   if (s == CT_OK) {
     ct_node *n = ct__record(y, "conv2d", bw_conv, 3, (ct_tensor *[]){x, w, b});
@@ -149,5 +166,60 @@ ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
   if (x->storage->backend->pool2d_fuses_relu) return pool("relu_max_pool2d", CT_POOL_MAX_RELU, x, opts);
   ct_tensor *r = ct_relu(x), *y = r ? ct_max_pool2d(r, opts) : NULL; /* a backend without the fused kernel */
   ct_tensor_free(r);
+  return y;
+}
+
+/* ---- conv2d, relu and max_pool2d as one op */
+static ct_status bw_conv_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->saved[0], *w = n->saved[1];
+  conv_extra *e = n->extra;
+  ct_tensor *gc = ct_contiguous(g);
+  if (!gc) return ct_last_status();
+  if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
+  if (n->in[1]) grads[1] = ct__alloc(w->ndim, w->shape, w->dtype, w->device);
+  if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
+  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
+                    ? ct_last_status()
+                    : g->storage->backend->conv2d_relu_pool2x2_backward(grads[0], grads[1], grads[2], gc, n->saved[3], x, w,
+                                                                        &e->conv, n->saved[2]);
+  ct_tensor_free(gc);
+  return s;
+}
+
+ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *copts,
+                                     const ct_pool2d_opts *popts) {
+  if (!x || !w) return NULL;
+  ct_conv2d_opts o;
+  int64_t Ho, Wo, O = w->shape[0];
+  ct_dtype dt;
+  if (!conv_check("conv2d_relu_max_pool2d", x, w, b, copts, &o, &Ho, &Wo, &dt)) return NULL;
+  const ct_backend *be = x->storage->backend;
+  int pool2x2 = popts && popts->kernel[0] == 2 && popts->kernel[1] == 2 && (popts->stride[0] == 0 || popts->stride[0] == 2) &&
+                (popts->stride[1] == 0 || popts->stride[1] == 2) && popts->padding[0] == 0 && popts->padding[1] == 0;
+  if (!be->conv2d_relu_pool2x2 || !pool2x2 || dt != CT_F32 || Ho < 2 || Wo < 2) { /* the ops one by one */
+    ct_tensor *c = ct_conv2d(x, w, b, copts), *y = c ? ct_relu_max_pool2d(c, popts) : NULL;
+    ct_tensor_free(c);
+    return y;
+  }
+  ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
+  int64_t ys[4] = {x->shape[0], O, Ho / 2, Wo / 2};
+  ct_pool2d_opts po = {.kernel = {2, 2}, .stride = {2, 2}};
+  ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &po) : CT_I64;
+  ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
+  ct_tensor *am = y ? ct__alloc(4, ys, adt, x->device) : NULL;
+  ct_tensor *cols = am ? cols_to_keep(be, x, w, Ho, Wo, dt) : NULL;
+  ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o, cols) : ct_last_status();
+  if (s == CT_OK) {
+    ct_node *n = ct__record(y, "conv2d_relu_max_pool2d", bw_conv_pool, 3, (ct_tensor *[]){x, w, b});
+    if (n) {
+      conv_extra *e = calloc(1, sizeof *e);
+      CT_ASSERT(e);
+      e->conv = o;
+      n->extra = e;
+      n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc), n->saved[3] = ct__detached(am);
+      if (cols) n->saved[2] = ct__detached(cols);
+    }
+  } else ct_tensor_free(y), y = NULL;
+  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(cols), ct_tensor_free(am);
   return y;
 }

@@ -80,6 +80,50 @@ static void test_sequential_fuses_relu_max_pool(void **state) {
   ct_module_free(seq);
 }
 
+/* Sequential runs Conv2d, ReLU, MaxPool2d as the fused op: bit for bit the output and the input,
+ * weight and bias gradients of the three ops run one after the other (the same per-image code). */
+static void test_sequential_fuses_conv_relu_max_pool(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(5);
+  ct_conv2d_opts co = {.padding = {1, 1}};
+  ct_pool2d_opts po = {.kernel = {2, 2}};
+  ct_module *seq = ct_assert_nonnull(ct_sequential_new(
+      3, (ct_module *[]){ct_conv2d_new(3, 4, 3, &co, 1, CT_DEVICE_CPU, &g), ct_relu_new(), ct_max_pool2d_new(&po)}));
+  ct_tensor *w = param(seq, "0.weight"), *b = param(seq, "0.bias");
+  int64_t sh[4] = {3, 3, 9, 10};
+  ct_tensor *x0 = ct_assert_nonnull(ct_randn(4, sh, 0.0, 1.0, CT_F32, CT_DEVICE_CPU, &g));
+  ct_tensor *up = ct_assert_nonnull(ct_randn(4, (int64_t[]){3, 4, 4, 5}, 0.0, 1.0, CT_F32, CT_DEVICE_CPU, &g));
+  double *vals[2][4];
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *x = ct_assert_nonnull(ct_contiguous(x0));
+    ct_tensor *xd = ct_assert_nonnull(ct_cast(x, CT_F32)); /* a fresh leaf */
+    ct_tensor_free(x);
+    x = ct_assert_nonnull(ct_mul_scalar(xd, 1.0));
+    ct_tensor_free(xd);
+    ct_assert_ok(ct_requires_grad_(x, 1));
+    ct_tensor *y;
+    if (k == 0) y = ct_assert_nonnull(ct_module_forward(seq, x));
+    else {
+      ct_tensor *c = ct_assert_nonnull(ct_conv2d(x, w, b, &co)), *r = ct_assert_nonnull(ct_relu(c));
+      y = ct_assert_nonnull(ct_max_pool2d(r, &po));
+      ct_tensor_free(c), ct_tensor_free(r);
+    }
+    ct_tensor *p = ct_assert_nonnull(ct_mul(y, up)), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    vals[k][0] = ct_test_values(y), vals[k][1] = ct_test_values(ct_grad(x));
+    vals[k][2] = ct_test_values(ct_grad(w)), vals[k][3] = ct_test_values(ct_grad(b));
+    ct_zero_grad(w), ct_zero_grad(b);
+    ct_tensor_free(s), ct_tensor_free(p), ct_tensor_free(y), ct_tensor_free(x);
+  }
+  int64_t n[4] = {3 * 4 * 4 * 5, 3 * 3 * 9 * 10, 4 * 3 * 3 * 3, 4};
+  for (int t = 0; t < 4; t++)
+    for (int64_t i = 0; i < n[t]; i++) assert_true(vals[0][t][i] == vals[1][t][i]);
+  for (int k = 0; k < 2; k++)
+    for (int t = 0; t < 4; t++) free(vals[k][t]);
+  ct_tensor_free(x0), ct_tensor_free(up);
+  ct_module_free(seq);
+}
+
 static void test_cnn_state_dict(void **state) {
   (void)state;
   ct_generator g = ct_generator_new(1);
@@ -348,6 +392,7 @@ int main(void) {
       cmocka_unit_test(test_batchnorm_and_train_eval), cmocka_unit_test(test_module_to_keeps_handles),
       cmocka_unit_test(test_optimizer_steps),        cmocka_unit_test(test_quadratic_descent),
       cmocka_unit_test(test_schedules),              cmocka_unit_test(test_sequential_fuses_relu_max_pool),
+      cmocka_unit_test(test_sequential_fuses_conv_relu_max_pool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -157,6 +157,22 @@ static void ref_conv(const oc_arr *in, oc_arr *out, const op_case *c) {
   oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, c->i[6] ? c->i[6] : 1, out);
 }
 
+/* conv2d, relu and max_pool2d fused: x, w[, b]; i[0..1] conv stride, i[2..3] conv padding,
+ * i[4] pool kernel (square, stride = kernel) */
+static ct_tensor *run_conv_pool(ct_tensor *const *in, const op_case *c) {
+  ct_conv2d_opts co = {.stride = {c->i[0], c->i[1]}, .padding = {c->i[2], c->i[3]}};
+  ct_pool2d_opts po = {.kernel = {c->i[4], c->i[4]}};
+  return ct_conv2d_relu_max_pool2d(in[0], in[1], c->n_in > 2 ? in[2] : NULL, &co, &po);
+}
+static void ref_conv_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
+  int st[2] = {c->i[0] ? c->i[0] : 1, c->i[1] ? c->i[1] : 1}, dil[2] = {1, 1}, k[2] = {c->i[4], c->i[4]}, pad[2] = {0, 0};
+  oc_arr y = {0};
+  oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, 1, &y);
+  for (int64_t j = 0; j < y.numel; j++) y.v[j] = y.v[j] > 0 ? y.v[j] : 0;
+  oc_ref_pool(&y, k, k, pad, 1, out);
+  free(y.v);
+}
+
 /* pooling: i[0] 0 = avg, 1 = max, 2 = max of relu (the fused op), i[1..2] kernel, i[3..4] stride
  * (0 = kernel), i[5..6] padding */
 static ct_tensor *run_pool(ct_tensor *const *in, const op_case *c) {
@@ -330,6 +346,7 @@ static void ref_view(const oc_arr *in, oc_arr *out, const op_case *c) {
 #define MM(nm, which, dim, keep, g, out) {nm, 1, {IN(OC_ANY, 3, 4, 5)}, run_maxmin, ref_maxmin, g, out, .i = {which, dim, keep}}
 #define MATMUL(nm, a, b) {nm, 2, {a, b}, run_matmul, ref_matmul, 3, .out = OC_OUT_SAME}
 #define CONV(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv, ref_conv, (1u << nin) - 1, .i = {__VA_ARGS__}}
+#define CONV_POOL(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv_pool, ref_conv_pool, (1u << nin) - 1, .i = {__VA_ARGS__}}
 #define POOL(nm, x, ...) {nm, 1, {x}, run_pool, ref_pool, 1, .i = {__VA_ARGS__}}
 #define VIEW(nm, v, x, g, out) {nm, 1, {x}, run_view, ref_view, g, out, .i = {v}}
 
@@ -381,6 +398,11 @@ static const op_case op_cases[] = {
     /* stride 1 with the output as wide as the input: the CPU's whole-row im2col */
     CONV("conv2d_same_width_pad01", IN(OC_ANY, 2, 2, 5, 7), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 0, 1),
     CONV("conv2d_k5_pad2", IN(OC_ANY, 1, 1, 6, 6), IN(OC_ANY, 2, 1, 5, 5), IN0(OC_ANY), 2, 1, 1, 2, 2),
+    /* fused on the CPU in float32 (odd conv output: the last row and column are dropped; a strided
+     * conv without bias), and a 3x3 window, which runs the ops one by one */
+    CONV_POOL("conv2d_relu_max_pool2d", IN(OC_ANY, 2, 3, 7, 9), IN(OC_ANY, 4, 3, 3, 3), IN(OC_ANY, 4), 3, 1, 1, 1, 1, 2),
+    CONV_POOL("conv2d_relu_max_pool2d_k3", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 1, 1, 3),
+    CONV_POOL("conv2d_relu_max_pool2d_s2_nobias", IN(OC_ANY, 1, 2, 9, 9), IN(OC_ANY, 3, 2, 3, 3), IN0(OC_ANY), 2, 2, 2, 0, 0, 2),
     CONV("conv2d_groups2", IN(OC_ANY, 2, 4, 4, 4), IN(OC_ANY, 6, 2, 3, 3), IN(OC_ANY, 6), 3, 1, 1, 1, 1, 1, 1, 2),
     CONV("conv2d_depthwise_nobias", IN(OC_ANY, 1, 3, 5, 5), IN(OC_ANY, 3, 1, 3, 3), IN0(OC_ANY), 2, 1, 1, 0, 0, 1, 1, 3),
     CONV("conv2d_rect_stride21_nobias", IN(OC_ANY, 2, 2, 5, 6), IN(OC_ANY, 3, 2, 2, 3), IN0(OC_ANY), 2, 2, 1, 1, 0),

@@ -14,12 +14,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
-#include "backend/cpu/cpu.h"
-
-typedef struct {
-  int64_t N, C, H, W, O, kh, kw, Ho, Wo, G;
-  int sh, sw, ph, pw, dh, dw;
-} geom;
+#include "backend/cpu/conv.h"
 
 static geom geometry(ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, const ct_conv2d_opts *o) {
   geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], Ho, Wo,
@@ -149,51 +144,62 @@ static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, c
 }
 
 /* Scratch kept per calling thread and grown only: allocating tens of MB per call cost a page
- * fault per 4 KiB in every step (docs/perf.md). Slots: per-thread cols, per-thread dcols, per-thread
- * weight-gradient accumulators, per-thread bias-gradient accumulators. The memory stays reachable from thread-local storage. */
+ * fault per 4 KiB in every step (docs/perf.md). Slots: per-thread cols, per-thread dcols,
+ * per-thread weight-gradient accumulators, per-thread bias-gradient accumulators, the fused
+ * kernels' per-thread conv output. The memory stays reachable from thread-local storage. */
 static _Thread_local struct {
   void *p;
   size_t n;
-} workspace[4];
+} workspace[CT_CONV_SCRATCH_SLOTS];
 
-static char *scratch(int slot, size_t n) {
+char *ct__conv_scratch(int slot, size_t n) {
   if (n <= workspace[slot].n) return workspace[slot].p;
   void *p = realloc(workspace[slot].p, n ? n : 1);
   if (!p) {
-    ct__error(CT_ENOMEM, "conv2d: out of host memory for %zu bytes of im2col scratch", n);
+    ct__error(CT_ENOMEM, "conv2d: out of host memory for %zu bytes of scratch", n);
     return NULL;
   }
   workspace[slot].p = p, workspace[slot].n = n;
   return p;
 }
 
+ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
+                                 const ct_conv2d_opts *o, ct_tensor *keep) {
+  c->g = geometry(x, w, Ho, Wo, o);
+  c->dt = x->dtype, c->es = (int64_t)ct_dtype_size(c->dt);
+  c->L = Ho * Wo, c->K = c->g.C / c->g.G * c->g.kh * c->g.kw, c->Og = c->g.O / c->g.G, c->Kall = c->g.C * c->g.kh * c->g.kw;
+  c->xp = ct__ptr(x), c->wp = ct__ptr(w), c->bp = b ? ct__ptr(b) : NULL, c->bdt = b ? b->dtype : c->dt;
+  c->keep = keep ? ct__ptr(keep) : NULL;
+  c->bufs = keep ? NULL : ct__conv_scratch(0, (size_t)(omp_get_max_threads() * c->Kall * c->L * c->es));
+  return keep || c->bufs ? CT_OK : CT_ENOMEM;
+}
+
+void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn) {
+  const geom *g = &c->g;
+  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og, ld = c->keep ? g->N * L : L;
+  char *cols = c->keep ? c->keep + n * L * es : c->bufs + tid * c->Kall * L * es;
+  im2col(c->dt, g, c->xp + n * g->C * g->H * g->W * es, cols, ld);
+  /* y starts as the bias and the GEMM adds to it (beta = 1): OpenBLAS would otherwise spend a
+   * pass zeroing C for beta = 0 and a second pass would add the bias */
+  for (int64_t oc = 0; c->bp && oc < g->O; oc++) {
+    double bias = ct__load(c->bp + oc * ct_dtype_size(c->bdt), c->bdt);
+    if (c->dt == CT_F32)
+      for (int64_t l = 0; l < L; l++) ((float *)yn)[oc * L + l] = (float)bias;
+    else
+      for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] = bias;
+  }
+  for (int64_t gi = 0; gi < g->G; gi++)
+    gemm(c->dt, 0, 0, Og, L, K, c->wp + gi * Og * K * es, K, cols + gi * K * ld * es, ld, c->bp ? 1.0 : 0.0,
+         yn + gi * Og * L * es, L);
+}
+
 ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *keep) {
-  geom g = geometry(x, w, y->shape[2], y->shape[3], o);
-  ct_dtype dt = x->dtype;
-  int64_t es = (int64_t)ct_dtype_size(dt), L = g.Ho * g.Wo, NL = g.N * L, K = g.C / g.G * g.kh * g.kw, Og = g.O / g.G;
-  int64_t Kall = g.C * g.kh * g.kw, nt = omp_get_max_threads();
-  char *bufs = keep ? NULL : scratch(0, (size_t)(nt * Kall * L * es));
-  if (!keep && !bufs) return CT_ENOMEM;
-  const char *xp = ct__ptr(x), *wp = ct__ptr(w), *bp = b ? ct__ptr(b) : NULL;
+  ct_conv_fw c;
+  ct_status s = ct__conv_forward_setup(&c, x, w, b, y->shape[2], y->shape[3], o, keep);
+  if (s != CT_OK) return s;
   char *yp = ct__ptr(y);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < g.N; n++) {
-    int64_t ld = keep ? NL : L;
-    char *cols = keep ? (char *)ct__ptr(keep) + n * L * es : bufs + omp_get_thread_num() * Kall * L * es;
-    im2col(dt, &g, xp + n * g.C * g.H * g.W * es, cols, ld);
-    char *yn = yp + n * g.O * L * es;
-    /* y starts as the bias and the GEMM adds to it (beta = 1): OpenBLAS would otherwise spend a
-     * pass zeroing C for beta = 0 and a second pass would add the bias */
-    for (int64_t oc = 0; bp && oc < g.O; oc++) {
-      double bias = ct__load(bp + oc * es, b->dtype);
-      if (dt == CT_F32)
-        for (int64_t l = 0; l < L; l++) ((float *)yn)[oc * L + l] = (float)bias;
-      else
-        for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] = bias;
-    }
-    for (int64_t gi = 0; gi < g.G; gi++)
-      gemm(dt, 0, 0, Og, L, K, wp + gi * Og * K * es, K, cols + gi * K * ld * es, ld, bp ? 1.0 : 0.0, yn + gi * Og * L * es, L);
-  }
+  for (int64_t n = 0; n < c.g.N; n++) ct__conv_forward_image(&c, n, omp_get_thread_num(), yp + n * c.g.O * c.L * c.es);
   return CT_OK;
 }
 
@@ -214,57 +220,76 @@ static double row_sum(ct_dtype dt, const char *row, int64_t n) {
   return s;
 }
 
-ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                                  const ct_conv2d_opts *o, ct_tensor *kept) {
-  geom g = geometry(x, w, gy->shape[2], gy->shape[3], o);
-  ct_dtype dt = x->dtype;
-  int64_t es = (int64_t)ct_dtype_size(dt), L = g.Ho * g.Wo, NL = g.N * L, K = g.C / g.G * g.kh * g.kw, Og = g.O / g.G;
-  int64_t Kall = g.C * g.kh * g.kw, nt = omp_get_max_threads(), wsz = g.O * K;
-  const char *gyp = ct__ptr(gy), *xp = ct__ptr(x), *wp = ct__ptr(w);
-  char *cols = gw && !kept ? scratch(0, (size_t)(nt * Kall * L * es)) : NULL;
-  char *dcols = gx ? scratch(1, (size_t)(nt * Kall * L * es)) : NULL;
-  char *acc = gw ? scratch(2, (size_t)(nt * wsz * es)) : NULL;
-  if ((gw && !kept && !cols) || (gx && !dcols) || (gw && !acc)) return CT_ENOMEM;
-  double *bacc = gb ? (double *)scratch(3, (size_t)(nt * g.O) * sizeof(double)) : NULL;
-  if (gb && !bacc) return CT_ENOMEM;
-  if (bacc) memset(bacc, 0, (size_t)(nt * g.O) * sizeof(double));
-  if (acc) memset(acc, 0, (size_t)(nt * wsz * es));
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < g.N; n++) {
-    int tid = omp_get_thread_num();
-    const char *gyn = gyp + n * g.O * L * es;
-    if (gb) /* the bias gradient: dy_n's row sums, while dy_n is in this thread's cache */
-      for (int64_t oc = 0; oc < g.O; oc++) bacc[tid * g.O + oc] += row_sum(dt, gyn + oc * L * es, L);
-    if (gw) { /* dW_g += dy_n,g (Og, L) @ cols_n,g^T (L, K), into this thread's accumulator */
-      int64_t ld = kept ? NL : L;
-      char *cn = kept ? (char *)ct__ptr(kept) + n * L * es : cols + tid * Kall * L * es;
-      if (!kept) im2col(dt, &g, xp + n * g.C * g.H * g.W * es, cn, ld);
-      for (int64_t gi = 0; gi < g.G; gi++)
-        gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * ld * es, ld, 1.0,
-             acc + (tid * wsz + gi * Og * K) * es, K);
-    }
-    if (gx) { /* dcols_n,g (K, L) = W_g^T (K, Og) @ dy_n,g (Og, L), then col2im into gx_n */
-      char *dc = dcols + tid * Kall * L * es, *gxn = (char *)ct__ptr(gx) + n * g.C * g.H * g.W * es;
-      for (int64_t gi = 0; gi < g.G; gi++)
-        gemm(dt, 1, 0, K, L, Og, wp + gi * Og * K * es, K, gyn + gi * Og * L * es, L, 0.0, dc + gi * K * L * es, L);
-      memset(gxn, 0, (size_t)(g.C * g.H * g.W * es));
-      col2im(dt, &g, dc, L, gxn);
-    }
+ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
+                                  int64_t Ho, int64_t Wo, const ct_conv2d_opts *o, ct_tensor *kept) {
+  const geom g = c->g = geometry(x, w, Ho, Wo, o);
+  ct_dtype dt = c->dt = x->dtype;
+  int64_t es = c->es = (int64_t)ct_dtype_size(dt), L = c->L = Ho * Wo, nt = c->nt = omp_get_max_threads();
+  c->K = g.C / g.G * g.kh * g.kw, c->Og = g.O / g.G, c->Kall = g.C * g.kh * g.kw, c->wsz = g.O * c->K;
+  c->xp = ct__ptr(x), c->wp = ct__ptr(w), c->kept = kept ? ct__ptr(kept) : NULL;
+  c->gxp = gx ? ct__ptr(gx) : NULL;
+  c->cols = gw && !kept ? ct__conv_scratch(0, (size_t)(nt * c->Kall * L * es)) : NULL;
+  c->dcols = gx ? ct__conv_scratch(1, (size_t)(nt * c->Kall * L * es)) : NULL;
+  c->acc = gw ? ct__conv_scratch(2, (size_t)(nt * c->wsz * es)) : NULL;
+  c->bacc = gb ? (double *)ct__conv_scratch(3, (size_t)(nt * g.O) * sizeof(double)) : NULL;
+  if ((gw && !kept && !c->cols) || (gx && !c->dcols) || (gw && !c->acc) || (gb && !c->bacc)) return CT_ENOMEM;
+  if (c->bacc) memset(c->bacc, 0, (size_t)(nt * g.O) * sizeof(double));
+  if (c->acc) memset(c->acc, 0, (size_t)(nt * c->wsz * es));
+  return CT_OK;
+}
+
+void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char *gyn) {
+  const geom *g = &c->g;
+  ct_dtype dt = c->dt;
+  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og;
+  if (c->bacc) /* the bias gradient: dy_n's row sums, while dy_n is in this thread's cache */
+    for (int64_t oc = 0; oc < g->O; oc++) c->bacc[tid * g->O + oc] += row_sum(dt, gyn + oc * L * es, L);
+  if (c->acc) { /* dW_g += dy_n,g (Og, L) @ cols_n,g^T (L, K), into this thread's accumulator */
+    int64_t ld = c->kept ? g->N * L : L;
+    char *cn = c->kept ? c->kept + n * L * es : c->cols + tid * c->Kall * L * es;
+    if (!c->kept) im2col(dt, g, c->xp + n * g->C * g->H * g->W * es, cn, ld);
+    for (int64_t gi = 0; gi < g->G; gi++)
+      gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * ld * es, ld, 1.0,
+           c->acc + (tid * c->wsz + gi * Og * K) * es, K);
   }
-  for (int64_t oc = 0; gb && oc < g.O; oc++) {
+  if (c->gxp) { /* dcols_n,g (K, L) = W_g^T (K, Og) @ dy_n,g (Og, L), then col2im into gx_n */
+    char *dc = c->dcols + tid * c->Kall * L * es, *gxn = c->gxp + n * g->C * g->H * g->W * es;
+    for (int64_t gi = 0; gi < g->G; gi++)
+      gemm(dt, 1, 0, K, L, Og, c->wp + gi * Og * K * es, K, gyn + gi * Og * L * es, L, 0.0, dc + gi * K * L * es, L);
+    memset(gxn, 0, (size_t)(g->C * g->H * g->W * es));
+    col2im(dt, g, dc, L, gxn);
+  }
+}
+
+void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb) {
+  int64_t nt = c->nt, wsz = c->wsz, O = c->g.O;
+  for (int64_t oc = 0; gb && oc < O; oc++) {
     double sum = 0;
-    for (int64_t t = 0; t < nt; t++) sum += bacc[t * g.O + oc];
-    ct__store((char *)ct__ptr(gb) + oc * es, gb->dtype, sum);
+    for (int64_t t = 0; t < nt; t++) sum += c->bacc[t * O + oc];
+    ct__store((char *)ct__ptr(gb) + oc * (int64_t)ct_dtype_size(gb->dtype), gb->dtype, sum);
   }
   if (gw) { /* sum the per-thread accumulators */
     char *gwp = ct__ptr(gw);
+    ct_dtype dt = c->dt;
+    const char *acc = c->acc;
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < wsz; k++) {
       double s = 0;
       for (int64_t t = 0; t < nt; t++)
         s += dt == CT_F32 ? ((const float *)acc)[t * wsz + k] : ((const double *)acc)[t * wsz + k];
-      ct__store(gwp + k * es, dt, s);
+      ct__store(gwp + k * c->es, dt, s);
     }
   }
+}
+
+ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
+                                  const ct_conv2d_opts *o, ct_tensor *kept) {
+  ct_conv_bw c;
+  ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, gy->shape[2], gy->shape[3], o, kept);
+  if (s != CT_OK) return s;
+  const char *gyp = ct__ptr(gy);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < c.g.N; n++) ct__conv_backward_image(&c, n, omp_get_thread_num(), gyp + n * c.g.O * c.L * c.es);
+  ct__conv_backward_finish(&c, gw, gb);
   return CT_OK;
 }

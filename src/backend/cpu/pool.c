@@ -24,96 +24,102 @@ ct_dtype ct__cpu_pool2d_argmax_dtype(const ct_tensor *x, const ct_pool2d_opts *o
 static inline __m128 select_ps(__m128 m, __m128 a, __m128 b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
 #endif
 
-/* MaxPool2d(2) in float32: each output row reads two input rows; four outputs at a time in SSE2
- * (the even and odd columns split by shuffles), because which element wins is data-dependent and
- * a branch per element mispredicts (docs/perf.md). */
+/* MaxPool2d(2) in float32, one (H, W) plane: each output row reads two input rows; four outputs
+ * at a time in SSE2 (the even and odd columns split by shuffles), because which element wins is
+ * data-dependent and a branch per element mispredicts (docs/perf.md). */
+void ct__maxpool2x2_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, uint8_t *ap, int64_t Ho, int64_t Wo,
+                              int relu) {
+  (void)H;
+  for (int64_t ho = 0; ho < Ho; ho++) {
+    const float *r0 = xp + 2 * ho * W, *r1 = r0 + W;
+    float *yr = yp + ho * Wo;
+    uint8_t *ar = ap + ho * Wo;
+    int64_t wo = 0;
+#ifdef __SSE2__
+    for (; wo + 4 <= Wo; wo += 4) {
+      __m128 a0 = _mm_loadu_ps(r0 + 2 * wo), a1 = _mm_loadu_ps(r0 + 2 * wo + 4);
+      __m128 b0 = _mm_loadu_ps(r1 + 2 * wo), b1 = _mm_loadu_ps(r1 + 2 * wo + 4);
+      __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
+                     _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
+      if (relu) /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does */
+        for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
+      __m128 best = v[0], idx = _mm_setzero_ps();
+      for (int k = 1; k < 4; k++) {
+        __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
+        best = select_ps(m, v[k], best);
+        idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
+      }
+      if (relu) /* no positive element: position 4, no gradient */
+        idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
+      _mm_storeu_ps(yr + wo, best);
+      __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
+      int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
+      memcpy(ar + wo, &bytes, 4);
+    }
+#endif
+    for (; wo < Wo; wo++) {
+      float v[4] = {r0[2 * wo], r0[2 * wo + 1], r1[2 * wo], r1[2 * wo + 1]};
+      for (int k = 0; relu && k < 4; k++) v[k] = v[k] > 0 ? v[k] : 0.0f;
+      float best = v[0];
+      uint8_t bi = 0;
+      for (uint8_t k = 1; k < 4; k++)
+        if (v[k] > best || v[k] != v[k]) best = v[k], bi = k;
+      if (relu && !(best > 0)) bi = 4;
+      yr[wo] = best;
+      ar[wo] = bi;
+    }
+  }
+}
+
 static ct_status maxpool2x2_f32(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, int relu) {
   int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], Ho = y->shape[2], Wo = y->shape[3];
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
-  for (int64_t p = 0; p < NC; p++) {
-    const float *xp = (const float *)ct__ptr(x) + p * H * W;
-    float *yp = (float *)ct__ptr(y) + p * Ho * Wo;
-    uint8_t *ap = (uint8_t *)ct__ptr(argmax) + p * Ho * Wo;
-    for (int64_t ho = 0; ho < Ho; ho++) {
-      const float *r0 = xp + 2 * ho * W, *r1 = r0 + W;
-      float *yr = yp + ho * Wo;
-      uint8_t *ar = ap + ho * Wo;
-      int64_t wo = 0;
-#ifdef __SSE2__
-      for (; wo + 4 <= Wo; wo += 4) {
-        __m128 a0 = _mm_loadu_ps(r0 + 2 * wo), a1 = _mm_loadu_ps(r0 + 2 * wo + 4);
-        __m128 b0 = _mm_loadu_ps(r1 + 2 * wo), b1 = _mm_loadu_ps(r1 + 2 * wo + 4);
-        __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
-                       _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
-        if (relu) /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does */
-          for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
-        __m128 best = v[0], idx = _mm_setzero_ps();
-        for (int k = 1; k < 4; k++) {
-          __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
-          best = select_ps(m, v[k], best);
-          idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
-        }
-        if (relu) /* no positive element: position 4, no gradient */
-          idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
-        _mm_storeu_ps(yr + wo, best);
-        __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
-        int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
-        memcpy(ar + wo, &bytes, 4);
-      }
-#endif
-      for (; wo < Wo; wo++) {
-        float v[4] = {r0[2 * wo], r0[2 * wo + 1], r1[2 * wo], r1[2 * wo + 1]};
-        for (int k = 0; relu && k < 4; k++) v[k] = v[k] > 0 ? v[k] : 0.0f;
-        float best = v[0];
-        uint8_t bi = 0;
-        for (uint8_t k = 1; k < 4; k++)
-          if (v[k] > best || v[k] != v[k]) best = v[k], bi = k;
-        if (relu && !(best > 0)) bi = 4;
-        yr[wo] = best;
-        ar[wo] = bi;
-      }
-    }
-  }
+  for (int64_t p = 0; p < NC; p++)
+    ct__maxpool2x2_plane_f32((const float *)ct__ptr(x) + p * H * W, H, W, (float *)ct__ptr(y) + p * Ho * Wo,
+                             (uint8_t *)ct__ptr(argmax) + p * Ho * Wo, Ho, Wo, relu);
   return CT_OK;
 }
 
 /* Its backward: the 2x2 windows do not overlap, so every covered gx element is written once (the
- * gradient or 0) and only an odd last row or column needs the zeroing. */
+ * gradient or 0) and only an odd last row or column needs zeroing. */
+void ct__maxpool2x2_plane_backward_f32(float *gxp, int64_t H, int64_t W, const float *gyp, const uint8_t *ap, int64_t Ho,
+                                       int64_t Wo) {
+  for (int64_t ho = 0; ho < Ho; ho++) {
+    float *r0 = gxp + 2 * ho * W, *r1 = r0 + W;
+    const float *gr = gyp + ho * Wo;
+    const uint8_t *ar = ap + ho * Wo;
+    int64_t wo = 0;
+#ifdef __SSE2__
+    for (; wo + 4 <= Wo; wo += 4) {
+      int32_t bytes;
+      memcpy(&bytes, ar + wo, 4);
+      __m128i zero = _mm_setzero_si128();
+      __m128i a = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
+      __m128 g = _mm_loadu_ps(gr + wo), v[4];
+      for (int k = 0; k < 4; k++) v[k] = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a, _mm_set1_epi32(k))), g);
+      _mm_storeu_ps(r0 + 2 * wo, _mm_unpacklo_ps(v[0], v[1]));
+      _mm_storeu_ps(r0 + 2 * wo + 4, _mm_unpackhi_ps(v[0], v[1]));
+      _mm_storeu_ps(r1 + 2 * wo, _mm_unpacklo_ps(v[2], v[3]));
+      _mm_storeu_ps(r1 + 2 * wo + 4, _mm_unpackhi_ps(v[2], v[3]));
+    }
+#endif
+    for (; wo < Wo; wo++) {
+      float g = gr[wo];
+      uint8_t a = ar[wo];
+      r0[2 * wo] = a == 0 ? g : 0.0f, r0[2 * wo + 1] = a == 1 ? g : 0.0f;
+      r1[2 * wo] = a == 2 ? g : 0.0f, r1[2 * wo + 1] = a == 3 ? g : 0.0f;
+    }
+    for (int64_t w = 2 * Wo; w < W; w++) r0[w] = r1[w] = 0.0f; /* an odd last column */
+  }
+  for (int64_t h = 2 * Ho; h < H; h++) memset(gxp + h * W, 0, (size_t)W * sizeof(float)); /* an odd last row */
+}
+
 static ct_status maxpool2x2_f32_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax) {
   int64_t NC = gx->shape[0] * gx->shape[1], H = gx->shape[2], W = gx->shape[3], Ho = gy->shape[2], Wo = gy->shape[3];
-  if ((H | W) & 1) memset(ct__ptr(gx), 0, (size_t)ct_tensor_numel(gx) * sizeof(float));
 #pragma omp parallel for schedule(static) if (NC * Ho * Wo >= 16384)
-  for (int64_t p = 0; p < NC; p++) {
-    float *gxp = (float *)ct__ptr(gx) + p * H * W;
-    const float *gyp = (const float *)ct__ptr(gy) + p * Ho * Wo;
-    const uint8_t *ap = (const uint8_t *)ct__ptr(argmax) + p * Ho * Wo;
-    for (int64_t ho = 0; ho < Ho; ho++) {
-      float *r0 = gxp + 2 * ho * W, *r1 = r0 + W;
-      const float *gr = gyp + ho * Wo;
-      const uint8_t *ar = ap + ho * Wo;
-      int64_t wo = 0;
-#ifdef __SSE2__
-      for (; wo + 4 <= Wo; wo += 4) {
-        int32_t bytes;
-        memcpy(&bytes, ar + wo, 4);
-        __m128i zero = _mm_setzero_si128();
-        __m128i a = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
-        __m128 g = _mm_loadu_ps(gr + wo), v[4];
-        for (int k = 0; k < 4; k++) v[k] = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a, _mm_set1_epi32(k))), g);
-        _mm_storeu_ps(r0 + 2 * wo, _mm_unpacklo_ps(v[0], v[1]));
-        _mm_storeu_ps(r0 + 2 * wo + 4, _mm_unpackhi_ps(v[0], v[1]));
-        _mm_storeu_ps(r1 + 2 * wo, _mm_unpacklo_ps(v[2], v[3]));
-        _mm_storeu_ps(r1 + 2 * wo + 4, _mm_unpackhi_ps(v[2], v[3]));
-      }
-#endif
-      for (; wo < Wo; wo++) {
-        float g = gr[wo];
-        uint8_t a = ar[wo];
-        r0[2 * wo] = a == 0 ? g : 0.0f, r0[2 * wo + 1] = a == 1 ? g : 0.0f;
-        r1[2 * wo] = a == 2 ? g : 0.0f, r1[2 * wo + 1] = a == 3 ? g : 0.0f;
-      }
-    }
-  }
+  for (int64_t p = 0; p < NC; p++)
+    ct__maxpool2x2_plane_backward_f32((float *)ct__ptr(gx) + p * H * W, H, W, (const float *)ct__ptr(gy) + p * Ho * Wo,
+                                      (const uint8_t *)ct__ptr(argmax) + p * Ho * Wo, Ho, Wo);
   return CT_OK;
 }
 

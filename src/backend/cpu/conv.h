@@ -1,0 +1,56 @@
+/* src/backend/cpu/conv.h: the CPU convolution's per-image steps, shared by conv2d (conv.c) and the
+ * fused conv2d + relu + max pooling (conv_relu_pool.c). Internal to the CPU backend.
+ * A forward or backward is: setup (geometry, scratch), then one call per image from inside an
+ * OpenMP loop (tid = omp_get_thread_num()), then, for the backward, finish (sums the per-thread
+ * gradient accumulators into gw and gb). */
+#ifndef CUTTLE_CPU_CONV_H
+#define CUTTLE_CPU_CONV_H
+
+#include "backend/cpu/cpu.h"
+
+/* Scratch slots of ct__conv_scratch: per-thread cols, dcols, weight- and bias-gradient
+ * accumulators, and the fused kernels' per-thread conv output and gradient. */
+enum { CT_CONV_SCRATCH_SLOTS = 6, CT_CONV_SCRATCH_FUSED = 4, CT_CONV_SCRATCH_FUSED_GRAD = 5 };
+/* Per calling thread, grown only, kept for the thread's life; NULL (CT_ENOMEM set) when out of memory. */
+char *ct__conv_scratch(int slot, size_t n);
+
+/* x: (N, C, H, W), w: (O, C/G, kH, kW) -> y: (N, O, Ho, Wo), L = Ho Wo, K = C/G kH kW */
+typedef struct {
+  int64_t N, C, H, W, O, kh, kw, Ho, Wo, G;
+  int sh, sw, ph, pw, dh, dw;
+} geom;
+
+typedef struct {
+  geom g;
+  ct_dtype dt, bdt;
+  int64_t es, L, K, Og, Kall;
+  const char *xp, *wp, *bp;
+  char *keep, *bufs;
+} ct_conv_fw;
+
+/* x, w contiguous of one dtype (f32/f64), b NULL or (O); keep NULL or (C kH kW, N Ho Wo) as in
+ * the vtable's conv2d. CT_ENOMEM when the scratch cannot be had. */
+ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
+                                 const ct_conv2d_opts *o, ct_tensor *keep);
+/* y_n (O, Ho Wo) = b + conv of image n, written at yn */
+void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn);
+
+typedef struct {
+  geom g;
+  ct_dtype dt;
+  int64_t es, L, K, Og, Kall, wsz, nt;
+  const char *xp, *wp;
+  char *kept, *gxp, *cols, *dcols, *acc;
+  double *bacc;
+} ct_conv_bw;
+
+/* gx, gw, gb: the wanted gradients (NULL: not wanted), x, w, kept as in conv2d_backward; Ho, Wo the
+ * conv output's size. Zeroes the accumulators. CT_ENOMEM when the scratch cannot be had. */
+ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
+                                  int64_t Ho, int64_t Wo, const ct_conv2d_opts *o, ct_tensor *kept);
+/* image n's share, with its output gradient dy_n (O, Ho Wo) at gyn: gx_n written, gw and gb
+ * accumulated per thread */
+void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char *gyn);
+void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb);
+
+#endif
