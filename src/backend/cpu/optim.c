@@ -4,25 +4,30 @@
 #include <math.h>
 #include "backend/cpu/cpu.h"
 
-#define ADAM_LOOP(T)                                                                          \
+/* The constants are hoisted and the arithmetic stays in T, so that the float32 loop vectorizes
+ * (sqrt and division included); the formula is torch.optim.Adam's, in its order:
+ *   denom = sqrt(v) / sqrt(1 - beta2^t) + eps,  p -= lr / (1 - beta1^t) * m / denom. */
+#define ADAM_LOOP(T, SQRT)                                                                    \
   do {                                                                                        \
-    T *pp = ct__ptr(p), *mp = ct__ptr(m), *vp = ct__ptr(v);                                   \
-    const T *gp = ct__ptr(g);                                                                 \
-    _Pragma("omp parallel for schedule(static) if (n >= 65536)") for (int64_t i = 0; i < n; i++) { \
-      T gi = gp[i];                                                                           \
-      if (a->decoupled) pp[i] *= (T)(1.0 - a->lr * a->weight_decay);                          \
-      else gi += (T)a->weight_decay * pp[i];                                                  \
-      mp[i] = (T)a->beta1 * mp[i] + (T)(1.0 - a->beta1) * gi;                                 \
-      vp[i] = (T)a->beta2 * vp[i] + (T)(1.0 - a->beta2) * gi * gi;                            \
-      T denom = (T)sqrt((double)vp[i] / a->bias_correction2) + (T)a->eps;                     \
-      pp[i] -= (T)(a->lr / a->bias_correction1) * mp[i] / denom;                              \
+    T *restrict pp = ct__ptr(p), *restrict mp = ct__ptr(m), *restrict vp = ct__ptr(v);        \
+    const T *restrict gp = ct__ptr(g);                                                        \
+    const T b1 = (T)a->beta1, nb1 = (T)(1.0 - a->beta1), b2 = (T)a->beta2, nb2 = (T)(1.0 - a->beta2); \
+    const T eps = (T)a->eps, step = (T)(a->lr / a->bias_correction1), sbc2 = (T)sqrt(a->bias_correction2); \
+    /* AdamW: p *= 1 - lr wd; Adam: g += wd p. The other factor is exactly 1 or 0. */          \
+    const T decay = a->decoupled ? (T)(1.0 - a->lr * a->weight_decay) : (T)1;                \
+    const T l2 = a->decoupled ? (T)0 : (T)a->weight_decay;                                    \
+    _Pragma("omp parallel for simd schedule(static) if (n >= 65536)") for (int64_t i = 0; i < n; i++) { \
+      T gi = gp[i] + l2 * pp[i];                                                              \
+      T mi = b1 * mp[i] + nb1 * gi, vi = b2 * vp[i] + nb2 * gi * gi;                          \
+      mp[i] = mi, vp[i] = vi;                                                                 \
+      pp[i] = pp[i] * decay - step * mi / (SQRT(vi) / sbc2 + eps);                            \
     }                                                                                         \
   } while (0)
 
 ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a) {
   int64_t n = ct_tensor_numel(p);
-  if (p->dtype == CT_F32) ADAM_LOOP(float);
-  else ADAM_LOOP(double);
+  if (p->dtype == CT_F32) ADAM_LOOP(float, sqrtf);
+  else ADAM_LOOP(double, sqrt);
   return CT_OK;
 }
 
