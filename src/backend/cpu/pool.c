@@ -41,16 +41,24 @@ void ct__maxpool2x2_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, 
       __m128 b0 = _mm_loadu_ps(r1 + 2 * wo), b1 = _mm_loadu_ps(r1 + 2 * wo + 4);
       __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
                      _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
-      if (relu) /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does */
+      __m128 best, idx;
+      if (relu) {
+        /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does; with no NaN left the maximum is
+         * two levels of max, and the winner the first k with v[k] == best (a tie: the first) */
         for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
-      __m128 best = v[0], idx = _mm_setzero_ps();
-      for (int k = 1; k < 4; k++) {
-        __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
-        best = select_ps(m, v[k], best);
-        idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
-      }
-      if (relu) /* no positive element: position 4, no gradient */
+        best = _mm_max_ps(_mm_max_ps(v[0], v[1]), _mm_max_ps(v[2], v[3]));
+        idx = _mm_castsi128_ps(_mm_set1_epi32(3));
+        for (int k = 2; k >= 0; k--) idx = select_ps(_mm_cmpeq_ps(v[k], best), _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
+        /* no positive element: position 4, no gradient */
         idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
+      } else {
+        best = v[0], idx = _mm_setzero_ps();
+        for (int k = 1; k < 4; k++) {
+          __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
+          best = select_ps(m, v[k], best);
+          idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
+        }
+      }
       _mm_storeu_ps(yr + wo, best);
       __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
       int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
