@@ -113,10 +113,11 @@ static void test_dropout_training(void **state) {
 static void test_max_pool2x2_ties_and_nan(void **state) {
   (void)state;
   const double nan = NAN;
-  /* eight 2x2 windows (rows 0-1) in a (1, 1, 2, 16) input */
-  double v[32] = {1, 1, 0, 5, nan, 2, 3, 3, -1, -1, 7, 7, 2, 9, nan, 4,
-                  1, 1, 5, 0, 2, 1, 3, 3, -1, -1, 7, 7, 9, 2, 1, nan};
-  int64_t sh[4] = {1, 1, 2, 16};
+  /* nine 2x2 windows (rows 0-1) in a (1, 1, 2, 18) input: eight in the vector loop, one in the
+   * padded remainder */
+  double v[36] = {1, 1, 0, 5, nan, 2, 3, 3, -1, -1, 7, 7, 2, 9, nan, 4, nan, 1,
+                  1, 1, 5, 0, 2, 1, 3, 3, -1, -1, 7, 7, 9, 2, 1, nan, 2, 3};
+  int64_t sh[4] = {1, 1, 2, 18};
   ct_pool2d_opts o = {.kernel = {2, 2}};
   double *y[2], *g[2];
   ct_dtype dts[2] = {CT_F32, CT_F64};
@@ -125,18 +126,19 @@ static void test_max_pool2x2_ties_and_nan(void **state) {
     ct_tensor *x = ct_assert_nonnull(ct_cast(h, dts[k]));
     ct_assert_ok(ct_requires_grad_(x, 1));
     ct_tensor *out = ct_assert_nonnull(ct_max_pool2d(x, &o));
-    ct_tensor *w = ct_assert_nonnull(ct_arange(1, 9, 1, dts[k], CT_DEVICE_CPU)); /* distinct upstream gradients */
-    ct_tensor *wv = ct_assert_nonnull(ct_reshape(w, 4, (int64_t[]){1, 1, 1, 8}));
+    ct_tensor *w = ct_assert_nonnull(ct_arange(1, 10, 1, dts[k], CT_DEVICE_CPU)); /* distinct upstream gradients */
+    ct_tensor *wv = ct_assert_nonnull(ct_reshape(w, 4, (int64_t[]){1, 1, 1, 9}));
     ct_tensor *p = ct_assert_nonnull(ct_mul(out, wv)), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
     ct_assert_ok(ct_backward(s));
     y[k] = ct_test_values(out), g[k] = ct_test_values(ct_grad(x));
     ct_tensor_free(s), ct_tensor_free(p), ct_tensor_free(wv), ct_tensor_free(w), ct_tensor_free(out), ct_tensor_free(x), ct_tensor_free(h);
   }
-  for (int i = 0; i < 8; i++) assert_true(isnan(y[0][i]) ? isnan(y[1][i]) : y[0][i] == y[1][i]);
-  for (int i = 0; i < 32; i++) assert_true(g[0][i] == g[1][i]);
-  assert_true(g[1][0] == 1 && g[1][1] == 0 && g[1][16] == 0); /* a tie: the first */
-  assert_true(isnan(y[1][2]) && g[1][4] == 3 && g[1][21] == 0); /* one NaN wins */
-  assert_true(isnan(y[1][7]) && g[1][14] == 0 && g[1][31] == 8); /* the last NaN */
+  for (int i = 0; i < 9; i++) assert_true(isnan(y[0][i]) ? isnan(y[1][i]) : y[0][i] == y[1][i]);
+  for (int i = 0; i < 36; i++) assert_true(g[0][i] == g[1][i]);
+  assert_true(g[1][0] == 1 && g[1][1] == 0 && g[1][18] == 0); /* a tie: the first */
+  assert_true(isnan(y[1][2]) && g[1][4] == 3 && g[1][23] == 0); /* one NaN wins */
+  assert_true(isnan(y[1][7]) && g[1][14] == 0 && g[1][33] == 8); /* the last NaN */
+  assert_true(isnan(y[1][8]) && g[1][16] == 9); /* a NaN in the remainder */
   for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
 }
 

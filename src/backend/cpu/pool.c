@@ -24,9 +24,42 @@ ct_dtype ct__cpu_pool2d_argmax_dtype(const ct_tensor *x, const ct_pool2d_opts *o
 static inline __m128 select_ps(__m128 m, __m128 a, __m128 b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
 #endif
 
-/* MaxPool2d(2) in float32, one (H, W) plane: each output row reads two input rows; four outputs
- * at a time in SSE2 (the even and odd columns split by shuffles), because which element wins is
- * data-dependent and a branch per element mispredicts (docs/perf.md). */
+#ifdef __SSE2__
+/* Four outputs of MaxPool2d(2) from eight columns of two rows: the even and odd columns split by
+ * shuffles, the winner chosen by selects, because which element wins is data-dependent and a
+ * branch per element mispredicts (docs/perf.md). */
+static inline void pool4_f32(const float *r0, const float *r1, int relu, float *y, uint8_t *a) {
+  __m128 a0 = _mm_loadu_ps(r0), a1 = _mm_loadu_ps(r0 + 4), b0 = _mm_loadu_ps(r1), b1 = _mm_loadu_ps(r1 + 4);
+  __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
+                 _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
+  __m128 best, idx;
+  if (relu) {
+    /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does; with no NaN left the maximum is two
+     * levels of max, and the winner the first k with v[k] == best (a tie: the first) */
+    for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
+    best = _mm_max_ps(_mm_max_ps(v[0], v[1]), _mm_max_ps(v[2], v[3]));
+    idx = _mm_castsi128_ps(_mm_set1_epi32(3));
+    for (int k = 2; k >= 0; k--) idx = select_ps(_mm_cmpeq_ps(v[k], best), _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
+    /* no positive element: position 4, no gradient */
+    idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
+  } else {
+    best = v[0], idx = _mm_setzero_ps();
+    for (int k = 1; k < 4; k++) {
+      __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
+      best = select_ps(m, v[k], best);
+      idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
+    }
+  }
+  _mm_storeu_ps(y, best);
+  __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
+  int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
+  memcpy(a, &bytes, 4);
+}
+#endif
+
+/* MaxPool2d(2) in float32, one (H, W) plane, four outputs at a time; the last one to three of a
+ * row go through the same code on a padded copy (the cnn's 7-wide rows would otherwise run three
+ * of seven outputs through scalar branches). */
 void ct__maxpool2x2_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, uint8_t *ap, int64_t Ho, int64_t Wo,
                               int relu) {
   (void)H;
@@ -36,33 +69,17 @@ void ct__maxpool2x2_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, 
     uint8_t *ar = ap + ho * Wo;
     int64_t wo = 0;
 #ifdef __SSE2__
-    for (; wo + 4 <= Wo; wo += 4) {
-      __m128 a0 = _mm_loadu_ps(r0 + 2 * wo), a1 = _mm_loadu_ps(r0 + 2 * wo + 4);
-      __m128 b0 = _mm_loadu_ps(r1 + 2 * wo), b1 = _mm_loadu_ps(r1 + 2 * wo + 4);
-      __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
-                     _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
-      __m128 best, idx;
-      if (relu) {
-        /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does; with no NaN left the maximum is
-         * two levels of max, and the winner the first k with v[k] == best (a tie: the first) */
-        for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
-        best = _mm_max_ps(_mm_max_ps(v[0], v[1]), _mm_max_ps(v[2], v[3]));
-        idx = _mm_castsi128_ps(_mm_set1_epi32(3));
-        for (int k = 2; k >= 0; k--) idx = select_ps(_mm_cmpeq_ps(v[k], best), _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
-        /* no positive element: position 4, no gradient */
-        idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
-      } else {
-        best = v[0], idx = _mm_setzero_ps();
-        for (int k = 1; k < 4; k++) {
-          __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
-          best = select_ps(m, v[k], best);
-          idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
-        }
-      }
-      _mm_storeu_ps(yr + wo, best);
-      __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
-      int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
-      memcpy(ar + wo, &bytes, 4);
+    for (; wo + 4 <= Wo; wo += 4) pool4_f32(r0 + 2 * wo, r1 + 2 * wo, relu, yr + wo, ar + wo);
+    if (wo < Wo) {
+      int64_t rem = Wo - wo;
+      float t0[8] = {0}, t1[8] = {0}, ty[4];
+      uint8_t ta[4];
+      memcpy(t0, r0 + 2 * wo, (size_t)(2 * rem) * sizeof(float));
+      memcpy(t1, r1 + 2 * wo, (size_t)(2 * rem) * sizeof(float));
+      pool4_f32(t0, t1, relu, ty, ta);
+      memcpy(yr + wo, ty, (size_t)rem * sizeof(float));
+      memcpy(ar + wo, ta, (size_t)rem);
+      wo = Wo;
     }
 #endif
     for (; wo < Wo; wo++) {
