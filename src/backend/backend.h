@@ -79,26 +79,22 @@ typedef struct ct_backend {
   ct_status (*reduce)(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
   /* out (B, M, N) = a (B, M, K) @ b (B, K, N); a, b may be strided in their last two dims */
   ct_status (*matmul)(ct_tensor *out, ct_tensor *a, ct_tensor *b);
-  /* cols: NULL, or (when the backend sets conv2d_keeps_cols) a contiguous tensor of x's dtype and
-   * shape (C kH kW, N Ho Wo) that the forward fills with its im2col matrix, for the backward to
-   * reuse instead of recomputing it */
-  int conv2d_keeps_cols;
-  ct_status (*conv2d)(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *cols);
+  ct_status (*conv2d)(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
   /* gx and/or gw and/or gb may be NULL when not wanted */
   ct_status (*conv2d_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                               const ct_conv2d_opts *o, ct_tensor *cols);
+                               const ct_conv2d_opts *o);
   /* max pooling's argmax (y's shape) is the backend's own record for its backward; this picks its
    * dtype for an input x and options o (NULL: int64 flat indices h W + w into x's plane) */
   ct_dtype (*pool2d_argmax_dtype)(const ct_tensor *x, const ct_pool2d_opts *o);
   int pool2d_fuses_relu; /* 1: pool2d and pool2d_backward take CT_POOL_MAX_RELU */
   /* conv2d, then max pooling of its relu with a 2x2 window and stride 2, in float32, without the
    * conv output (N, O, Hc, Wc) in memory: y (N, O, Hc/2, Wc/2); argmax as pool2d_argmax_dtype's
-   * choice for that pooling and CT_POOL_MAX_RELU's marks; cols as conv2d's. The backward takes gy
+   * choice for that pooling and CT_POOL_MAX_RELU's marks. The backward takes gy
    * of y's shape. NULL: no such kernel (the front-end then runs conv2d and pool2d). */
   ct_status (*conv2d_relu_pool2x2)(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
-                                   const ct_conv2d_opts *o, ct_tensor *cols);
+                                   const ct_conv2d_opts *o);
   ct_status (*conv2d_relu_pool2x2_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *argmax,
-                                            ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o, ct_tensor *cols);
+                                            ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o);
   ct_status (*pool2d)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
   ct_status (*pool2d_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
   /* softmax or log_softmax over the last dim of a contiguous (R, C) x */

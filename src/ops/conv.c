@@ -28,7 +28,7 @@ static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
   ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
                     ? ct_last_status()
-                    : g->storage->backend->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv, n->saved[2]);
+                    : g->storage->backend->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv);
   ct_tensor_free(gc);
   return s;
 }
@@ -64,16 +64,6 @@ static int conv_check(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, 
   return 1;
 }
 
-/* The im2col matrix to keep for the weight gradient, when one will be needed and the backend
- * keeps it; NULL otherwise (also when out of memory: the backward then recomputes it). */
-static ct_tensor *cols_to_keep(const ct_backend *be, ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, ct_dtype dt) {
-  if (!be->conv2d_keeps_cols || !ct_grad_enabled() || !w->requires_grad) return NULL;
-  int64_t cs[2] = {x->shape[1] * w->shape[2] * w->shape[3], x->shape[0] * Ho * Wo};
-  ct_tensor *cols = ct__alloc(2, cs, dt, x->device);
-  if (!cols) ct_clear_error();
-  return cols;
-}
-
 ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts) {
   if (!x || !w) return NULL;
   ct_conv2d_opts o;
@@ -85,8 +75,7 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
-  ct_tensor *cols = y ? cols_to_keep(be, x, w, Ho, Wo, dt) : NULL;
-  ct_status s = y ? be->conv2d(y, xc, wc, bc, &o, cols) : ct_last_status();
+  ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) {
     ct_node *n = ct__record(y, "conv2d", bw_conv, 3, (ct_tensor *[]){x, w, b});
     if (n) {
@@ -95,10 +84,9 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
       e->conv = o;
       n->extra = e;
       n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc);
-      if (cols) n->saved[2] = ct__detached(cols);
     }
   } else ct_tensor_free(y), y = NULL;
-  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(cols);
+  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
   return y;
 }
 
@@ -180,8 +168,8 @@ static ct_status bw_conv_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
   ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
                     ? ct_last_status()
-                    : g->storage->backend->conv2d_relu_pool2x2_backward(grads[0], grads[1], grads[2], gc, n->saved[3], x, w,
-                                                                        &e->conv, n->saved[2]);
+                    : g->storage->backend->conv2d_relu_pool2x2_backward(grads[0], grads[1], grads[2], gc, n->saved[2], x, w,
+                                                                        &e->conv);
   ct_tensor_free(gc);
   return s;
 }
@@ -207,8 +195,7 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &po) : CT_I64;
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
   ct_tensor *am = y ? ct__alloc(4, ys, adt, x->device) : NULL;
-  ct_tensor *cols = am ? cols_to_keep(be, x, w, Ho, Wo, dt) : NULL;
-  ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o, cols) : ct_last_status();
+  ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) {
     ct_node *n = ct__record(y, "conv2d_relu_max_pool2d", bw_conv_pool, 3, (ct_tensor *[]){x, w, b});
     if (n) {
@@ -216,10 +203,9 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
       CT_ASSERT(e);
       e->conv = o;
       n->extra = e;
-      n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc), n->saved[3] = ct__detached(am);
-      if (cols) n->saved[2] = ct__detached(cols);
+      n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc), n->saved[2] = ct__detached(am);
     }
   } else ct_tensor_free(y), y = NULL;
-  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(cols), ct_tensor_free(am);
+  ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(am);
   return y;
 }

@@ -8,9 +8,10 @@
  * Images are spread over OpenMP threads and each GEMM runs single-threaded inside its thread
  * (OpenBLAS's OpenMP build does that inside a parallel region), so each thread's cols_n stays in
  * its cache and no (O, N L) staging matrix or transpose is needed (measured in docs/perf.md).
- * When the front-end passes `keep`, the forward writes every cols_n into it as one (C kH kW, N L)
- * matrix (image n in columns n L ... n L + L - 1) and the backward reads them back instead of
- * recomputing them. Inputs are contiguous (the front-end makes them so). f32 and f64. */
+ * The backward recomputes cols_n into the same cache-resident scratch rather than reading back a
+ * copy the forward kept: keeping them cost a (C kH kW, N L) matrix written to and read from memory
+ * every step and measured 5% slower on the cnn once im2col copied whole rows (docs/perf.md).
+ * Inputs are contiguous (the front-end makes them so). f32 and f64. */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -164,21 +165,20 @@ char *ct__conv_scratch(int slot, size_t n) {
 }
 
 ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
-                                 const ct_conv2d_opts *o, ct_tensor *keep) {
+                                 const ct_conv2d_opts *o) {
   c->g = geometry(x, w, Ho, Wo, o);
   c->dt = x->dtype, c->es = (int64_t)ct_dtype_size(c->dt);
   c->L = Ho * Wo, c->K = c->g.C / c->g.G * c->g.kh * c->g.kw, c->Og = c->g.O / c->g.G, c->Kall = c->g.C * c->g.kh * c->g.kw;
   c->xp = ct__ptr(x), c->wp = ct__ptr(w), c->bp = b ? ct__ptr(b) : NULL, c->bdt = b ? b->dtype : c->dt;
-  c->keep = keep ? ct__ptr(keep) : NULL;
-  c->bufs = keep ? NULL : ct__conv_scratch(0, (size_t)(omp_get_max_threads() * c->Kall * c->L * c->es));
-  return keep || c->bufs ? CT_OK : CT_ENOMEM;
+  c->bufs = ct__conv_scratch(0, (size_t)(omp_get_max_threads() * c->Kall * c->L * c->es));
+  return c->bufs ? CT_OK : CT_ENOMEM;
 }
 
 void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn) {
   const geom *g = &c->g;
-  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og, ld = c->keep ? g->N * L : L;
-  char *cols = c->keep ? c->keep + n * L * es : c->bufs + tid * c->Kall * L * es;
-  im2col(c->dt, g, c->xp + n * g->C * g->H * g->W * es, cols, ld);
+  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og;
+  char *cols = c->bufs + tid * c->Kall * L * es;
+  im2col(c->dt, g, c->xp + n * g->C * g->H * g->W * es, cols, L);
   /* y starts as the bias and the GEMM adds to it (beta = 1): OpenBLAS would otherwise spend a
    * pass zeroing C for beta = 0 and a second pass would add the bias */
   for (int64_t oc = 0; c->bp && oc < g->O; oc++) {
@@ -189,13 +189,13 @@ void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn) {
       for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] = bias;
   }
   for (int64_t gi = 0; gi < g->G; gi++)
-    gemm(c->dt, 0, 0, Og, L, K, c->wp + gi * Og * K * es, K, cols + gi * K * ld * es, ld, c->bp ? 1.0 : 0.0,
+    gemm(c->dt, 0, 0, Og, L, K, c->wp + gi * Og * K * es, K, cols + gi * K * L * es, L, c->bp ? 1.0 : 0.0,
          yn + gi * Og * L * es, L);
 }
 
-ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *keep) {
+ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
   ct_conv_fw c;
-  ct_status s = ct__conv_forward_setup(&c, x, w, b, y->shape[2], y->shape[3], o, keep);
+  ct_status s = ct__conv_forward_setup(&c, x, w, b, y->shape[2], y->shape[3], o);
   if (s != CT_OK) return s;
   char *yp = ct__ptr(y);
 #pragma omp parallel for schedule(static)
@@ -221,18 +221,18 @@ static double row_sum(ct_dtype dt, const char *row, int64_t n) {
 }
 
 ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
-                                  int64_t Ho, int64_t Wo, const ct_conv2d_opts *o, ct_tensor *kept) {
+                                  int64_t Ho, int64_t Wo, const ct_conv2d_opts *o) {
   const geom g = c->g = geometry(x, w, Ho, Wo, o);
   ct_dtype dt = c->dt = x->dtype;
   int64_t es = c->es = (int64_t)ct_dtype_size(dt), L = c->L = Ho * Wo, nt = c->nt = omp_get_max_threads();
   c->K = g.C / g.G * g.kh * g.kw, c->Og = g.O / g.G, c->Kall = g.C * g.kh * g.kw, c->wsz = g.O * c->K;
-  c->xp = ct__ptr(x), c->wp = ct__ptr(w), c->kept = kept ? ct__ptr(kept) : NULL;
+  c->xp = ct__ptr(x), c->wp = ct__ptr(w);
   c->gxp = gx ? ct__ptr(gx) : NULL;
-  c->cols = gw && !kept ? ct__conv_scratch(0, (size_t)(nt * c->Kall * L * es)) : NULL;
+  c->cols = gw ? ct__conv_scratch(0, (size_t)(nt * c->Kall * L * es)) : NULL;
   c->dcols = gx ? ct__conv_scratch(1, (size_t)(nt * c->Kall * L * es)) : NULL;
   c->acc = gw ? ct__conv_scratch(2, (size_t)(nt * c->wsz * es)) : NULL;
   c->bacc = gb ? (double *)ct__conv_scratch(3, (size_t)(nt * g.O) * sizeof(double)) : NULL;
-  if ((gw && !kept && !c->cols) || (gx && !c->dcols) || (gw && !c->acc) || (gb && !c->bacc)) return CT_ENOMEM;
+  if ((gw && !c->cols) || (gx && !c->dcols) || (gw && !c->acc) || (gb && !c->bacc)) return CT_ENOMEM;
   if (c->bacc) memset(c->bacc, 0, (size_t)(nt * g.O) * sizeof(double));
   if (c->acc) memset(c->acc, 0, (size_t)(nt * c->wsz * es));
   return CT_OK;
@@ -245,11 +245,10 @@ void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char
   if (c->bacc) /* the bias gradient: dy_n's row sums, while dy_n is in this thread's cache */
     for (int64_t oc = 0; oc < g->O; oc++) c->bacc[tid * g->O + oc] += row_sum(dt, gyn + oc * L * es, L);
   if (c->acc) { /* dW_g += dy_n,g (Og, L) @ cols_n,g^T (L, K), into this thread's accumulator */
-    int64_t ld = c->kept ? g->N * L : L;
-    char *cn = c->kept ? c->kept + n * L * es : c->cols + tid * c->Kall * L * es;
-    if (!c->kept) im2col(dt, g, c->xp + n * g->C * g->H * g->W * es, cn, ld);
+    char *cn = c->cols + tid * c->Kall * L * es;
+    im2col(dt, g, c->xp + n * g->C * g->H * g->W * es, cn, L);
     for (int64_t gi = 0; gi < g->G; gi++)
-      gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * ld * es, ld, 1.0,
+      gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * L * es, L, 1.0,
            c->acc + (tid * c->wsz + gi * Og * K) * es, K);
   }
   if (c->gxp) { /* dcols_n,g (K, L) = W_g^T (K, Og) @ dy_n,g (Og, L), then col2im into gx_n */
@@ -283,9 +282,9 @@ void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb)
 }
 
 ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                                  const ct_conv2d_opts *o, ct_tensor *kept) {
+                                  const ct_conv2d_opts *o) {
   ct_conv_bw c;
-  ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, gy->shape[2], gy->shape[3], o, kept);
+  ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, gy->shape[2], gy->shape[3], o);
   if (s != CT_OK) return s;
   const char *gyp = ct__ptr(gy);
 #pragma omp parallel for schedule(static)

@@ -25,13 +25,12 @@ typedef struct {
   ct_dtype dt, bdt;
   int64_t es, L, K, Og, Kall;
   const char *xp, *wp, *bp;
-  char *keep, *bufs;
+  char *bufs;
 } ct_conv_fw;
 
-/* x, w contiguous of one dtype (f32/f64), b NULL or (O); keep NULL or (C kH kW, N Ho Wo) as in
- * the vtable's conv2d. CT_ENOMEM when the scratch cannot be had. */
+/* x, w contiguous of one dtype (f32/f64), b NULL or (O). CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
-                                 const ct_conv2d_opts *o, ct_tensor *keep);
+                                 const ct_conv2d_opts *o);
 /* y_n (O, Ho Wo) = b + conv of image n, written at yn */
 void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn);
 
@@ -40,14 +39,14 @@ typedef struct {
   ct_dtype dt;
   int64_t es, L, K, Og, Kall, wsz, nt;
   const char *xp, *wp;
-  char *kept, *gxp, *cols, *dcols, *acc;
+  char *gxp, *cols, *dcols, *acc;
   double *bacc;
 } ct_conv_bw;
 
-/* gx, gw, gb: the wanted gradients (NULL: not wanted), x, w, kept as in conv2d_backward; Ho, Wo the
- * conv output's size. Zeroes the accumulators. CT_ENOMEM when the scratch cannot be had. */
+/* gx, gw, gb: the wanted gradients (NULL: not wanted), x, w as in conv2d_backward; Ho, Wo the conv
+ * output's size. Zeroes the accumulators. CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
-                                  int64_t Ho, int64_t Wo, const ct_conv2d_opts *o, ct_tensor *kept);
+                                  int64_t Ho, int64_t Wo, const ct_conv2d_opts *o);
 /* image n's share, with its output gradient dy_n (O, Ho Wo) at gyn: gx_n written, gw and gb
  * accumulated per thread */
 void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char *gyn);

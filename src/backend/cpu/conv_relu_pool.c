@@ -11,12 +11,12 @@
 static int64_t conv_out(int64_t in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
 
 ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
-                                      const ct_conv2d_opts *o, ct_tensor *cols) {
+                                      const ct_conv2d_opts *o) {
   int64_t Hc = conv_out(x->shape[2], (int)w->shape[2], o->stride[0], o->padding[0], o->dilation[0]);
   int64_t Wc = conv_out(x->shape[3], (int)w->shape[3], o->stride[1], o->padding[1], o->dilation[1]);
   int64_t Hp = y->shape[2], Wp = y->shape[3], O = w->shape[0], L = Hc * Wc;
   ct_conv_fw c;
-  ct_status s = ct__conv_forward_setup(&c, x, w, b, Hc, Wc, o, cols);
+  ct_status s = ct__conv_forward_setup(&c, x, w, b, Hc, Wc, o);
   if (s != CT_OK) return s;
   char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED, (size_t)(omp_get_max_threads() * O * L) * sizeof(float));
   if (!bufs) return CT_ENOMEM;
@@ -34,13 +34,12 @@ ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor
 }
 
 ct_status ct__cpu_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy,
-                                               ct_tensor *argmax, ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o,
-                                               ct_tensor *cols) {
+                                               ct_tensor *argmax, ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o) {
   int64_t Hc = conv_out(x->shape[2], (int)w->shape[2], o->stride[0], o->padding[0], o->dilation[0]);
   int64_t Wc = conv_out(x->shape[3], (int)w->shape[3], o->stride[1], o->padding[1], o->dilation[1]);
   int64_t Hp = gy->shape[2], Wp = gy->shape[3], O = w->shape[0], L = Hc * Wc;
   ct_conv_bw c;
-  ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o, cols);
+  ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o);
   if (s != CT_OK) return s;
   char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED_GRAD, (size_t)(c.nt * O * L) * sizeof(float));
   if (!bufs) return CT_ENOMEM;

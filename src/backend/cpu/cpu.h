@@ -31,9 +31,9 @@ ct_status ct__cpu_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_t
 ct_status ct__cpu_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
 ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
 ct_status ct__cpu_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
-ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, ct_tensor *cols);
+ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
 ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                                  const ct_conv2d_opts *o, ct_tensor *cols);
+                                  const ct_conv2d_opts *o);
 /* pool.c: MaxPool2d(2) of one float32 plane x (H, W) -> y (Ho, Wo) = (H/2, W/2), with the winner's
  * position in each window (0 1 / 2 3; 4 = none, for relu = 1 when no element is positive) in a;
  * relu = 1 pools relu(x). The backward writes the whole plane gx (H, W) from gy and a. */
@@ -42,10 +42,9 @@ void ct__maxpool2x2_plane_backward_f32(float *gx, int64_t H, int64_t W, const fl
                                        int64_t Wo);
 /* conv_relu_pool.c: the vtable's conv2d_relu_pool2x2 and its backward */
 ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
-                                      const ct_conv2d_opts *o, ct_tensor *cols);
+                                      const ct_conv2d_opts *o);
 ct_status ct__cpu_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy,
-                                               ct_tensor *argmax, ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o,
-                                               ct_tensor *cols);
+                                               ct_tensor *argmax, ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o);
 ct_dtype ct__cpu_pool2d_argmax_dtype(const ct_tensor *x, const ct_pool2d_opts *o);
 ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
 ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);

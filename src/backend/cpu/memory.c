@@ -91,7 +91,6 @@ const ct_backend ct__cpu_backend = {
     .where = ct__cpu_where,
     .reduce = ct__cpu_reduce,
     .matmul = ct__cpu_matmul,
-    .conv2d_keeps_cols = 1,
     .conv2d = ct__cpu_conv2d,
     .conv2d_backward = ct__cpu_conv2d_backward,
     .pool2d_argmax_dtype = ct__cpu_pool2d_argmax_dtype,

@@ -26,7 +26,6 @@ extern "C" const ct_backend ct__cuda_backend = {
     .where = ct__cuda_where,
     .reduce = ct__cuda_reduce,
     .matmul = ct__cuda_matmul,
-    .conv2d_keeps_cols = 0, /* cuDNN keeps no im2col */
     .conv2d = ct__cuda_conv2d,
     .conv2d_backward = ct__cuda_conv2d_backward,
     .pool2d_argmax_dtype = NULL, /* int64 flat indices */

@@ -238,10 +238,9 @@ ct_status ct__cuda_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, c
 /* matmul.cu */
 ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
 /* conv.cu */
-ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o,
-                          ct_tensor *cols /* unused: cuDNN keeps no im2col */);
+ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
 ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
-                                   ct_tensor *w, const ct_conv2d_opts *o, ct_tensor *cols);
+                                   ct_tensor *w, const ct_conv2d_opts *o);
 /* pool.cu */
 ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
 ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax,

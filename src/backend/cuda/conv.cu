@@ -119,8 +119,7 @@ static ct_status pick(ct__cuda_ctx *ctx, conv_setup &s, const Perf *perf, int n,
 }
 
 /* y: (N, Cout, Ho, Wo) contiguous; x, w any strides; b: (Cout) or NULL */
-ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o,
-                          ct_tensor *cols /* unused: cuDNN keeps no im2col */) {
+ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(y);
   if (!ctx) return ct_last_status();
   if (ct__numel(y->ndim, y->shape) == 0) return CT_OK;
@@ -150,7 +149,7 @@ ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b
 
 /* gx: x's shape, gw: w's shape, gb: (Cout); each NULL when not wanted; gy: y's shape */
 ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
-                                   ct_tensor *w, const ct_conv2d_opts *o, ct_tensor *cols) {
+                                   ct_tensor *w, const ct_conv2d_opts *o) {
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(gy);
   if (!ctx) return ct_last_status();
   if ((gx && !ct__cuda_is_contiguous(gx)) || (gw && !ct__cuda_is_contiguous(gw)) || (gb && !ct__cuda_is_contiguous(gb)))
