@@ -98,7 +98,7 @@ static void test_best_index(void **state) {
 
 static void write_file(const char *dir, const char *name, const char *text) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_true(snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs(text, f);
