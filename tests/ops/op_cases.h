@@ -397,6 +397,8 @@ static const op_case op_cases[] = {
     CONV("conv2d_dilation2_pad2", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 2, 2, 3, 3), IN(OC_ANY, 2), 3, 1, 1, 2, 2, 2, 2),
     /* stride 1 with the output as wide as the input: the CPU's whole-row im2col */
     CONV("conv2d_same_width_pad01", IN(OC_ANY, 2, 2, 5, 7), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 0, 1),
+    /* several images per thread: the input-gradient scratch is reused from image to image */
+    CONV("conv2d_batch5_pad1", IN(OC_ANY, 5, 2, 4, 5), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 1, 1),
     CONV("conv2d_k5_pad2", IN(OC_ANY, 1, 1, 6, 6), IN(OC_ANY, 2, 1, 5, 5), IN0(OC_ANY), 2, 1, 1, 2, 2),
     /* fused on the CPU in float32 (odd conv output: the last row and column are dropped; a strided
      * conv without bias), and a 3x3 window, which runs the ops one by one */
