@@ -48,6 +48,7 @@ ct_tensor *ct_abs(ct_tensor *x);
 ct_tensor *ct_exp(ct_tensor *x);
 ct_tensor *ct_log(ct_tensor *x);
 ct_tensor *ct_sqrt(ct_tensor *x);
+/* max(x, 0) as torch.relu: a NaN passes through, and so does its gradient (0 where x <= 0) */
 ct_tensor *ct_relu(ct_tensor *x);
 ct_tensor *ct_sigmoid(ct_tensor *x);
 ct_tensor *ct_tanh(ct_tensor *x);
@@ -92,9 +93,9 @@ typedef struct {
 ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(x)) as one op: the same values and gradients as the two ops in a row (ties go to
- * the first element, a window with no positive element passes no gradient), but one pass over x
- * instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a MaxPool2d
- * through it. Shapes, dtypes and errors as ct_max_pool2d. */
+ * the first element, a window with no positive element passes no gradient, a NaN propagates), but
+ * one pass over x instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a
+ * MaxPool2d through it. Shapes, dtypes and errors as ct_max_pool2d. */
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(conv2d(x, w, b))) as one op, with the same values and gradients as the three in a
  * row. On the CPU, for a 2x2 window with stride 2 in float32, each image's conv output is pooled

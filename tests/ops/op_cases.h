@@ -60,7 +60,7 @@ static double oc_le(double a, double b) { return a <= b; }
 static double oc_gt(double a, double b) { return a > b; }
 static double oc_ge(double a, double b) { return a >= b; }
 static double oc_neg(double x) { return -x; }
-static double oc_relu(double x) { return x > 0 ? x : 0; }
+static double oc_relu(double x) { return !(x <= 0) ? x : 0; } /* NaN passes, as in torch */
 static double oc_sigmoid(double x) { return 1 / (1 + exp(-x)); }
 static double oc_gelu(double x) { return x * 0.5 * erfc(-x / sqrt(2.0)); }
 
@@ -168,7 +168,7 @@ static void ref_conv_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
   int st[2] = {c->i[0] ? c->i[0] : 1, c->i[1] ? c->i[1] : 1}, dil[2] = {1, 1}, k[2] = {c->i[4], c->i[4]}, pad[2] = {0, 0};
   oc_arr y = {0};
   oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, 1, &y);
-  for (int64_t j = 0; j < y.numel; j++) y.v[j] = y.v[j] > 0 ? y.v[j] : 0;
+  for (int64_t j = 0; j < y.numel; j++) y.v[j] = oc_relu(y.v[j]);
   oc_ref_pool(&y, k, k, pad, 1, out);
   free(y.v);
 }
@@ -188,7 +188,7 @@ static void ref_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
   }
   oc_arr r = in[0];
   r.v = malloc((size_t)r.numel * sizeof *r.v);
-  for (int64_t j = 0; j < r.numel; j++) r.v[j] = in[0].v[j] > 0 ? in[0].v[j] : 0;
+  for (int64_t j = 0; j < r.numel; j++) r.v[j] = oc_relu(in[0].v[j]);
   oc_ref_pool(&r, &c->i[1], st, &c->i[5], 1, out);
   free(r.v);
 }

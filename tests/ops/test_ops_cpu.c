@@ -142,6 +142,29 @@ static void test_max_pool2x2_ties_and_nan(void **state) {
   for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
 }
 
+/* relu as torch.relu: NaN in, NaN out, and the gradient passes at the NaN (threshold_backward
+ * zeroes only where x <= 0); the same in the float32 fast path and the float64 path. */
+static void test_relu_nan_like_torch(void **state) {
+  (void)state;
+  double v[4] = {NAN, -1, 0, 2};
+  int64_t n = 4;
+  ct_dtype dts[2] = {CT_F32, CT_F64};
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *h = ct_assert_nonnull(ct_from_host(v, 1, &n, CT_F64, CT_DEVICE_CPU));
+    ct_tensor *x = ct_assert_nonnull(ct_cast(h, dts[k]));
+    ct_assert_ok(ct_requires_grad_(x, 1));
+    ct_tensor *y = ct_assert_nonnull(ct_relu(x));
+    ct_tensor *w = ct_assert_nonnull(ct_full(1, &n, 3.0, dts[k], CT_DEVICE_CPU));
+    ct_tensor *p = ct_assert_nonnull(ct_mul(y, w)), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    double *yv = ct_test_values(y), *gv = ct_test_values(ct_grad(x));
+    assert_true(isnan(yv[0]) && yv[1] == 0 && yv[2] == 0 && yv[3] == 2);
+    assert_true(gv[0] == 3 && gv[1] == 0 && gv[2] == 0 && gv[3] == 3);
+    free(yv), free(gv);
+    ct_tensor_free(s), ct_tensor_free(p), ct_tensor_free(w), ct_tensor_free(y), ct_tensor_free(x), ct_tensor_free(h);
+  }
+}
+
 /* Integer and bool inputs: promotion and values through the same ops. */
 static void test_integer_inputs(void **state) {
   (void)state;
@@ -167,7 +190,8 @@ static void test_integer_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest more[] = {cmocka_unit_test(test_table_covers_ops), cmocka_unit_test(test_dropout_training),
-                                    cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_integer_inputs)};
+                                    cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
+                                    cmocka_unit_test(test_integer_inputs)};
   size_t nmore = sizeof more / sizeof more[0];
   struct CMUnitTest *tests = calloc((size_t)OC_NCASES + nmore, sizeof *tests);
   for (int i = 0; i < OC_NCASES; i++)

@@ -61,7 +61,7 @@ static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
   if (k->op == CT_UNARY_RELU && k->f32 && s[0] == 4 && s[1] == 4) {
     const float *xp = (const float *)p[1];
     float *op = (float *)p[0];
-    for (int64_t i = 0; i < n; i++) op[i] = xp[i] > 0 ? xp[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) op[i] = !(xp[i] <= 0) ? xp[i] : 0.0f; /* NaN passes, as in torch */
     return;
   }
   switch (k->op) {
@@ -97,7 +97,7 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
     float *restrict op = (float *)p[0];
     for (int64_t i = 0; i < n; i++) {
       float g = gp[i]; /* loaded unconditionally, so the loop vectorizes into a blend */
-      op[i] = xp[i] > 0 ? g : 0.0f;
+      op[i] = !(xp[i] <= 0) ? g : 0.0f;
     }
     return;
   }

@@ -5,7 +5,7 @@
  * the flat index h W + w (int64). Average pooling divides by kH kW (count_include_pad=True,
  * PyTorch's default). Ties keep the first element in row-major window order; a NaN wins over
  * numbers and a later NaN over an earlier one, as in torch's CPU kernel. CT_POOL_MAX_RELU pools
- * relu(x) (NaN -> 0 as cuttle's relu) and marks a window whose maximum is 0 with no winner
+ * relu(x) (a NaN passes, as in torch) and marks a window whose maximum is 0 with no winner
  * (position 4, or index -1), so that its backward passes nothing, as relu's would. */
 #include <math.h>
 #include <string.h>
@@ -32,24 +32,17 @@ static inline void pool4_f32(const float *r0, const float *r1, int relu, float *
   __m128 a0 = _mm_loadu_ps(r0), a1 = _mm_loadu_ps(r0 + 4), b0 = _mm_loadu_ps(r1), b1 = _mm_loadu_ps(r1 + 4);
   __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
                  _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
-  __m128 best, idx;
-  if (relu) {
-    /* max(v, 0) gives 0 for a NaN v, as cuttle's relu does; with no NaN left the maximum is two
-     * levels of max, and the winner the first k with v[k] == best (a tie: the first) */
-    for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(v[k], _mm_setzero_ps());
-    best = _mm_max_ps(_mm_max_ps(v[0], v[1]), _mm_max_ps(v[2], v[3]));
-    idx = _mm_castsi128_ps(_mm_set1_epi32(3));
-    for (int k = 2; k >= 0; k--) idx = select_ps(_mm_cmpeq_ps(v[k], best), _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
-    /* no positive element: position 4, no gradient */
-    idx = select_ps(_mm_cmpgt_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
-  } else {
-    best = v[0], idx = _mm_setzero_ps();
-    for (int k = 1; k < 4; k++) {
-      __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
-      best = select_ps(m, v[k], best);
-      idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
-    }
+  __m128 best = v[0], idx = _mm_setzero_ps();
+  if (relu) /* max(0, v) returns v for a NaN v: relu passes NaN, as torch's does */
+    for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(_mm_setzero_ps(), v[k]);
+  best = v[0];
+  for (int k = 1; k < 4; k++) {
+    __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
+    best = select_ps(m, v[k], best);
+    idx = select_ps(m, _mm_castsi128_ps(_mm_set1_epi32(k)), idx);
   }
+  if (relu) /* a maximum of 0: position 4, no gradient (relu's is 0 there); NaN keeps its winner */
+    idx = select_ps(_mm_cmpnle_ps(best, _mm_setzero_ps()), idx, _mm_castsi128_ps(_mm_set1_epi32(4)));
   _mm_storeu_ps(y, best);
   __m128i i16 = _mm_packs_epi32(_mm_castps_si128(idx), _mm_castps_si128(idx));
   int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(i16, i16));
@@ -84,12 +77,12 @@ void ct__maxpool2x2_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, 
 #endif
     for (; wo < Wo; wo++) {
       float v[4] = {r0[2 * wo], r0[2 * wo + 1], r1[2 * wo], r1[2 * wo + 1]};
-      for (int k = 0; relu && k < 4; k++) v[k] = v[k] > 0 ? v[k] : 0.0f;
+      for (int k = 0; relu && k < 4; k++) v[k] = !(v[k] <= 0) ? v[k] : 0.0f;
       float best = v[0];
       uint8_t bi = 0;
       for (uint8_t k = 1; k < 4; k++)
         if (v[k] > best || v[k] != v[k]) best = v[k], bi = k;
-      if (relu && !(best > 0)) bi = 4;
+      if (relu && best <= 0) bi = 4;
       yr[wo] = best;
       ar[wo] = bi;
     }
@@ -171,14 +164,14 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
           if (w0 < 0) w0 = 0;
           if (w1 > W) w1 = W;
           int64_t bi = h0 * W + w0;
-          float best = relu ? (xp[bi] > 0 ? xp[bi] : 0.0f) : xp[bi];
+          float best = relu && xp[bi] <= 0 ? 0.0f : xp[bi];
           for (int64_t h = h0; h < h1; h++)
             for (int64_t w = w0; w < w1; w++) {
               float v = xp[h * W + w];
-              if (relu) v = v > 0 ? v : 0.0f;
+              if (relu && v <= 0) v = 0.0f;
               if (v > best || v != v) best = v, bi = h * W + w; /* NaN propagates, as in torch */
             }
-          if (relu && !(best > 0)) bi = -1;
+          if (relu && best <= 0) bi = -1;
           yp[ho * Wo + wo] = best;
           if (ap) ap[ho * Wo + wo] = bi;
         }
@@ -202,13 +195,13 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
             int64_t w = wo * sw - pw + j;
             if (w < 0 || w >= W) continue;
             double v = f32 ? ((const float *)xp)[h * W + w] : ct__load(xp + (h * W + w) * (int64_t)es, dt);
-            if (relu) v = v > 0 ? v : 0.0;
+            if (relu && v <= 0) v = 0.0;
             if (kind == CT_POOL_AVG) best += v;
             else if (v > best || best_i < 0 || isnan(v)) best = v, best_i = h * W + w;
           }
         }
         if (kind == CT_POOL_AVG) best /= (double)(kh * kw);
-        if (relu && !(best > 0)) best_i = -1;
+        if (relu && best <= 0) best_i = -1;
         if (f32) ((float *)yp)[ho * Wo + wo] = (float)best;
         else ct__store(yp + (ho * Wo + wo) * (int64_t)es, dt, best);
         if (ap) ap[ho * Wo + wo] = best_i;
