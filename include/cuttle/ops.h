@@ -93,8 +93,8 @@ typedef struct {
 ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(x)) as one op: the same values and gradients as the two ops in a row (ties go to
- * the first element, a window with no positive element passes no gradient, a NaN propagates), but
- * one pass over x instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a
+ * the first element, a window whose maximum is 0 passes no gradient, a NaN propagates), but one
+ * pass over x instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a
  * MaxPool2d through it. Shapes, dtypes and errors as ct_max_pool2d. */
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(conv2d(x, w, b))) as one op, with the same values and gradients as the three in a

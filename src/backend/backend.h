@@ -28,8 +28,8 @@ extern "C" {
 
 typedef enum { CT_REDUCE_SUM = 0, CT_REDUCE_MAX, CT_REDUCE_MIN } ct_reduce_op;
 typedef enum { CT_DIST_UNIFORM = 0, CT_DIST_NORMAL, CT_DIST_RANDINT } ct_dist;
-/* CT_POOL_MAX_RELU: max pooling of relu(x); its argmax marks a window with no positive element as
- * passing no gradient */
+/* CT_POOL_MAX_RELU: max pooling of relu(x); its argmax marks a window whose maximum is 0 (no
+ * positive element, no NaN) as passing no gradient */
 typedef enum { CT_POOL_MAX = 0, CT_POOL_AVG, CT_POOL_MAX_RELU } ct_pool_kind;
 
 /* Arguments of the fused optimizer kernels. */
@@ -89,8 +89,8 @@ typedef struct ct_backend {
   int pool2d_fuses_relu; /* 1: pool2d and pool2d_backward take CT_POOL_MAX_RELU */
   /* conv2d, then max pooling of its relu with a 2x2 window and stride 2, in float32, without the
    * conv output (N, O, Hc, Wc) in memory: y (N, O, Hc/2, Wc/2); argmax as pool2d_argmax_dtype's
-   * choice for that pooling and CT_POOL_MAX_RELU's marks. The backward takes gy
-   * of y's shape. NULL: no such kernel (the front-end then runs conv2d and pool2d). */
+   * choice for that pooling and CT_POOL_MAX_RELU's marks. The backward takes gy of y's shape.
+   * NULL: no such kernel (the front-end then runs conv2d and pool2d). */
   ct_status (*conv2d_relu_pool2x2)(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
                                    const ct_conv2d_opts *o);
   ct_status (*conv2d_relu_pool2x2_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *argmax,
