@@ -132,8 +132,8 @@ ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
       ct__scope_track(h);
       for (int i = 0; i < m->n_children && h; i++) {
         ct_module *c = m->children[i], *after = i + 1 < m->n_children ? m->children[i + 1] : NULL;
-        ct_tensor *next;
         ct_module *then = i + 2 < m->n_children ? m->children[i + 2] : NULL;
+        ct_tensor *next;
         /* fused runs (same values and gradients; see ops.h): fewer passes over memory */
         if (c->kind == CT_M_CONV2D && after && after->kind == CT_M_RELU && then && then->kind == CT_M_MAXPOOL2D)
           next = ct_conv2d_relu_max_pool2d(h, c->slot[0], c->n_slots > 1 ? c->slot[1] : NULL, &c->conv, &then->pool), i += 2;

@@ -18,19 +18,35 @@ static ct_conv2d_opts conv_defaults(const ct_conv2d_opts *o) {
   return r;
 }
 
+/* The backward of conv2d and of conv2d_relu_max_pool2d: saved are x, w (cast to the compute dtype)
+ * and, for the fused op, the pooling's argmax, which picks the fused backward kernel. */
 static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
-  ct_tensor *x = n->saved[0], *w = n->saved[1];
+  ct_tensor *x = n->saved[0], *w = n->saved[1], *argmax = n->saved[2];
   conv_extra *e = n->extra;
+  const ct_backend *be = g->storage->backend;
   ct_tensor *gc = ct_contiguous(g);
   if (!gc) return ct_last_status();
   if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
   if (n->in[1]) grads[1] = ct__alloc(w->ndim, w->shape, w->dtype, w->device);
   if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
-  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
-                    ? ct_last_status()
-                    : g->storage->backend->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv);
+  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2]) ? ct_last_status()
+                : argmax ? be->conv2d_relu_pool2x2_backward(grads[0], grads[1], grads[2], gc, argmax, x, w, &e->conv)
+                         : be->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv);
   ct_tensor_free(gc);
   return s;
+}
+
+/* Records y = op(x, w, b) with bw_conv's saved tensors; the node's references are its own. */
+static void record_conv(ct_tensor *y, const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o,
+                        ct_tensor *xc, ct_tensor *wc, ct_tensor *argmax) {
+  ct_node *n = ct__record(y, op, bw_conv, 3, (ct_tensor *[]){x, w, b});
+  if (!n) return;
+  conv_extra *e = calloc(1, sizeof *e);
+  CT_ASSERT(e);
+  e->conv = *o;
+  n->extra = e;
+  n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc);
+  if (argmax) n->saved[2] = ct__detached(argmax);
 }
 
 /* Checks conv2d's arguments (op names the caller in errors): 1 with the options completed, the
@@ -76,16 +92,8 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
   ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
-  if (s == CT_OK) {
-    ct_node *n = ct__record(y, "conv2d", bw_conv, 3, (ct_tensor *[]){x, w, b});
-    if (n) {
-      conv_extra *e = calloc(1, sizeof *e);
-      CT_ASSERT(e);
-      e->conv = o;
-      n->extra = e;
-      n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc);
-    }
-  } else ct_tensor_free(y), y = NULL;
+  if (s == CT_OK) record_conv(y, "conv2d", x, w, b, &o, xc, wc, NULL);
+  else ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
   return y;
 }
@@ -158,22 +166,6 @@ ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
 }
 
 /* ---- conv2d, relu and max_pool2d as one op */
-static ct_status bw_conv_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
-  ct_tensor *x = n->saved[0], *w = n->saved[1];
-  conv_extra *e = n->extra;
-  ct_tensor *gc = ct_contiguous(g);
-  if (!gc) return ct_last_status();
-  if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
-  if (n->in[1]) grads[1] = ct__alloc(w->ndim, w->shape, w->dtype, w->device);
-  if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
-  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
-                    ? ct_last_status()
-                    : g->storage->backend->conv2d_relu_pool2x2_backward(grads[0], grads[1], grads[2], gc, n->saved[2], x, w,
-                                                                        &e->conv);
-  ct_tensor_free(gc);
-  return s;
-}
-
 ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *copts,
                                      const ct_pool2d_opts *popts) {
   if (!x || !w) return NULL;
@@ -192,20 +184,13 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho / 2, Wo / 2};
   ct_pool2d_opts po = {.kernel = {2, 2}, .stride = {2, 2}};
-  ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &po) : CT_I64;
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
+  /* the argmax format the backend picks for pooling the (float32) conv output */
+  ct_dtype adt = y && be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(xc, &po) : CT_I64;
   ct_tensor *am = y ? ct__alloc(4, ys, adt, x->device) : NULL;
   ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o) : ct_last_status();
-  if (s == CT_OK) {
-    ct_node *n = ct__record(y, "conv2d_relu_max_pool2d", bw_conv_pool, 3, (ct_tensor *[]){x, w, b});
-    if (n) {
-      conv_extra *e = calloc(1, sizeof *e);
-      CT_ASSERT(e);
-      e->conv = o;
-      n->extra = e;
-      n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc), n->saved[2] = ct__detached(am);
-    }
-  } else ct_tensor_free(y), y = NULL;
+  if (s == CT_OK) record_conv(y, "conv2d_relu_max_pool2d", x, w, b, &o, xc, wc, am);
+  else ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(am);
   return y;
 }

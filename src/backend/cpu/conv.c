@@ -145,9 +145,8 @@ static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, c
 }
 
 /* Scratch kept per calling thread and grown only: allocating tens of MB per call cost a page
- * fault per 4 KiB in every step (docs/perf.md). Slots: per-thread cols, per-thread dcols,
- * per-thread weight-gradient accumulators, per-thread bias-gradient accumulators, the fused
- * kernels' per-thread conv output. The memory stays reachable from thread-local storage. */
+ * fault per 4 KiB in every step (docs/perf.md). The slots are conv.h's; the memory stays
+ * reachable from thread-local storage. */
 static _Thread_local struct {
   void *p;
   size_t n;
@@ -170,7 +169,7 @@ ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_t
   c->dt = x->dtype, c->es = (int64_t)ct_dtype_size(c->dt);
   c->L = Ho * Wo, c->K = c->g.C / c->g.G * c->g.kh * c->g.kw, c->Og = c->g.O / c->g.G, c->Kall = c->g.C * c->g.kh * c->g.kw;
   c->xp = ct__ptr(x), c->wp = ct__ptr(w), c->bp = b ? ct__ptr(b) : NULL, c->bdt = b ? b->dtype : c->dt;
-  c->bufs = ct__conv_scratch(0, (size_t)(omp_get_max_threads() * c->Kall * c->L * c->es));
+  c->bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * c->Kall * c->L * c->es));
   return c->bufs ? CT_OK : CT_ENOMEM;
 }
 
@@ -228,10 +227,10 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
   c->K = g.C / g.G * g.kh * g.kw, c->Og = g.O / g.G, c->Kall = g.C * g.kh * g.kw, c->wsz = g.O * c->K;
   c->xp = ct__ptr(x), c->wp = ct__ptr(w);
   c->gxp = gx ? ct__ptr(gx) : NULL;
-  c->cols = gw ? ct__conv_scratch(0, (size_t)(nt * c->Kall * L * es)) : NULL;
-  c->dcols = gx ? ct__conv_scratch(1, (size_t)(nt * c->Kall * L * es)) : NULL;
-  c->acc = gw ? ct__conv_scratch(2, (size_t)(nt * c->wsz * es)) : NULL;
-  c->bacc = gb ? (double *)ct__conv_scratch(3, (size_t)(nt * g.O) * sizeof(double)) : NULL;
+  c->cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * c->Kall * L * es)) : NULL;
+  c->dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)(nt * c->Kall * L * es)) : NULL;
+  c->acc = gw ? ct__conv_scratch(CT_CONV_SCRATCH_WGRAD, (size_t)(nt * c->wsz * es)) : NULL;
+  c->bacc = gb ? (double *)ct__conv_scratch(CT_CONV_SCRATCH_BGRAD, (size_t)(nt * g.O) * sizeof(double)) : NULL;
   if ((gw && !c->cols) || (gx && !c->dcols) || (gw && !c->acc) || (gb && !c->bacc)) return CT_ENOMEM;
   if (c->bacc) memset(c->bacc, 0, (size_t)(nt * g.O) * sizeof(double));
   if (c->acc) memset(c->acc, 0, (size_t)(nt * c->wsz * es));

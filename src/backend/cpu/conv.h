@@ -8,9 +8,17 @@
 
 #include "backend/cpu/cpu.h"
 
-/* Scratch slots of ct__conv_scratch: per-thread cols, dcols, weight- and bias-gradient
- * accumulators, and the fused kernels' per-thread conv output and gradient. */
-enum { CT_CONV_SCRATCH_SLOTS = 6, CT_CONV_SCRATCH_FUSED = 4, CT_CONV_SCRATCH_FUSED_GRAD = 5 };
+/* Scratch slots of ct__conv_scratch, each sized for all threads: im2col matrices, input-gradient
+ * dcols, weight- and bias-gradient accumulators, and the fused kernels' conv output and gradient. */
+enum {
+  CT_CONV_SCRATCH_COLS,
+  CT_CONV_SCRATCH_DCOLS,
+  CT_CONV_SCRATCH_WGRAD,
+  CT_CONV_SCRATCH_BGRAD,
+  CT_CONV_SCRATCH_FUSED,
+  CT_CONV_SCRATCH_FUSED_GRAD,
+  CT_CONV_SCRATCH_SLOTS
+};
 /* Per calling thread, grown only, kept for the thread's life; NULL (CT_ENOMEM set) when out of memory. */
 char *ct__conv_scratch(int slot, size_t n);
 

@@ -8,12 +8,17 @@
 #include <omp.h>
 #include "backend/cpu/conv.h"
 
-static int64_t conv_out(int64_t in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+/* The conv output's size (Hc, Wc): y holds only its pooled (Hc/2, Wc/2), which loses an odd row or
+ * column, so it is computed from x, w and the options as the front-end does. */
+static void conv_size(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o, int64_t *Hc, int64_t *Wc) {
+  *Hc = (x->shape[2] + 2 * o->padding[0] - o->dilation[0] * (w->shape[2] - 1) - 1) / o->stride[0] + 1;
+  *Wc = (x->shape[3] + 2 * o->padding[1] - o->dilation[1] * (w->shape[3] - 1) - 1) / o->stride[1] + 1;
+}
 
 ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
                                       const ct_conv2d_opts *o) {
-  int64_t Hc = conv_out(x->shape[2], (int)w->shape[2], o->stride[0], o->padding[0], o->dilation[0]);
-  int64_t Wc = conv_out(x->shape[3], (int)w->shape[3], o->stride[1], o->padding[1], o->dilation[1]);
+  int64_t Hc, Wc;
+  conv_size(x, w, o, &Hc, &Wc);
   int64_t Hp = y->shape[2], Wp = y->shape[3], O = w->shape[0], L = Hc * Wc;
   ct_conv_fw c;
   ct_status s = ct__conv_forward_setup(&c, x, w, b, Hc, Wc, o);
@@ -35,8 +40,8 @@ ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor
 
 ct_status ct__cpu_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy,
                                                ct_tensor *argmax, ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o) {
-  int64_t Hc = conv_out(x->shape[2], (int)w->shape[2], o->stride[0], o->padding[0], o->dilation[0]);
-  int64_t Wc = conv_out(x->shape[3], (int)w->shape[3], o->stride[1], o->padding[1], o->dilation[1]);
+  int64_t Hc, Wc;
+  conv_size(x, w, o, &Hc, &Wc);
   int64_t Hp = gy->shape[2], Wp = gy->shape[3], O = w->shape[0], L = Hc * Wc;
   ct_conv_bw c;
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o);

@@ -22,9 +22,7 @@ ct_dtype ct__cpu_pool2d_argmax_dtype(const ct_tensor *x, const ct_pool2d_opts *o
 #ifdef __SSE2__
 /* lanes of m set: a, else b */
 static inline __m128 select_ps(__m128 m, __m128 a, __m128 b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
-#endif
 
-#ifdef __SSE2__
 /* Four outputs of MaxPool2d(2) from eight columns of two rows: the even and odd columns split by
  * shuffles, the winner chosen by selects, because which element wins is data-dependent and a
  * branch per element mispredicts (docs/perf.md). */
@@ -32,10 +30,9 @@ static inline void pool4_f32(const float *r0, const float *r1, int relu, float *
   __m128 a0 = _mm_loadu_ps(r0), a1 = _mm_loadu_ps(r0 + 4), b0 = _mm_loadu_ps(r1), b1 = _mm_loadu_ps(r1 + 4);
   __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
                  _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
-  __m128 best = v[0], idx = _mm_setzero_ps();
   if (relu) /* max(0, v) returns v for a NaN v: relu passes NaN, as torch's does */
     for (int k = 0; k < 4; k++) v[k] = _mm_max_ps(_mm_setzero_ps(), v[k]);
-  best = v[0];
+  __m128 best = v[0], idx = _mm_setzero_ps();
   for (int k = 1; k < 4; k++) {
     __m128 m = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
     best = select_ps(m, v[k], best);
