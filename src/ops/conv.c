@@ -8,6 +8,14 @@ typedef struct {
   ct_pool2d_opts pool;
 } conv_extra;
 
+/* The output size of a window k (dilated) sliding with stride s over n padded by p on each side:
+ * (n + 2p - k) / s + 1, or 0 when the window does not fit (C's division truncates toward zero,
+ * so a negative span must not reach it: it would give 1). */
+static int64_t out_size(int64_t n, int64_t p, int64_t k, int64_t s) {
+  int64_t span = n + 2 * p - k;
+  return span < 0 ? 0 : span / s + 1;
+}
+
 static ct_conv2d_opts conv_defaults(const ct_conv2d_opts *o) {
   ct_conv2d_opts r = o ? *o : (ct_conv2d_opts){0};
   for (int i = 0; i < 2; i++) {
@@ -69,8 +77,8 @@ static int conv_check(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, 
   for (int i = 0; i < 2; i++)
     if (o.stride[i] < 1 || o.padding[i] < 0 || o.dilation[i] < 1)
       return ct__error(CT_EINVAL, "%s: stride and dilation must be >= 1 and padding >= 0", op), 0;
-  int64_t Ho = (x->shape[2] + 2 * o.padding[0] - o.dilation[0] * (w->shape[2] - 1) - 1) / o.stride[0] + 1;
-  int64_t Wo = (x->shape[3] + 2 * o.padding[1] - o.dilation[1] * (w->shape[3] - 1) - 1) / o.stride[1] + 1;
+  int64_t Ho = out_size(x->shape[2], o.padding[0], o.dilation[0] * (w->shape[2] - 1) + 1, o.stride[0]);
+  int64_t Wo = out_size(x->shape[3], o.padding[1], o.dilation[1] * (w->shape[3] - 1) + 1, o.stride[1]);
   if (Ho <= 0 || Wo <= 0)
     return ct__error(CT_ESHAPE, "%s: input %s is smaller than the (dilated) kernel %s after padding", op,
                      ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw)), 0;
@@ -124,8 +132,8 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   }
   if (x->ndim != 4) CT_FAIL_NULL(CT_ESHAPE, "%s: expected input (N, C, H, W), got %s", op, ct_shape_str(x, sx, sizeof sx));
   if (!ct_dtype_is_floating(x->dtype)) CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s", op, ct_dtype_name(x->dtype));
-  int64_t Ho = (x->shape[2] + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
-  int64_t Wo = (x->shape[3] + 2 * o.padding[1] - o.kernel[1]) / o.stride[1] + 1;
+  int64_t Ho = out_size(x->shape[2], o.padding[0], o.kernel[0], o.stride[0]);
+  int64_t Wo = out_size(x->shape[3], o.padding[1], o.kernel[1], o.stride[1]);
   if (Ho <= 0 || Wo <= 0) CT_FAIL_NULL(CT_ESHAPE, "%s: input %s is smaller than the kernel", op, ct_shape_str(x, sx, sizeof sx));
   const ct_backend *be = x->storage->backend;
   if (!be->pool2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, be->name);

@@ -51,6 +51,11 @@ static void test_shape_errors(void **state) {
   expect_fail(ct_conv2d(x, wb, b5, NULL), CT_ESHAPE);
   ct_assert_error_contains("bias");
   expect_fail(ct_conv2d(x, wb, NULL, &(ct_conv2d_opts){.groups = 2}), CT_ESHAPE);
+  /* a kernel larger than the input with a stride that would round the negative span up to one output */
+  expect_fail(ct_conv2d(x, wk, NULL, &(ct_conv2d_opts){.stride = {3, 3}}), CT_ESHAPE);
+  ct_assert_error_contains("smaller than");
+  expect_fail(ct_max_pool2d(x, &(ct_pool2d_opts){.kernel = {7, 7}, .stride = {3, 3}}), CT_ESHAPE);
+  ct_assert_error_contains("smaller than the kernel");
   /* the fused conv2d + relu + max_pool2d: the same checks under its own name, and the pooling's */
   ct_pool2d_opts p2 = {.kernel = {2, 2}};
   expect_fail(ct_conv2d_relu_max_pool2d(x, w, NULL, NULL, &p2), CT_ESHAPE);
@@ -60,6 +65,7 @@ static void test_shape_errors(void **state) {
   ct_assert_error_contains("bias");
   expect_fail(ct_conv2d_relu_max_pool2d(x, wb, NULL, NULL, NULL), CT_EINVAL);
   ct_assert_error_contains("kernel size");
+  expect_fail(ct_conv2d_relu_max_pool2d(x, wb, NULL, NULL, &(ct_pool2d_opts){.kernel = {5, 5}}), CT_ESHAPE);
   expect_fail(ct_relu_max_pool2d(w3, &p2), CT_ESHAPE);
   /* reductions and views */
   expect_fail(ct_sum(a, 1, (int[]){2}, 0), CT_ESHAPE);
