@@ -95,13 +95,19 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(x)) as one op: the same values and gradients as the two ops in a row (ties go to
  * the first element, a window whose maximum is 0 passes no gradient, a NaN propagates), but one
  * pass over x instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a
- * MaxPool2d through it. Shapes, dtypes and errors as ct_max_pool2d. */
+ * MaxPool2d through it. x: (N, C, H, W) floating -> (N, C, Ho, Wo) of x's dtype, sizes as
+ * ct_max_pool2d's. Errors: CT_EINVAL for missing or bad options (NULL opts, kernel < 1, padding
+ * beyond kernel/2), CT_ESHAPE for a non-4-D x or a kernel larger than the padded input, CT_EDTYPE
+ * for an integer x. */
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(conv2d(x, w, b))) as one op, with the same values and gradients as the three in a
  * row. On the CPU, for a 2x2 window with stride 2 in float32, each image's conv output is pooled
  * while it is in cache and never stored (nor is its gradient): the cnn's layers without a pass over
  * their largest tensors. Other cases and backends run the ops one by one. Sequential runs a
- * Conv2d, ReLU, MaxPool2d run through it. Shapes, dtypes and errors as conv2d then max_pool2d. */
+ * Conv2d, ReLU, MaxPool2d run through it.
+ * x: (N, C, H, W), w: (O, C/groups, kH, kW), b: (O) or NULL, float32/float64 after promotion ->
+ * (N, O, Hp, Wp): conv2d's (Ho, Wo) pooled as ct_max_pool2d sizes it. Errors: conv2d's (CT_ESHAPE,
+ * CT_EINVAL, CT_EDTYPE, CT_EDEVICE, naming this op) and then ct_relu_max_pool2d's. */
 ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *conv_opts,
                                      const ct_pool2d_opts *pool_opts);
 
