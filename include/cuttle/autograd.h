@@ -17,12 +17,13 @@ extern "C" {
 /* Mark a leaf tensor as requiring grad (floating dtypes only; errors: CT_EDTYPE, CT_EAUTOGRAD for
  * a non-leaf). */
 ct_status ct_requires_grad_(ct_tensor *t, int requires_grad);
-int ct_requires_grad(const ct_tensor *t);
+int ct_requires_grad(const ct_tensor *t); /* 0 with CT_EINVAL for NULL, as ct_is_leaf */
 /* 1 for a tensor created by the user rather than by a recorded op. */
 int ct_is_leaf(const ct_tensor *t);
 /* The accumulated gradient of a leaf (borrowed: owned by t), or NULL before any backward. */
 ct_tensor *ct_grad(ct_tensor *t);
-/* Drop the accumulated gradient (set_to_none, PyTorch's default in zero_grad). */
+/* Drop the accumulated gradient (set_to_none, PyTorch's default in zero_grad). ct_grad, ct_zero_grad,
+ * ct_grad_fn_name and ct_detach set CT_EINVAL for a NULL t (and return NULL). */
 void ct_zero_grad(ct_tensor *t);
 /* The name of the op that produced t ("add", "matmul"), or NULL for a leaf. */
 const char *ct_grad_fn_name(const ct_tensor *t);
@@ -30,7 +31,10 @@ const char *ct_grad_fn_name(const ct_tensor *t);
 ct_tensor *ct_detach(ct_tensor *t);
 
 /* Backpropagate from root, a one-element floating tensor, with seed gradient 1.
- * Errors: CT_EAUTOGRAD when root has no graph or more than one element. */
+ * Errors: CT_EAUTOGRAD when root has no graph or more than one element; CT_ENOMEM (or a backend's
+ * error) when a gradient cannot be computed. The graph is freed in every case. After a failure,
+ * each leaf's .grad is either as it was or holds part of this pass's contribution: zero the
+ * gradients (ct_zero_grad, ct_optimizer_zero_grad) before running the step again. */
 ct_status ct_backward(ct_tensor *root);
 
 /* Grad mode is per thread and on by default. ct_no_grad_begin turns it off until the matching

@@ -1,17 +1,19 @@
-/* cuttle/cuda.h: what a GPU adds to the runtime: memory figures and the caching allocators,
- * TensorFloat-32, pinned host memory, streams and events, and the sync-debug mode.
+/* cuttle/cuda.h: what an accelerator (a CUDA GPU, an OpenCL device) adds to the runtime: memory
+ * figures and the caching allocators, TensorFloat-32, pinned host memory, streams and events, and
+ * the sync-debug mode. The names follow torch.cuda; everything but TF32 applies to OpenCL devices
+ * too (an OpenCL stream is an in-order command queue, an event a marker on one).
  *
- * Every function here is callable in every build. Without the CUDA backend (a build without
- * CUTTLE_WITH_CUDA) or without a GPU, the CUDA-only ones fail with CT_EDEVICE and a message that
- * says so, the memory figures of a GPU are zeros, and pinned memory is ordinary host memory (pinning
- * needs the CUDA backend and a GPU). The CPU is a device too: its memory figures, cache, streams
- * and events work everywhere (events on the CPU complete when recorded and time with the monotonic
- * clock).
+ * Every function here is callable in every build. For a device that does not exist (a GPU in a
+ * build without CUTTLE_WITH_CUDA or on a machine without one) they fail with CT_EDEVICE and a
+ * message that says so, the memory figures of a missing device are zeros, and pinned memory is
+ * ordinary host memory where no backend pins (see "Pinned" below). The CPU is a device too: its
+ * memory figures, cache, streams and events work everywhere (events on the CPU complete when
+ * recorded and time with the monotonic clock).
  *
  * There is no current device and no current stream: every op runs on its device's compute stream,
  * in program order. A copy with CT_NON_BLOCKING from or to pinned memory runs on the device's copy
- * stream, fenced by events both ways, so results never depend on it; ct_synchronize waits for both
- * streams. */
+ * stream (queue), fenced by events both ways, so results never depend on it; ct_synchronize waits
+ * for both streams. */
 #ifndef CUTTLE_CUDA_H
 #define CUTTLE_CUDA_H
 
@@ -32,11 +34,11 @@ typedef struct {
   size_t allocated;            /* bytes in blocks held by tensors now (after the allocator's rounding) */
   size_t reserved;             /* bytes obtained from the system / driver and not returned: allocated + cached */
   size_t peak_allocated;       /* the highest `allocated` since the start or ct_reset_peak_memory_stats */
-  uint64_t num_device_mallocs; /* GPU: cudaMalloc calls (a cache hit makes none). CPU: 0 (not counted) */
-  /* CPU only, with the CUDA backend (else 0): page-locked host memory of ct_empty_pinned */
+  uint64_t num_device_mallocs; /* GPU: cudaMalloc (OpenCL: clCreateBuffer) calls (a cache hit makes none). CPU: 0 */
+  /* CPU only (else 0): pinned host memory of ct_empty_pinned, summed over the backends that pin */
   size_t pinned_allocated;     /* bytes in pinned blocks held by tensors */
-  size_t pinned_reserved;      /* bytes obtained with cudaHostAlloc and not freed (held + cached) */
-  uint64_t num_pinned_allocs;  /* cudaHostAlloc calls */
+  size_t pinned_reserved;      /* bytes obtained from the drivers and not freed (held + cached) */
+  uint64_t num_pinned_allocs;  /* cudaHostAlloc / pinned clCreateBuffer calls */
 } ct_memory_stats;
 
 /* Fill *out with the caching allocator's figures for device d, in bytes. A GPU whose context does
@@ -45,8 +47,8 @@ typedef struct {
  * is zeroed then). */
 ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out);
 
-/* Return the cached (free) blocks of device d to the system (cudaFree on a GPU, free on the CPU,
- * where the pinned host cache is emptied too). Blocks held by tensors stay. Synchronizes a GPU
+/* Return the cached (free) blocks of device d to the system (cudaFree or clReleaseMemObject on a
+ * device, free on the CPU, where every backend's pinned host cache is emptied too). Blocks held by tensors stay. Synchronizes a GPU
  * (cudaFree does). Errors: CT_EDEVICE (d does not exist). */
 ct_status ct_empty_cache(ct_device d);
 
@@ -68,20 +70,39 @@ int ct_allow_tf32(void);
  * Pinned (page-locked) host memory. A copy to or from it can be asynchronous (CT_NON_BLOCKING) and
  * runs at full PCIe / NVLink speed; a copy from pageable memory is staged by the driver and blocks.
  * The memory comes from a cache (cudaHostAlloc costs milliseconds): a freed block is handed out
- * again, but only after every copy queued on it has finished. Pinning needs the CUDA backend and a
- * GPU; without them these functions return ordinary CPU tensors. */
+ * again, but only after every copy queued on it has finished.
+ *
+ * Which backend pins: the CUDA backend (cudaHostAlloc, with a GPU) and the OpenCL backend (a
+ * CL_MEM_ALLOC_HOST_PTR buffer mapped into the host, from opencl:0's context, with an OpenCL device)
+ * both pin. Pinned memory belongs to the backend that made it: a copy is asynchronous only between
+ * memory a backend pinned and that backend's devices, because only its cache knows when its queued
+ * copies end. A copy between memory pinned by one backend and a device of another is blocking (and
+ * counted as a pageable copy in the ledger). ct_empty_pinned_for picks the backend of a device;
+ * ct_empty_pinned, for memory not meant for one device yet, the first that pins in registry order
+ * (CUDA before OpenCL), so with both a GPU and an OpenCL device it is CUDA's. Where no backend
+ * pins, these functions return ordinary CPU tensors. */
 
 /* A new contiguous CPU tensor of shape (ndim entries) and dtype dt, uninitialized, whose storage is
- * pinned (see above). Ownership as for ct_empty (the caller's, or the open scope's). Errors: those
- * of ct_empty (CT_EINVAL for a bad shape, CT_EDTYPE), CT_ENOMEM (the message gives the pinned bytes
- * requested and held), CT_EBACKEND (a driver error). */
+ * pinned (see above; by the first backend that pins). Ownership as for ct_empty (the caller's, or
+ * the open scope's). Errors: those of ct_empty (CT_EINVAL for a bad shape, CT_EDTYPE), CT_ENOMEM
+ * (the message gives the pinned bytes requested and held), CT_EBACKEND (a driver error). */
 ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt);
+
+/* As ct_empty_pinned, pinned by the backend of device d, so that copies between the tensor and d
+ * (and d's other devices of the same kind) can be asynchronous; d the CPU means ct_empty_pinned. An
+ * ordinary CPU tensor when d's backend cannot pin. Errors: those of ct_empty_pinned, CT_EDEVICE (d
+ * does not exist). */
+ct_tensor *ct_empty_pinned_for(ct_device d, int ndim, const int64_t *shape, ct_dtype dt);
+
+/* 1 when ct_empty_pinned_for(d, ...) gives pinned memory (for the CPU: when ct_empty_pinned does),
+ * else 0 (also for a device that does not exist). */
+int ct_device_can_pin(ct_device d);
 
 /* 1 when t is a CPU tensor whose storage is pinned, else 0 (also for NULL). */
 int ct_tensor_is_pinned(const ct_tensor *t);
 
 /* t itself (one more reference) when it is already pinned, else a contiguous pinned copy of t
- * (same shape and dtype; without the CUDA backend or a GPU an ordinary contiguous copy) that shares
+ * (same shape and dtype, pinned as ct_empty_pinned; where nothing pins an ordinary contiguous copy) that shares
  * nothing with t. The copy is not recorded by autograd. NULL returns NULL. Errors: CT_EDEVICE (t
  * is not a CPU tensor), those of ct_empty_pinned. */
 ct_tensor *ct_pin_memory(ct_tensor *t);
@@ -103,16 +124,17 @@ ct_stream *ct_stream_new(ct_device d);
 void ct_stream_free(ct_stream *s);
 /* The device of s (s not NULL). */
 ct_device ct_stream_device(const ct_stream *s);
-/* The backend's stream handle: a cudaStream_t for a GPU, NULL for the CPU (or s NULL). Borrowed: it
- * lives as long as s. */
+/* The backend's stream handle: a cudaStream_t for a GPU, a cl_command_queue (in order, profiling on)
+ * for an OpenCL device, NULL for the CPU (or s NULL). Borrowed: it lives as long as s. */
 void *ct_stream_native(ct_stream *s);
 /* Wait until all work queued on s has finished (a synchronization point, counted in the ledger).
  * Errors: CT_EINVAL (s NULL), CT_EBACKEND. */
 ct_status ct_stream_synchronize(ct_stream *s);
 /* Make all work queued on s after this call wait until e has completed; s NULL means the compute
  * stream of e's device (so cuttle's ops wait for work recorded on another stream). The host does
- * not wait. Errors: CT_EINVAL (e NULL), CT_EDEVICE (s and e live on different kinds of device),
- * CT_EBACKEND. */
+ * not wait. Errors: CT_EINVAL (e NULL), CT_EDEVICE (s and e live on different kinds of device, or
+ * on two different OpenCL devices, whose contexts cannot share events: wait on the host with
+ * ct_event_synchronize), CT_EBACKEND. */
 ct_status ct_stream_wait_event(ct_stream *s, ct_event *e);
 
 /* A new event recorded on the compute stream of device d, after all work queued there so far (on a
@@ -131,13 +153,15 @@ ct_status ct_event_synchronize(ct_event *e);
 int ct_event_query(ct_event *e);
 /* The milliseconds of device time between start and end (recorded in that order on one device),
  * into *ms. Waits for end first (a synchronization point). Resolution: about 0.5 us on a GPU, the
- * monotonic clock on the CPU. Errors: CT_EINVAL (a NULL argument), CT_EDEVICE (the two events are
+ * monotonic clock on the CPU, the device's profiling clock on OpenCL (the end of the work before
+ * each event). Errors: CT_EINVAL (a NULL argument), CT_EDEVICE (the two events are
  * on different devices), CT_EBACKEND. */
 ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms);
 
 /* ---------------------------------------------------------------------------------------------
  * Sync-debug (torch.cuda.set_sync_debug_mode). An implicit synchronization is a call that blocks
- * the host on a GPU without asking to: ct_item and ct_to_host of a GPU tensor, ct_to from or to
+ * the host on a device other than the CPU (a CUDA GPU, an OpenCL device; "GPU" below) without
+ * asking to: ct_item and ct_to_host of a GPU tensor, ct_to from or to
  * pageable host memory (or without CT_NON_BLOCKING), copies between two GPUs (staged through the
  * host), ct_from_host onto a GPU. Explicit waits (ct_synchronize, ct_event_synchronize,
  * ct_stream_synchronize) are never reported. CPU-only work has no synchronizations. */

@@ -79,7 +79,8 @@ void ct_idx_free(ct_idx *idx);
 
 /* The IDX data as a new contiguous tensor on dev with shape idx->shape: u8 as CT_U8, i32 as
  * CT_I32, f32 as CT_F32, f64 as CT_F64, i8 and i16 widened to CT_I32. Ownership as in tensor.h
- * (the caller's, or the open scope's). Errors: CT_EINVAL (NULL or empty ct_idx), those of
+ * (the caller's, or the open scope's). Errors: CT_EINVAL (NULL or empty ct_idx, an unknown type, a
+ * shape that is invalid or disagrees with numel and nbytes), CT_EDEVICE, those of
  * ct_from_host. */
 ct_tensor *ct_idx_to_tensor(const ct_idx *idx, ct_device dev);
 
@@ -100,7 +101,7 @@ ct_dataset *ct_dataset_from_u8(const uint8_t *images, const int64_t *labels, int
 /* Release a dataset. NULL is allowed. Loaders reading it must be freed first. */
 void ct_dataset_free(ct_dataset *ds);
 
-/* Accessors (ds must not be NULL). */
+/* Accessors. A NULL ds sets CT_EINVAL and gives -1 (len, num_classes) or NULL (pixels, labels). */
 int64_t ct_dataset_len(const ct_dataset *ds);                  /* number of samples N */
 void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]); /* (C, H, W) */
 int ct_dataset_num_classes(const ct_dataset *ds);
@@ -153,12 +154,14 @@ typedef struct {
   int drop_last;       /* nonzero: drop the last batch when it is smaller than batch_size */
   int num_workers;     /* threads preparing batches; 0 means in the calling thread (at most 64) */
   int prefetch_factor; /* batches prepared ahead per worker; 0 means 2 (ignored without workers) */
-  int pin_memory;      /* nonzero, with the CUDA backend and a GPU: batches are staged in pinned
-                          host memory (ct_empty_pinned, no extra host copy); for a CPU device they
-                          are returned pinned, for a GPU they are copied with CT_NON_BLOCKING and
-                          the next batch's copy is issued before the current batch is returned, so
-                          it overlaps the training step. Without CUDA or a GPU it is accepted and
-                          does nothing. Either way the values are bit-identical */
+  int pin_memory;      /* nonzero, where a backend pins host memory for `device`
+                          (ct_device_can_pin: CUDA for a GPU, OpenCL for an OpenCL device, the
+                          first that pins for the CPU): batches are staged in pinned host memory
+                          (ct_empty_pinned_for the device, no extra host copy); for a CPU device
+                          they are returned pinned, for another device they are copied with
+                          CT_NON_BLOCKING and the next batch's copy is issued before the current
+                          batch is returned, so it overlaps the training step. Where nothing pins
+                          it is accepted and does nothing. Either way the values are bit-identical */
   ct_device device;    /* where batches are returned; zero is the CPU. Another device gets the
                           batches copied there with ct_to (counted in the copy ledger) */
 } ct_loader_opts;
@@ -173,7 +176,8 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts);
  * dropped) and release everything. Tensors already returned stay valid. NULL is allowed. */
 void ct_loader_free(ct_loader *l);
 
-/* Batches per epoch: ceil(N / B), or floor(N / B) with drop_last. */
+/* Batches per epoch: ceil(N / B), or floor(N / B) with drop_last; -1 with CT_EINVAL for NULL (as
+ * ct_loader_epoch). */
 int64_t ct_loader_len(const ct_loader *l);
 
 /* The epoch the loader is in (or will start with its next ct_loader_next): 0 at first. */
@@ -184,7 +188,7 @@ int64_t ct_loader_epoch(const ct_loader *l);
 ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch);
 
 /* The next batch of the current epoch: *x (B, C, H, W) float32 and *y (B) int64 on opts.device
- * (with pin_memory on a GPU their copies may still be in flight: ops on the device are ordered after
+ * (with pin_memory on a GPU or OpenCL device their copies may still be in flight: ops on the device are ordered after
  * them, and ct_to_host / ct_item wait for them),
  * new tensors whose ownership follows tensor.h (the caller's with no scope open, else the open
  * scope's on this thread). The last batch may be smaller unless drop_last.

@@ -45,9 +45,20 @@ typedef struct {
  * dtype F32, F64, F16, BF16, I32, I64, U8 or BOOL (bool as one byte, 0 or 1). Nothing is taken over:
  * names, tensors and meta stay the caller's. n may be 0 (a file with only metadata, or none).
  *
- * The write is atomic: the bytes go to "<path>.tmp.<pid>" in the same directory, which is flushed,
- * fsync'ed and renamed over path, and then the directory is fsync'ed. On any error the temporary file
- * is removed and an existing file at path is left as it was.
+ * The write is atomic, for every caller: path holds either its old content (or nothing) or the
+ * complete new file, never a torn one, even when the process is killed or the machine loses power
+ * during the save. The bytes go to an unnamed file in path's directory (open with O_TMPFILE, so a
+ * SIGKILL while writing leaves nothing behind), which is fsync'ed, linked as "<path>.tmp.<pid>",
+ * renamed over path, and then the directory is fsync'ed (the rename is atomic within one file
+ * system, POSIX rename(2); the fsyncs make it durable). Where O_TMPFILE is missing (kernels before
+ * 3.11, NFS, no /proc) the bytes are written to "<path>.tmp.<pid>" directly. Either way, a process
+ * killed while that name exists leaves it behind; every save first removes the "<path>.tmp.<pid>"
+ * files beside path whose pid is no longer a running process (a live one is never touched; on a
+ * file system shared by several machines a pid is only checked on this one, so do not save to one
+ * path from two machines at once). Two threads saving to the same path at once is not supported.
+ * On any error the temporary file is removed and an existing file at path is left as it was.
+ * Test hook: the environment variable CUTTLE_TEST_SAVE_DELAY_MS=N pauses every save N ms after the
+ * header is written, so tests can interrupt a half-written file; it is for tests only.
  *
  * Errors: CT_EINVAL for a NULL argument, a NULL tensor, a name that is NULL, repeated or
  * "__metadata__", a repeated metadata key, or a string that is not valid UTF-8; CT_EIO (the message
@@ -99,7 +110,7 @@ ct_safetensors *ct_safetensors_parse(const void *data, size_t size, const char *
 /* Free everything the handle owns. NULL is allowed. */
 void ct_safetensors_close(ct_safetensors *f);
 
-/* The number of tensors in the file. */
+/* The number of tensors in the file; -1 with CT_EINVAL for NULL (as ct_safetensors_metadata_count). */
 int ct_safetensors_count(const ct_safetensors *f);
 
 /* What the header says about one tensor. Pointers are borrowed from f and valid until it is closed. */
@@ -117,7 +128,8 @@ typedef struct {
  * argument or i out of range. */
 ct_status ct_safetensors_info_at(const ct_safetensors *f, int i, ct_safetensors_info *out);
 
-/* The index of the tensor called name (for ct_safetensors_info_at), or -1 when there is none. */
+/* The index of the tensor called name (for ct_safetensors_info_at), or -1 when there is none (and
+ * CT_EINVAL set when f or name is NULL). */
 int ct_safetensors_find(const ct_safetensors *f, const char *name);
 
 /* A new tensor on dev holding a copy of the tensor called name, with its shape and dtype. The caller
@@ -127,7 +139,8 @@ int ct_safetensors_find(const ct_safetensors *f, const char *name);
  * CT_EDEVICE, CT_ENOMEM. */
 ct_tensor *ct_safetensors_get(const ct_safetensors *f, const char *name, ct_device dev);
 
-/* The value of metadata key, borrowed from f, or NULL when the file has no such key. */
+/* The value of metadata key, borrowed from f, or NULL when the file has no such key (and CT_EINVAL
+ * set when f or key is NULL). */
 const char *ct_safetensors_metadata(const ct_safetensors *f, const char *key);
 /* The number of metadata entries, and entry i of them (in file order; borrowed strings). */
 int ct_safetensors_metadata_count(const ct_safetensors *f);
@@ -135,8 +148,9 @@ ct_status ct_safetensors_metadata_at(const ct_safetensors *f, int i, const char 
 
 /* ---- model and training checkpoints (one safetensors file) */
 
-/* The value of "format" in a checkpoint's metadata. */
-#define CT_CHECKPOINT_FORMAT "cuttle-checkpoint-1"
+/* The value of "format" in a checkpoint's metadata. Version 2 records the optimizer's kind exactly
+ * ("adamw"); version 1 wrote "adam" for AdamW too. ct_checkpoint_load reads both. */
+#define CT_CHECKPOINT_FORMAT "cuttle-checkpoint-2"
 
 /* What a training run needs beyond the tensors to resume where it stopped. */
 typedef struct {
@@ -148,10 +162,16 @@ typedef struct {
   /* load only: 1 when the file held "epoch" (a cuttle training checkpoint), else 0 and epoch, rng
    * are zero (a model-only or PyTorch-written file) */
   int has_training_state;
+  /* load only: 1 when the file names the optimizer it was saved with, which is then in optimizer
+   * (a version-1 file says CT_OPTIM_ADAM for AdamW too); else 0 and CT_OPTIM_SGD */
+  int has_optimizer;
+  ct_optim_kind optimizer;
 } ct_checkpoint_meta;
 
 /* Save a model (and optionally its optimizer and training state) to the safetensors file path,
- * atomically (see ct_safetensors_save).
+ * atomically: path holds either its old content or the complete new file, never a torn one, even if
+ * the process is killed (SIGKILL) or the machine loses power during the save; no temporary file is
+ * left behind (see ct_safetensors_save for how).
  *
  * Keys. The model's parameters and buffers go under their state_dict names from
  * ct_module_named_tensors(m, 1, ...) ("0.weight", "1.running_mean"), in their own dtype, so PyTorch
@@ -164,9 +184,9 @@ typedef struct {
  * (before its first step) are not written.
  *
  * Metadata strings (all reserved): "format" = CT_CHECKPOINT_FORMAT; with meta: "epoch", "rng_seed",
- * "rng_offset" (decimal integers); with opt: "optimizer" (the kind as far as the state shows it:
- * "sgd" with no state or momentum buffers, "adam" for Adam and AdamW), "optimizer.lr" ("%.17g", so it
- * reads back exactly), "optimizer.steps". meta->extra adds more strings.
+ * "rng_offset" (decimal integers); with opt: "optimizer" (the kind it was created with: "sgd",
+ * "adam" or "adamw"), "optimizer.lr" ("%.17g", so it reads back exactly), "optimizer.steps".
+ * meta->extra adds more strings.
  *
  * Errors: CT_EINVAL for a NULL path or module, or an extra key that is reserved or repeated; those
  * of ct_safetensors_save. On error an existing file at path is untouched. */
@@ -186,6 +206,11 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
  *    (b) int64 "num_batches_tracked" buffers (any key ending in it) that m lacks: PyTorch's BatchNorm
  *    counts batches in that buffer, which cuttle's BatchNorm does not keep (it only matters for
  *    momentum=None, the cumulative average, which cuttle does not offer), so files PyTorch wrote load;
+ *  - with opt: when the file names its optimizer ("optimizer"), opt must be of that kind, as the
+ *    optimizer a PyTorch user constructs must be the one whose state_dict they load: CT_EINVAL naming
+ *    both ("the checkpoint holds the state of an adamw optimizer, but the optimizer given is adam").
+ *    A version-1 file's "adam" matches Adam and AdamW. SGD with and without momentum are one kind;
+ *    their state differs (momentum buffers) and is checked as below;
  *  - with opt: the file must hold optimizer state (metadata "optimizer.steps"); opt's state slots are
  *    created (ct_optimizer_init_state) when the file has any, and then every slot must be in the file
  *    with its shape, and every "optimizer." tensor in the file must be a slot of opt. A file with no
@@ -194,11 +219,12 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
  *    what the first step would start from.
  * Then the tensors are copied into m's and opt's own tensors with ct_copy_ (so they stay on their
  * devices and keep their handles), under no-grad, and opt's lr and step count are set from the file.
- * *meta_out receives epoch and rng (n_extra 0, extra NULL; read other strings with
- * ct_safetensors_open and ct_safetensors_metadata).
+ * *meta_out receives epoch, rng and the optimizer kind (n_extra 0, extra NULL; read other strings
+ * with ct_safetensors_open and ct_safetensors_metadata).
  *
- * Errors: CT_EINVAL for a NULL path or module; those of ct_safetensors_open; CT_EFORMAT for a
- * checkpoint of a later format version or a malformed number in the metadata, and as above. */
+ * Errors: CT_EINVAL for a NULL path or module, or an optimizer of another kind than the file's;
+ * those of ct_safetensors_open; CT_EFORMAT for a checkpoint of a later format version, a malformed
+ * number in the metadata or an unknown "optimizer", and as above. */
 ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, ct_checkpoint_meta *meta_out);
 
 #ifdef __cplusplus

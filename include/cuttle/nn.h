@@ -35,7 +35,7 @@ void ct_module_free(ct_module *m);
 ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x);
 /* Training mode (dropout active, batch norm on batch statistics) or eval mode; recursive. */
 void ct_module_train(ct_module *m, int training);
-const char *ct_module_type(const ct_module *m); /* "Linear", "Sequential", ... */
+const char *ct_module_type(const ct_module *m); /* "Linear", "Sequential", ...; "?" and CT_EINVAL for NULL */
 
 /* Move every parameter and buffer to dev, keeping the module's handles valid (nn.Module.to).
  * Errors: CT_EDEVICE, CT_ENOMEM; on error the module is unchanged. */
@@ -47,10 +47,12 @@ typedef struct {
   ct_tensor *tensor; /* borrowed: owned by the module */
   int is_buffer;    /* 1 for a buffer (running_mean), 0 for a parameter */
 } ct_named_tensor;
-/* Writes at most cap entries to out (out may be NULL to count) and returns the total count.
+/* Writes at most cap entries to out (out may be NULL to count) and returns the total count, or
+ * CT_EINVAL for a NULL m or a negative cap.
  * with_buffers: 0 = parameters only (for an optimizer), 1 = parameters and buffers (state_dict). */
 int ct_module_named_tensors(ct_module *m, int with_buffers, ct_named_tensor *out, int cap);
-/* Total number of parameter elements. */
+/* Total number of parameter elements; -1 with CT_EINVAL for NULL. ct_module_train and
+ * ct_module_print set CT_EINVAL for a NULL argument. */
 int64_t ct_module_num_params(ct_module *m);
 /* Print the module tree in PyTorch's repr style. */
 void ct_module_print(ct_module *m, FILE *f);

@@ -1,6 +1,8 @@
 /* cuttle/ops.h: the ops, with PyTorch's semantics. Every op:
  *  - returns a new tensor (see tensor.h for ownership), or NULL on error with ct_last_error() set;
- *  - returns NULL at once when an input is NULL, so a chain can be checked once at its end;
+ *  - returns NULL at once when an input is NULL, so a chain can be checked once at its end; the
+ *    error is then the one already pending (the failure that made the NULL), or, when none is,
+ *    CT_EINVAL naming the op and the NULL argument;
  *  - fails with CT_EDEVICE when its inputs live on different devices; the message names the op,
  *    each argument with its device, and the fix (a ct_to). Nothing is copied implicitly;
  *  - fails with CT_ESHAPE naming the shapes when they do not fit;
@@ -120,20 +122,22 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
 /* Zero elements with probability p and scale the rest by 1/(1-p) when training; x itself (one more
  * reference) otherwise. gen may be NULL for the default generator. */
 ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen);
+/* x floating (an integer x is CT_EDTYPE, as in torch); the result has x's shape and dtype. */
 ct_tensor *ct_softmax(ct_tensor *x, int dim);
 ct_tensor *ct_log_softmax(ct_tensor *x, int dim);
 
 /* ---- losses */
 typedef enum { CT_REDUCTION_MEAN = 0, CT_REDUCTION_SUM, CT_REDUCTION_NONE } ct_reduction;
 /* logits: (N, C) floating; target: (N) int64 class indices in [0, C). label_smoothing in [0, 1)
- * as in torch.nn.functional.cross_entropy. Errors: CT_EINVAL for a class index out of range. */
+ * as in torch.nn.functional.cross_entropy. Errors: CT_EINVAL for a class index out of range or an
+ * unknown reduction, CT_EDTYPE for integer logits or a floating target. */
 ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction reduction, double label_smoothing);
 ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction);
 
 /* ---- joining and indexing */
 ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim);
 ct_tensor *ct_stack(int n, ct_tensor *const *ts, int dim);
-/* index: 1-D int32/int64. */
+/* index: 1-D int32/int64 (another dtype is CT_EDTYPE). */
 ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index);
 /* out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather); index int64 of x's ndim. */
 ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index);

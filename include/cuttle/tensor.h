@@ -45,7 +45,7 @@ size_t ct_dtype_size(ct_dtype dt);      /* bytes per element; 0 for an invalid v
 int ct_dtype_is_floating(ct_dtype dt);  /* 1 for f32, f64, f16, bf16 */
 /* The dtype of a op on a and b, by PyTorch's promotion rules (torch.result_type on two tensors of
  * the same dimensionality): bool < u8 < i32 < i64 < floating; f16 with bf16 gives f32. */
-ct_dtype ct_promote_types(ct_dtype a, ct_dtype b);
+ct_dtype ct_promote_types(ct_dtype a, ct_dtype b); /* CT_DTYPE_COUNT and CT_EDTYPE for an invalid dtype */
 /* Parse "float32"/"f32", ... into *out. Errors: CT_EINVAL. */
 ct_status ct_dtype_parse(const char *s, ct_dtype *out);
 
@@ -57,8 +57,9 @@ float ct_bf16_to_f32(uint16_t h);
 
 typedef struct ct_tensor ct_tensor;
 
-/* ---- creation: every constructor takes a device; errors: CT_EINVAL (shape: ndim > 8 or a
- * negative size), CT_EDEVICE (a missing device), CT_ENOMEM. shape has ndim entries (ndim 0 is a
+/* ---- creation: every constructor takes a device; errors: CT_EINVAL (shape: ndim outside [0, 8], a
+ * NULL shape with ndim > 0, a negative size, sizes whose product or byte count overflows int64),
+ * CT_EDTYPE (an invalid dtype), CT_EDEVICE (a missing device), CT_ENOMEM. shape has ndim entries (ndim 0 is a
  * scalar tensor). */
 ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
 ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
@@ -92,7 +93,8 @@ ct_tensor *ct_randint(int ndim, const int64_t *shape, int64_t lo, int64_t hi, ct
 void ct_manual_seed(uint64_t seed);
 ct_generator *ct_default_generator(void);
 
-/* ---- accessors (t must not be NULL) */
+/* ---- accessors. A NULL t sets CT_EINVAL and gives -1 (ndim, size, numel), NULL (shape, strides,
+ * data), CT_DTYPE_COUNT (dtype), a device that does not exist (index -1) or 0 (is_contiguous). */
 int ct_tensor_ndim(const ct_tensor *t);
 const int64_t *ct_tensor_shape(const ct_tensor *t);   /* ndim entries */
 const int64_t *ct_tensor_strides(const ct_tensor *t); /* ndim entries, in elements */
@@ -103,21 +105,24 @@ ct_device ct_tensor_device(const ct_tensor *t);
 int ct_tensor_is_contiguous(const ct_tensor *t);
 /* Host pointer to the first element for a CPU tensor (shape/strides apply), NULL for others. */
 void *ct_tensor_data(ct_tensor *t);
-/* Writes "(2, 3)" into buf of size n and returns buf. */
+/* Writes "(2, 3)" into buf of size n and returns buf; NULL with CT_EINVAL for a NULL t or buf. */
 char *ct_shape_str(const ct_tensor *t, char *buf, size_t n);
 
 /* ---- ownership (see the top of this file) */
-/* Add a reference; the caller releases it with ct_tensor_free. Returns t. */
+/* Add a reference; the caller releases it with ct_tensor_free. Returns t (NULL for NULL, with
+ * CT_EINVAL set unless an error is already pending, as for the ops). */
 ct_tensor *ct_tensor_retain(ct_tensor *t);
 /* Release one reference. NULL is allowed. */
 void ct_tensor_free(ct_tensor *t);
 
-/* Open a scope on this thread; scopes nest. */
-void ct_scope_begin(void);
+/* Open a scope on this thread; scopes nest. Only a stack deeper than 8 scopes allocates: CT_ENOMEM
+ * when that fails, and then no scope was opened (so no ct_scope_end belongs to this call). */
+ct_status ct_scope_begin(void);
 /* Release every reference the innermost scope still holds, and close it. */
 void ct_scope_end(void);
 /* Move one reference to t out of the innermost scope: to the enclosing scope if there is one, else
- * to the caller. Returns t. A no-op when t is not held by the innermost scope. */
+ * to the caller. Returns t. A no-op when t is not held by the innermost scope. NULL with CT_ENOMEM
+ * when the enclosing scope cannot grow: t then stays in the innermost scope. */
 ct_tensor *ct_scope_keep(ct_tensor *t);
 
 /* ---- views: share storage with t; errors: CT_ESHAPE with the shapes in the message. */
@@ -157,7 +162,8 @@ enum {
  *    ct_synchronize(device) or an event recorded after the ct_to (as torch's .to(non_blocking=True)).
  *  - within one GPU: always asynchronous (stream-ordered). Without the CUDA backend: no effect. */
 /* t on dev. Returns t itself (one more reference) when it already lives there and CT_COPY is not
- * given, else a copy, counted in the ledger. Errors: CT_EDEVICE for a missing device. */
+ * given, else a copy, counted in the ledger. Errors: CT_EDEVICE for a missing device, CT_EINVAL for
+ * NULL t or flags other than CT_COPY and CT_NON_BLOCKING. */
 ct_tensor *ct_to(ct_tensor *t, ct_device dev, int flags);
 /* Copy src into dst elementwise (same shape or broadcastable to dst; any dtypes; both on one
  * device, or one on the CPU). Errors: CT_ESHAPE, CT_EDEVICE. */

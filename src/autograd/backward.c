@@ -15,12 +15,20 @@ typedef struct {
   size_t n, cap;
 } tvec;
 
+/* Room for n more entries; CT_ENOMEM (a unchanged) when it cannot grow. */
+static ct_status tvec_reserve(tvec *a, size_t n) {
+  if (a->n + n <= a->cap) return CT_OK;
+  size_t cap = a->cap ? 2 * a->cap : 64;
+  while (cap < a->n + n) cap *= 2;
+  ct_tensor **v = ct__realloc(a->v, cap * sizeof *v, "the backward pass's list of tensors");
+  if (!v) return CT_ENOMEM;
+  a->v = v, a->cap = cap;
+  return CT_OK;
+}
+
+/* Push into room made by tvec_reserve. */
 static void tvec_push(tvec *a, ct_tensor *t) {
-  if (a->n == a->cap) {
-    a->cap = a->cap ? 2 * a->cap : 64;
-    a->v = realloc(a->v, a->cap * sizeof *a->v);
-    CT_ASSERT(a->v);
-  }
+  CT_ASSERT(a->n < a->cap);
   a->v[a->n++] = t;
 }
 
@@ -93,13 +101,20 @@ ct_status ct_backward(ct_tensor *root) {
                      "ct_sum or ct_mean first)", ct_shape_str(root, shp, sizeof shp));
   }
   tvec visited = {0}, work = {0};
-  root->bw_mark = 1;
-  tvec_push(&visited, ct_tensor_retain(root));
-  tvec_push(&work, root);
-  while (work.n) {
+  ct_status st = tvec_reserve(&visited, 1);
+  if (st == CT_OK) st = tvec_reserve(&work, 1);
+  if (st == CT_OK) {
+    root->bw_mark = 1;
+    tvec_push(&visited, ct_tensor_retain(root));
+    tvec_push(&work, root);
+  }
+  while (st == CT_OK && work.n) {
     ct_tensor *t = work.v[--work.n];
     if (!t->grad_fn) continue;
-    for (int i = 0; i < t->grad_fn->n_in; i++) {
+    /* room for every input first, so that a failure leaves no input marked but unlisted */
+    int n_in = t->grad_fn->n_in;
+    if ((st = tvec_reserve(&visited, (size_t)n_in)) != CT_OK || (st = tvec_reserve(&work, (size_t)n_in)) != CT_OK) break;
+    for (int i = 0; i < n_in; i++) {
       ct_tensor *in = t->grad_fn->in[i];
       if (!in) continue;
       if (!in->bw_mark) {
@@ -110,12 +125,13 @@ ct_status ct_backward(ct_tensor *root) {
       in->bw_pending++;
     }
   }
+  /* The second pass pushes each tensor once, when its last consumer is done: visited.n entries. */
+  if (st == CT_OK) st = tvec_reserve(&work, visited.n);
 
-  ct_status st = CT_OK;
   ct_no_grad_begin();
-  ct_tensor *seed = ct_ones(root->ndim, root->shape, root->dtype, root->device);
-  if (!seed) st = ct_last_status();
-  else {
+  ct_tensor *seed = NULL;
+  if (st == CT_OK && !(seed = ct_ones(root->ndim, root->shape, root->dtype, root->device))) st = ct_last_status();
+  if (seed) {
     ct__untrack(seed);
     root->bw_grad = seed;
     tvec_push(&work, root);

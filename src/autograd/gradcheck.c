@@ -49,10 +49,11 @@ ct_status ct_gradcheck(ct_gradcheck_fn fn, void *ctx, int n, ct_tensor *const *i
   for (int i = 0; i < n && st == CT_OK; i++) {
     ct_tensor *x = inputs[i];
     int64_t m = ct_tensor_numel(x);
-    double *h = malloc((size_t)(m ? m : 1) * sizeof(double)), *ga = malloc((size_t)(m ? m : 1) * sizeof(double));
-    if (!h || !ga) {
-      free(h), free(ga);
-      st = ct__error(CT_ENOMEM, "gradcheck: out of host memory");
+    double *h = ct__malloc((size_t)m * sizeof(double), "gradcheck's input values");
+    double *ga = h ? ct__malloc((size_t)m * sizeof(double), "gradcheck's analytic gradient") : NULL;
+    if (!ga) {
+      free(h);
+      st = CT_ENOMEM;
       break;
     }
     st = ct_to_host(x, h, (size_t)m * sizeof(double), CT_F64);

@@ -10,13 +10,14 @@ void ct_no_grad_end(void) {
 }
 int ct_grad_enabled(void) { return no_grad_depth == 0; }
 
-ct_node *ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_in, ct_tensor *const *in) {
-  if (!out || no_grad_depth > 0) return NULL;
+ct_status ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_in, ct_tensor *const *in, ct_node **node) {
+  *node = NULL;
+  if (!out || no_grad_depth > 0) return CT_OK;
   int any = 0;
   for (int i = 0; i < n_in; i++) any |= in[i] && in[i]->requires_grad;
-  if (!any) return NULL;
-  ct_node *n = calloc(1, sizeof *n);
-  CT_ASSERT(n);
+  if (!any) return CT_OK;
+  ct_node *n = ct__calloc(1, sizeof *n, "a tape node");
+  if (!n) return CT_ENOMEM;
   n->name = name;
   n->backward = fn;
   n->n_in = n_in;
@@ -24,14 +25,17 @@ ct_node *ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_i
     if (in[i] && in[i]->requires_grad) n->in[i] = ct_tensor_retain(in[i]);
   out->grad_fn = n;
   out->requires_grad = true;
-  return n;
+  *node = n;
+  return CT_OK;
 }
 
 void ct__tensor_decref(ct_tensor *t);
 
-void ct__save(ct_node *n, int i, ct_tensor *t) {
-  if (!n || !t) return;
-  n->saved[i] = ct_tensor_retain(t);
+ct_status ct__save_detached(ct_node *n, int i, ct_tensor *t) {
+  if (!n) return CT_OK;
+  if (!t) return ct_last_status();
+  n->saved[i] = ct__detached(t);
+  return n->saved[i] ? CT_OK : CT_ENOMEM;
 }
 
 void ct__node_free(ct_node *n) {
@@ -62,12 +66,25 @@ ct_status ct_requires_grad_(ct_tensor *t, int requires_grad) {
   return CT_OK;
 }
 
-int ct_requires_grad(const ct_tensor *t) { return t && t->requires_grad; }
-int ct_is_leaf(const ct_tensor *t) { return t && !t->grad_fn; }
-ct_tensor *ct_grad(ct_tensor *t) { return t ? t->grad : NULL; }
-const char *ct_grad_fn_name(const ct_tensor *t) { return t && t->grad_fn ? t->grad_fn->name : NULL; }
+int ct_requires_grad(const ct_tensor *t) {
+  if (!t) return ct__null_arg("ct_requires_grad", "t"), 0;
+  return t->requires_grad;
+}
+int ct_is_leaf(const ct_tensor *t) {
+  if (!t) return ct__null_arg("ct_is_leaf", "t"), 0;
+  return !t->grad_fn;
+}
+ct_tensor *ct_grad(ct_tensor *t) {
+  if (!t) return ct__null_arg("ct_grad", "t");
+  return t->grad;
+}
+const char *ct_grad_fn_name(const ct_tensor *t) {
+  if (!t) return ct__null_arg("ct_grad_fn_name", "t");
+  return t->grad_fn ? t->grad_fn->name : NULL;
+}
 
 void ct_zero_grad(ct_tensor *t) {
+  if (!t) return (void)ct__null_status("ct_zero_grad", "t");
   if (t && t->grad) {
     ct__tensor_decref(t->grad);
     t->grad = NULL;
@@ -75,6 +92,6 @@ void ct_zero_grad(ct_tensor *t) {
 }
 
 ct_tensor *ct_detach(ct_tensor *t) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("ct_detach", "t");
   return ct__view_of(t, t->ndim, t->shape, t->stride, t->offset);
 }

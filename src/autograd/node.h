@@ -25,12 +25,18 @@ struct ct_node {
 };
 
 /* When grad mode is on and an input requires grad: create the node on out (which then requires
- * grad) retaining the inputs, and return it for the caller to fill saved/iv/dv. Else NULL. */
-ct_node *ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_in, ct_tensor *const *in);
-/* Retain t into n->saved[i] (t may be NULL). */
-void ct__save(ct_node *n, int i, ct_tensor *t);
+ * grad) retaining the inputs, and set *node to it for the caller to fill saved/iv/dv; else set
+ * *node to NULL. Returns CT_OK, or CT_ENOMEM when the node cannot be allocated: out then has no
+ * graph, and the op must fail and free out (an output that silently lost its graph would train
+ * wrong). */
+ct_status ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_in, ct_tensor *const *in, ct_node **node);
+/* A detached view of t into n->saved[i]; nothing when n is NULL. t NULL means the op failed to
+ * make it: its status comes back. CT_ENOMEM when the view cannot be allocated; the op must then
+ * fail and free its output (which frees the node). */
+ct_status ct__save_detached(ct_node *n, int i, ct_tensor *t);
 void ct__node_free(ct_node *n);
-/* A detached view of t (same storage, no graph), untracked by scopes: for saving an output. */
+/* A detached view of t (same storage, no graph), untracked by scopes: for saving an output. NULL
+ * with CT_ENOMEM when the view header cannot be allocated. */
 ct_tensor *ct__detached(ct_tensor *t);
 
 /* g summed over broadcast dims down to shape (ndim, shape) and cast to dt: how an op's gradient

@@ -46,11 +46,14 @@ typedef struct {
 } ct_sgd_args;
 
 typedef struct ct_backend {
-  const char *name; /* "cpu", "cuda" */
+  const char *name; /* "cpu", "cuda", "opencl" */
   ct_device_kind kind;
 
   /* devices */
   int (*device_count)(void);
+  /* 1 when device index is a GPU that ct_try_gpu may choose, else 0. NULL: the registry row says
+   * (src/core/device.c: every CUDA device is a GPU, the CPU is none). */
+  int (*device_is_gpu)(int index);
   ct_status (*device_props)(int index, ct_device_props *out);
   ct_status (*synchronize)(int index);
 
@@ -121,7 +124,8 @@ typedef struct ct_backend {
   ct_status (*reset_peak_memory_stats)(int index);
 
   /* ---- page-locked (pinned) host memory, cached like device memory. Only a backend whose
-   * devices copy faster from it has these (CUDA); NULL on the CPU. pinned_alloc returns NULL with
+   * devices copy faster from it has these (CUDA, OpenCL); NULL on the CPU. The core asks the
+   * registry which backend pins (ct__pinning_backend), never a kind by name. pinned_alloc returns NULL with
    * CT_ENOMEM / CT_EBACKEND set; pinned_free takes back a block from pinned_alloc (the bytes may
    * still be read by queued copies: the backend must not hand them out again before those end);
    * pinned_stats fills the pinned_* fields of out; pinned_empty_cache frees the idle blocks. */
@@ -155,9 +159,19 @@ ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tens
 
 /* The registry: the backend for a device kind, or NULL when it is not compiled in. */
 const ct_backend *ct__backend(ct_device_kind kind);
+/* The backend whose pinned host memory serves copies with device d, or NULL when none pins
+ * (core/cuda.c): d's own backend for a device other than the CPU, the first in registry order that
+ * has pinned_alloc and a device for the CPU. */
+const ct_backend *ct__pinning_backend(ct_device d);
+/* 1 when s is pinned host memory from be's pinned_alloc, so that be may copy from or to it
+ * asynchronously (its pinned cache fences only its own copies), else 0. */
+int ct__pinned_by(const ct_storage *s, const ct_backend *be);
 extern const ct_backend ct__cpu_backend;
 #ifdef CUTTLE_WITH_CUDA
 extern const ct_backend ct__cuda_backend;
+#endif
+#ifdef CUTTLE_WITH_OPENCL
+extern const ct_backend ct__opencl_backend;
 #endif
 
 #ifdef __cplusplus

@@ -29,6 +29,7 @@ ct_ledger ct_ledger_get(void) {
 void ct_ledger_reset(void) { memset(&ledger, 0, sizeof ledger); }
 
 void ct_ledger_print(FILE *f) {
+  if (!f) return (void)ct__null_status("ct_ledger_print", "f");
   ct_ledger l = ct_ledger_get();
   fprintf(f, "ledger: h2d %llu copies %.1f MB, d2h %llu copies %.1f MB, d2d %llu copies %.1f MB, pinned %llu, "
           "blocking %llu, syncs %llu\n",
@@ -104,7 +105,9 @@ static ct_status raw_copy(const char *op, ct_tensor *dst, ct_tensor *src, int no
   if (src->device.kind == CT_CPU || dst->device.kind == CT_CPU) {
     int h2d = src->device.kind == CT_CPU;
     ct_tensor *host = h2d ? src : dst, *dev = h2d ? dst : src;
-    bool pinned = host->storage->pinned, async = pinned && non_blocking;
+    /* pinned only counts when the device's own backend pinned it: only that backend's pinned cache
+     * keeps the bytes until its queued copies ended */
+    bool pinned = ct__pinned_by(host->storage, dev->storage->backend), async = pinned && non_blocking;
     if (!async) {
       snprintf(what, sizeof what, "blocking %s copy of %zu bytes %s %s memory", h2d ? "host-to-device" : "device-to-host",
                nbytes, h2d ? "from" : "to", pinned ? "pinned" : "pageable");
@@ -125,8 +128,8 @@ static ct_status raw_copy(const char *op, ct_tensor *dst, ct_tensor *src, int no
   /* between two GPUs: through the host, honestly counted as two copies */
   snprintf(what, sizeof what, "copy of %zu bytes to another GPU, staged through pageable host memory", nbytes);
   if ((s = ct__sync_point(op, src->device, what)) != CT_OK) return s;
-  void *tmp = malloc(nbytes);
-  if (!tmp) return ct__error(CT_ENOMEM, "%s: out of host memory staging %zu bytes between GPUs", op, nbytes);
+  void *tmp = ct__malloc(nbytes, "staging a copy between GPUs");
+  if (!tmp) return CT_ENOMEM;
   s = src->storage->backend->memcpy(src->device.index, tmp, ct__ptr(src), nbytes, 1, 0);
   if (s == CT_OK) s = dst->storage->backend->memcpy(dst->device.index, ct__ptr(dst), tmp, nbytes, 0, 0);
   free(tmp);
@@ -135,25 +138,27 @@ static ct_status raw_copy(const char *op, ct_tensor *dst, ct_tensor *src, int no
 }
 
 ct_tensor *ct_to(ct_tensor *t, ct_device dev, int flags) {
-  if (!t) return NULL;
-  if (ct_device_eq(t->device, dev) && !(flags & CT_COPY)) {
-    ct_tensor_retain(t);
-    ct__scope_track(t);
-    return t;
-  }
+  if (!t) return ct__null_arg("ct_to", "t");
+  if (flags & ~(CT_COPY | CT_NON_BLOCKING))
+    CT_FAIL_NULL(CT_EINVAL, "ct_to: unknown flags 0x%x (use 0, CT_COPY, CT_NON_BLOCKING or both)", (unsigned)flags);
+  if (!ct__check_device("ct_to", dev)) return NULL;
+  if (ct_device_eq(t->device, dev) && !(flags & CT_COPY)) return ct__retain_tracked(t);
   ct_tensor *src = ct_contiguous(t);
   if (!src) return NULL;
-  /* A non-blocking copy to the host lands in pinned memory, so it can be asynchronous (as in torch);
-   * without the CUDA backend ct_empty_pinned gives ordinary memory and the copy blocks. */
+  /* A non-blocking copy to the host lands in memory pinned by the source device's backend, so it can
+   * be asynchronous (as in torch); where that backend cannot pin, ct_empty_pinned_for gives ordinary
+   * memory and the copy blocks. */
   int d2h_async = dev.kind == CT_CPU && t->device.kind != CT_CPU && (flags & CT_NON_BLOCKING);
-  ct_tensor *out = d2h_async ? ct_empty_pinned(t->ndim, t->shape, t->dtype) : ct__alloc(t->ndim, t->shape, t->dtype, dev);
+  ct_tensor *out = d2h_async ? ct_empty_pinned_for(t->device, t->ndim, t->shape, t->dtype)
+                             : ct__alloc(t->ndim, t->shape, t->dtype, dev);
   ct_status s = out ? raw_copy("ct_to", out, src, flags & CT_NON_BLOCKING) : ct_last_status();
   ct_tensor_free(src);
   if (s != CT_OK) {
     ct_tensor_free(out);
     return NULL;
   }
-  ct__record(out, "to", bw_to, 1, &t);
+  ct_node *n;
+  if (ct__record(out, "to", bw_to, 1, &t, &n) != CT_OK) return ct_tensor_free(out), NULL;
   return out;
 }
 
@@ -163,12 +168,18 @@ ct_status ct_copy_(ct_tensor *dst, ct_tensor *src) {
   ct_tensor *moved = NULL;
   if (!ct_device_eq(dst->device, src->device)) {
     src = moved = ct_to(src, dst->device, 0); /* the explicit copy the caller asked for, counted */
-    if (!src) return ct_last_status();
+    if (!src) return ct__error_prefix("ct_copy_");
   }
-  ct_tensor *e = ct_expand(src, dst->ndim, dst->shape);
+  /* Equal shapes need no broadcast view, so the copy allocates nothing: ct_checkpoint_load relies
+   * on that to apply a loaded state without a failure half way through. */
+  int same = src->ndim == dst->ndim && memcmp(src->shape, dst->shape, (size_t)dst->ndim * sizeof(int64_t)) == 0;
+  ct_tensor *e = same ? NULL : ct_expand(src, dst->ndim, dst->shape);
   ct_status s;
-  if (!e) s = ct__error(CT_ESHAPE, "ct_copy_: source of shape %s does not broadcast to destination %s",
-                        ct_shape_str(src, a, sizeof a), ct_shape_str(dst, b, sizeof b));
+  if (same) s = dst->storage->backend->copy(dst, src);
+  else if (!e && ct_last_status() == CT_ENOMEM) s = CT_ENOMEM;
+  else if (!e)
+    s = ct__error(CT_ESHAPE, "ct_copy_: source of shape %s does not broadcast to destination %s", ct_shape_str(src, a, sizeof a),
+                  ct_shape_str(dst, b, sizeof b));
   else s = dst->storage->backend->copy(dst, e);
   ct_tensor_free(e);
   ct_tensor_free(moved);
@@ -177,7 +188,8 @@ ct_status ct_copy_(ct_tensor *dst, ct_tensor *src) {
 
 /* ct_to_host under the name of the op the caller called (ct_item reports itself). */
 static ct_status to_host(const char *op, ct_tensor *t, void *out, size_t nbytes, ct_dtype dt) {
-  if (!t || !out) return ct__error(CT_EINVAL, "%s: NULL argument", op);
+  if (!t || !out) return ct__null_status(op, !t ? "t" : "out");
+  if (!ct__check_dtype(op, dt)) return CT_EDTYPE;
   size_t need = (size_t)ct_tensor_numel(t) * ct_dtype_size(dt);
   if (nbytes < need)
     return ct__error(CT_EINVAL, "%s: buffer of %zu bytes is too small for %lld elements of %s (%zu bytes)", op, nbytes,

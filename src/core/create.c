@@ -5,10 +5,13 @@
 #include "backend/backend.h"
 
 ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
+  if (!ct__check_new("ct_empty", ndim, shape, dt, dev)) return NULL;
   return ct__alloc(ndim, shape, dt, dev);
 }
 
-ct_tensor *ct_full(int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev) {
+/* ct_full under the name of the constructor the caller called. */
+static ct_tensor *full(const char *op, int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev) {
+  if (!ct__check_new(op, ndim, shape, dt, dev)) return NULL;
   ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
   if (t && t->storage->backend->fill(t, value) != CT_OK) {
     ct_tensor_free(t);
@@ -17,15 +20,21 @@ ct_tensor *ct_full(int ndim, const int64_t *shape, double value, ct_dtype dt, ct
   return t;
 }
 
-ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return ct_full(ndim, shape, 0, dt, dev); }
-ct_tensor *ct_ones(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return ct_full(ndim, shape, 1, dt, dev); }
-ct_tensor *ct_scalar(double value, ct_dtype dt, ct_device dev) { return ct_full(0, NULL, value, dt, dev); }
+ct_tensor *ct_full(int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev) {
+  return full("ct_full", ndim, shape, value, dt, dev);
+}
+ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return full("ct_zeros", ndim, shape, 0, dt, dev); }
+ct_tensor *ct_ones(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return full("ct_ones", ndim, shape, 1, dt, dev); }
+ct_tensor *ct_scalar(double value, ct_dtype dt, ct_device dev) { return full("ct_scalar", 0, NULL, value, dt, dev); }
 
 ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_device dev) {
   if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
     CT_FAIL_NULL(CT_EINVAL, "arange: need finite bounds and a nonzero step, got start %g end %g step %g", start, end, step);
   double span = (end - start) / step;
+  if (span > 0x1p62) /* also keeps the conversion to int64 below defined */
+    CT_FAIL_NULL(CT_EINVAL, "arange: [%g, %g) in steps of %g has more than 2^62 elements; use a larger step", start, end, step);
   int64_t n = span > 0 ? (int64_t)ceil(span) : 0;
+  if (!ct__check_new("arange", 1, &n, dt, dev)) return NULL;
   ct_tensor *h = ct__alloc(1, &n, dt, CT_DEVICE_CPU);
   if (!h) return NULL;
   size_t es = ct_dtype_size(dt);
@@ -37,8 +46,10 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_devi
 }
 
 ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
-  if (!data && ndim >= 0 && ndim <= CT_MAX_DIMS && ct__numel(ndim, shape) > 0)
-    CT_FAIL_NULL(CT_EINVAL, "ct_from_host: NULL data");
+  int64_t numel;
+  if (!ct__check_new("ct_from_host", ndim, shape, dt, dev) || !ct__checked_numel("ct_from_host", ndim, shape, &numel))
+    return NULL;
+  if (!data && numel > 0) CT_FAIL_NULL(CT_EINVAL, "ct_from_host: data is NULL for %lld elements", (long long)numel);
   ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
   if (!t) return NULL;
   size_t nbytes = t->storage->nbytes;
@@ -60,6 +71,7 @@ ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dty
 static ct_tensor *random_tensor(const char *op, int ndim, const int64_t *shape, ct_dist dist, double p0, double p1,
                                 ct_dtype dt, ct_device dev, ct_generator *gen) {
   int want_float = dist != CT_DIST_RANDINT;
+  if (!ct__check_new(op, ndim, shape, dt, dev)) return NULL;
   if (want_float != ct_dtype_is_floating(dt) || dt == CT_BOOL)
     CT_FAIL_NULL(CT_EDTYPE, "%s: dtype %s is not allowed (use a %s dtype)", op, ct_dtype_name(dt),
                  want_float ? "floating" : "integer");
@@ -85,7 +97,7 @@ ct_tensor *ct_randn(int ndim, const int64_t *shape, double mean, double std, ct_
 
 ct_tensor *ct_randint(int ndim, const int64_t *shape, int64_t lo, int64_t hi, ct_dtype dt, ct_device dev,
                       ct_generator *gen) {
-  if (hi <= lo || hi - lo > 4294967296LL)
+  if (hi <= lo || (uint64_t)hi - (uint64_t)lo > 4294967296ULL)
     CT_FAIL_NULL(CT_EINVAL, "randint: need lo < hi and hi - lo <= 2^32, got [%lld, %lld)", (long long)lo, (long long)hi);
   return random_tensor("randint", ndim, shape, CT_DIST_RANDINT, (double)lo, (double)hi, dt, dev, gen);
 }

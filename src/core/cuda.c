@@ -1,18 +1,24 @@
 /* src/core/cuda.c: the device-neutral half of cuttle/cuda.h: memory figures, TF32, pinned host
  * memory, streams and events. Each function validates its arguments and calls the backend's vtable
- * entry (backend.h), so the CPU and CUDA paths differ only in the backend, never by #ifdef here.
- * The sync-debug mode lives in copy.c, beside the copies it watches. */
+ * entry (backend.h), so the devices differ only in their backend, never by #ifdef or by a kind's
+ * name here: which backend pins host memory is asked of the registry (ct__pinning_backend). The
+ * sync-debug mode lives in copy.c, beside the copies it watches. */
 #include <stdio.h>
 #include <string.h>
 #include "backend/backend.h"
 
 /* The backend of d when d exists, else NULL with CT_EDEVICE set (naming op and d). */
 static const ct_backend *backend_of(const char *op, ct_device d) {
-  char name[32];
+  char name[32], kind[32];
   if (!ct__backend(d.kind) || !ct_device_available(d)) {
-    ct__error(CT_EDEVICE, "%s: device %s does not exist on this machine (%d cuda device(s)%s)", op,
-              ct_device_str(d, name, sizeof name), ct_device_count(CT_CUDA),
-              ct__backend(CT_CUDA) ? "" : "; cuttle was built without the CUDA backend");
+    int known = (unsigned)d.kind < CT_DEVICE_KIND_COUNT;
+    ct_device_str(d, name, sizeof name);
+    size_t i = 0; /* the kind's registry name in capitals ("CUDA"), for the message */
+    for (; name[i] && name[i] != ':' && i + 1 < sizeof kind; i++) kind[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
+    kind[i] = 0;
+    ct__error(CT_EDEVICE, "%s: device %s does not exist on this machine (%d %s device(s)%s%s%s)", op, name,
+              known ? ct_device_count(d.kind) : 0, kind, known && !ct__backend(d.kind) ? "; cuttle was built without the " : "",
+              known && !ct__backend(d.kind) ? kind : "", known && !ct__backend(d.kind) ? " backend" : "");
     return NULL;
   }
   return ct__backend(d.kind);
@@ -25,9 +31,15 @@ ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out) {
   const ct_backend *be = backend_of("ct_memory_stats_get", d);
   if (!be) return ct_last_status();
   ct_status s = be->memory_stats ? be->memory_stats(d.index, out) : CT_OK;
-  if (s == CT_OK && d.kind == CT_CPU) { /* pinned host memory belongs to the CPU's figures */
-    const ct_backend *cu = ct__backend(CT_CUDA);
-    if (cu && cu->pinned_stats) cu->pinned_stats(out);
+  /* pinned host memory belongs to the CPU's figures: the sum over every backend that pins */
+  for (int k = 0; s == CT_OK && d.kind == CT_CPU && k < CT_DEVICE_KIND_COUNT; k++) {
+    const ct_backend *pb = ct__backend((ct_device_kind)k);
+    if (!pb || !pb->pinned_stats) continue;
+    ct_memory_stats p = {0};
+    pb->pinned_stats(&p);
+    out->pinned_allocated += p.pinned_allocated;
+    out->pinned_reserved += p.pinned_reserved;
+    out->num_pinned_allocs += p.num_pinned_allocs;
   }
   return s;
 }
@@ -36,9 +48,9 @@ ct_status ct_empty_cache(ct_device d) {
   const ct_backend *be = backend_of("ct_empty_cache", d);
   if (!be) return ct_last_status();
   ct_status s = be->empty_cache ? be->empty_cache(d.index) : CT_OK;
-  if (s == CT_OK && d.kind == CT_CPU) {
-    const ct_backend *cu = ct__backend(CT_CUDA);
-    if (cu && cu->pinned_empty_cache) cu->pinned_empty_cache();
+  for (int k = 0; s == CT_OK && d.kind == CT_CPU && k < CT_DEVICE_KIND_COUNT; k++) {
+    const ct_backend *pb = ct__backend((ct_device_kind)k);
+    if (pb && pb->pinned_empty_cache) pb->pinned_empty_cache();
   }
   return s;
 }
@@ -54,42 +66,73 @@ static int allow_tf32;
 
 void ct_set_allow_tf32(int on) {
   __atomic_store_n(&allow_tf32, on ? 1 : 0, __ATOMIC_RELAXED);
-  const ct_backend *cu = ct__backend(CT_CUDA);
-  if (cu && cu->set_allow_tf32) cu->set_allow_tf32(on ? 1 : 0);
+  for (int k = 0; k < CT_DEVICE_KIND_COUNT; k++) {
+    const ct_backend *be = ct__backend((ct_device_kind)k);
+    if (be && be->set_allow_tf32) be->set_allow_tf32(on ? 1 : 0);
+  }
 }
 
 int ct_allow_tf32(void) { return __atomic_load_n(&allow_tf32, __ATOMIC_RELAXED); }
 
 /* ---- pinned host memory */
 
-/* The backend that can pin host memory here and now, or NULL. */
-static const ct_backend *pinning_backend(void) {
-  const ct_backend *cu = ct__backend(CT_CUDA);
-  return cu && cu->pinned_alloc && ct_device_count(CT_CUDA) > 0 ? cu : NULL;
+/* A backend pins host memory when it has pinned_alloc and at least one device. For a device other
+ * than the CPU only its own backend counts: another backend's pinned blocks would not be fenced
+ * against this device's queued copies (each pinned cache waits only for its own backend's copy
+ * queues), so copies with them are blocking. For the CPU (memory not meant for one device yet), the
+ * first backend in registry order that pins. */
+const ct_backend *ct__pinning_backend(ct_device d) {
+  if (d.kind != CT_CPU) {
+    const ct_backend *be = ct__backend(d.kind);
+    return be && be->pinned_alloc && ct_device_available(d) ? be : NULL;
+  }
+  for (int k = 0; k < CT_DEVICE_KIND_COUNT; k++) {
+    const ct_backend *be = ct__backend((ct_device_kind)k);
+    if (be && be->pinned_alloc && be->device_count() > 0) return be;
+  }
+  return NULL;
 }
 
-static void *pinned_alloc(size_t nbytes) { return pinning_backend()->pinned_alloc(nbytes); }
+/* ct__alloc_custom's allocation hook takes no context, so the backend chosen by the calling thread
+ * travels in a thread-local; the release hook finds it in the storage (release_ctx). */
+static _Thread_local const ct_backend *pinning_now;
+static void *pinned_alloc(size_t nbytes) { return pinning_now->pinned_alloc(nbytes); }
 static void pinned_release(ct_storage *s) { ((const ct_backend *)s->release_ctx)->pinned_free(s->data, s->nbytes); }
 
-ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt) {
-  const ct_backend *cu = pinning_backend();
-  if (!cu) return ct_empty(ndim, shape, dt, CT_DEVICE_CPU); /* nothing can pin: ordinary memory */
-  return ct__alloc_custom(ndim, shape, dt, CT_DEVICE_CPU, pinned_alloc, pinned_release, (void *)cu, true);
+int ct__pinned_by(const ct_storage *s, const ct_backend *be) {
+  return s && be && s->pinned && s->release == pinned_release && s->release_ctx == (void *)be;
 }
+
+static ct_tensor *empty_pinned(const char *op, const ct_backend *be, int ndim, const int64_t *shape, ct_dtype dt) {
+  if (!ct__check_new(op, ndim, shape, dt, CT_DEVICE_CPU)) return NULL;
+  if (!be) return ct_empty(ndim, shape, dt, CT_DEVICE_CPU); /* nothing can pin: ordinary memory */
+  pinning_now = be;
+  return ct__alloc_custom(ndim, shape, dt, CT_DEVICE_CPU, pinned_alloc, pinned_release, (void *)be, true);
+}
+
+ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt) {
+  return empty_pinned("ct_empty_pinned", ct__pinning_backend(CT_DEVICE_CPU), ndim, shape, dt);
+}
+
+ct_tensor *ct_empty_pinned_for(ct_device d, int ndim, const int64_t *shape, ct_dtype dt) {
+  char name[32];
+  if (d.kind != CT_CPU && !ct_device_available(d))
+    CT_FAIL_NULL(CT_EDEVICE, "ct_empty_pinned_for: device %s does not exist on this machine (%d device(s) of its kind)",
+                 ct_device_str(d, name, sizeof name), ct_device_count(d.kind));
+  return empty_pinned("ct_empty_pinned_for", ct__pinning_backend(d), ndim, shape, dt);
+}
+
+int ct_device_can_pin(ct_device d) { return ct__pinning_backend(d) != NULL; }
 
 int ct_tensor_is_pinned(const ct_tensor *t) { return t && t->device.kind == CT_CPU && t->storage->pinned; }
 
 ct_tensor *ct_pin_memory(ct_tensor *t) {
   char name[32];
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("ct_pin_memory", "t");
   if (t->device.kind != CT_CPU)
     CT_FAIL_NULL(CT_EDEVICE, "ct_pin_memory: only CPU tensors can be pinned, got a tensor on %s (it already lives on the device)",
                  ct_device_str(t->device, name, sizeof name));
-  if (ct_tensor_is_pinned(t)) {
-    ct_tensor_retain(t);
-    ct__scope_track(t);
-    return t;
-  }
+  if (ct_tensor_is_pinned(t)) return ct__retain_tracked(t);
   ct_tensor *p = ct_empty_pinned(t->ndim, t->shape, t->dtype);
   if (!p) return NULL;
   ct_status s = p->storage->backend->copy(p, t); /* same dtype: an element-wise copy, any strides */
@@ -122,8 +165,8 @@ static const ct_backend *stream_backend(const char *op, ct_device d) {
 ct_stream *ct_stream_new(ct_device d) {
   const ct_backend *be = stream_backend("ct_stream_new", d);
   if (!be) return NULL;
-  ct_stream *s = calloc(1, sizeof *s);
-  if (!s) CT_FAIL_NULL(CT_ENOMEM, "ct_stream_new: out of host memory");
+  ct_stream *s = ct__calloc(1, sizeof *s, "a stream handle");
+  if (!s) return NULL;
   s->device = d;
   if (be->stream_new(d.index, &s->handle) != CT_OK) {
     free(s);
@@ -138,7 +181,10 @@ void ct_stream_free(ct_stream *s) {
   free(s);
 }
 
-ct_device ct_stream_device(const ct_stream *s) { return s->device; }
+ct_device ct_stream_device(const ct_stream *s) {
+  if (!s) return ct__null_arg("ct_stream_device", "s"), (ct_device){CT_DEVICE_KIND_COUNT, -1};
+  return s->device;
+}
 void *ct_stream_native(ct_stream *s) { return s ? s->handle : NULL; }
 
 ct_status ct_stream_synchronize(ct_stream *s) {
@@ -159,8 +205,8 @@ ct_status ct_stream_wait_event(ct_stream *s, ct_event *e) {
 }
 
 static ct_event *record(const ct_backend *be, ct_device d, void *stream) {
-  ct_event *e = calloc(1, sizeof *e);
-  if (!e) CT_FAIL_NULL(CT_ENOMEM, "ct_event_record: out of host memory");
+  ct_event *e = ct__calloc(1, sizeof *e, "an event handle");
+  if (!e) return NULL;
   e->device = d;
   if (be->event_record(d.index, stream, &e->handle) != CT_OK) {
     free(e);

@@ -41,7 +41,7 @@ ct_status ct_dtype_parse(const char *s, ct_dtype *out) {
     if (strcmp(s, ct_dtype_name((ct_dtype)d)) == 0) return *out = (ct_dtype)d, CT_OK;
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
     if (strcmp(s, aliases[i].name) == 0) return *out = aliases[i].dt, CT_OK;
-  return ct__error(CT_EINVAL, "unknown dtype \"%s\": use float32, float64, float16, bfloat16, int32, int64, uint8 or bool",
+  return ct__error(CT_EINVAL, "ct_dtype_parse: unknown dtype \"%s\": use float32, float64, float16, bfloat16, int32, int64, uint8 or bool",
                    s);
 }
 
@@ -60,6 +60,10 @@ static int rank(ct_dtype dt) {
 }
 
 ct_dtype ct_promote_types(ct_dtype a, ct_dtype b) {
+  if ((unsigned)a >= CT_DTYPE_COUNT || (unsigned)b >= CT_DTYPE_COUNT)
+    return ct__error(CT_EDTYPE, "ct_promote_types: invalid dtype %d (use a ct_dtype value such as CT_F32)",
+                     (unsigned)a >= CT_DTYPE_COUNT ? (int)a : (int)b),
+           CT_DTYPE_COUNT;
   if (a == b) return a;
   if ((a == CT_F16 && b == CT_BF16) || (a == CT_BF16 && b == CT_F16)) return CT_F32;
   return rank(a) >= rank(b) ? a : b;

@@ -52,6 +52,25 @@ ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(pri
     ct__error(status, __VA_ARGS__); \
     return NULL;                    \
   } while (0)
+/* Prefix the pending error's message with a context, printf-style ("ct_module_to"), followed by
+ * ": ", for a public function whose inner call failed in a way it could not check up front.
+ * Returns the pending status (a negative code). */
+ct_status ct__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* ---- argument checks shared by the public entries (src/core/check.c). Each names op and the
+ * argument in its message and returns 0 (or NULL, or the status) with the error set. */
+/* A NULL input to op: sets CT_EINVAL naming arg, unless an error is already pending on this thread
+ * (then the NULL is that failure's result, and a chain of ops keeps its first message). NULL. */
+void *ct__null_arg(const char *op, const char *arg);
+/* A NULL argument of a function that returns a status: always CT_EINVAL. */
+ct_status ct__null_status(const char *op, const char *arg);
+/* ndim in [0, CT_MAX_DIMS], shape not NULL when ndim > 0, sizes >= 0, and their product (into
+ * *numel, which may be NULL) within int64, computed with checked multiplication. */
+int ct__checked_numel(const char *op, int ndim, const int64_t *shape, int64_t *numel);
+int ct__check_dtype(const char *op, ct_dtype dt);
+/* dev exists on this machine (CT_EDEVICE otherwise). */
+int ct__check_device(const char *op, ct_device dev);
+/* Everything a constructor checks: the shape, the dtype, the byte count within int64, the device. */
+int ct__check_new(const char *op, int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
 /* Internal invariant: a bug in cuttle, not a user error. */
 #define CT_ASSERT(cond)                                                                      \
   do {                                                                                       \
@@ -61,7 +80,31 @@ ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(pri
     }                                                                                        \
   } while (0)
 
+/* ---- host memory: every allocation of the library goes through these (src/core/alloc.c), so
+ * that each failure path can be tested. On failure they return NULL with CT_ENOMEM set, naming what
+ * (a short noun phrase: "a tape node") and how many bytes. Memory they return goes back with free(). */
+void *ct__malloc(size_t nbytes, const char *what);
+void *ct__calloc(size_t n, size_t size, const char *what);
+/* Like realloc: p is left as it was when NULL comes back. */
+void *ct__realloc(void *p, size_t nbytes, const char *what);
+char *ct__strdup(const char *s, const char *what);
+
+/* ---- fault injection, for tests only. ct__fault_inject_alloc(k) makes the k-th allocation from
+ * now fail (host: the wrappers above; device: every backend alloc the core makes), once; k <= 0
+ * turns it off. The count restarts at every call. CUTTLE_FAIL_ALLOC=k arms the same from the
+ * environment for a whole process. ct__fault_alloc_count: allocation points passed since the
+ * arming; ct__fault_alloc_fired: failures injected since then. */
+void ct__fault_inject_alloc(int64_t k);
+int64_t ct__fault_alloc_count(void);
+int64_t ct__fault_alloc_fired(void);
+/* Counts one device allocation point; 1 when it must fail (the caller then reports CT_ENOMEM as
+ * the backend would). */
+int ct__fault_device_alloc(void);
+
 /* ---- tensors */
+/* be->alloc(dev.index, nbytes), behind the device fault-injection point: every allocation of
+ * device memory by the core goes through it. NULL with CT_ENOMEM set on failure. */
+void *ct__device_alloc(const struct ct_backend *be, ct_device dev, size_t nbytes);
 /* A new contiguous tensor (uninitialized), registered in the open scope. */
 ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
 /* A new view header on t's storage (one more storage reference), registered in the open scope. */
@@ -75,8 +118,13 @@ static inline void *ct__ptr(const ct_tensor *t) {
 }
 /* Normalize a possibly negative dim; -1 when out of range. */
 int ct__dim(int dim, int ndim);
-/* Record one more reference to t in the innermost open scope (no-op without a scope). */
-void ct__scope_track(ct_tensor *t);
+/* Record one more reference to t in the innermost open scope (no-op without a scope). CT_ENOMEM
+ * when the scope cannot grow: t is then not recorded. */
+ct_status ct__scope_track(ct_tensor *t);
+/* One more reference to t, recorded in the innermost open scope like a new tensor: how an op
+ * hands back its input as its result. NULL with CT_ENOMEM (and no reference taken) when the scope
+ * cannot grow; NULL for a NULL t. */
+ct_tensor *ct__retain_tracked(ct_tensor *t);
 /* Drop t's destruction reference (the last ct_tensor_free without the scope bookkeeping). */
 void ct__tensor_decref(ct_tensor *t);
 /* Move one scope reference of t out to the caller (never to a parent scope). */

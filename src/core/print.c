@@ -27,7 +27,7 @@ static void put(sbuf *b, const char *fmt, ...) {
       return;
     }
     size_t cap = (b->cap + (size_t)k) * 2;
-    char *s = realloc(b->s, cap);
+    char *s = ct__realloc(b->s, cap, "a tensor's text");
     if (!s) {
       b->ok = 0;
       return;
@@ -83,10 +83,10 @@ static void rec(sbuf *b, const fmt *f, int dim, int64_t offset, int indent) {
 }
 
 char *ct_tensor_to_string(ct_tensor *t) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("ct_tensor_to_string", "t");
   int64_t n = ct_tensor_numel(t);
-  double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
-  if (!v) CT_FAIL_NULL(CT_ENOMEM, "print: out of host memory");
+  double *v = ct__malloc((size_t)n * sizeof(double), "a host copy of a tensor to print");
+  if (!v) return NULL;
   if (ct_to_host(t, v, (size_t)n * sizeof(double), CT_F64) != CT_OK) {
     free(v);
     return NULL;
@@ -119,12 +119,13 @@ char *ct_tensor_to_string(ct_tensor *t) {
   free(v);
   if (!b.ok) {
     free(b.s);
-    CT_FAIL_NULL(CT_ENOMEM, "print: out of host memory");
+    return NULL; /* ct__realloc said how many bytes */
   }
   return b.s;
 }
 
 ct_status ct_tensor_print(ct_tensor *t, FILE *f) {
+  if (!t || !f) return ct__null_status("ct_tensor_print", !t ? "t" : "f");
   char *s = ct_tensor_to_string(t);
   if (!s) return t ? ct_last_status() : ct__error(CT_EINVAL, "print: NULL tensor");
   fprintf(f, "%s\n", s);

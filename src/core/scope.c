@@ -12,19 +12,24 @@ typedef struct scope {
   size_t n, cap;
 } scope;
 
+/* The first levels live in place, so that opening a scope never allocates in programs that nest
+ * fewer than INLINE_DEPTH of them; deeper stacks move to the heap. */
+#define INLINE_DEPTH 8
+static _Thread_local scope inline_stack[INLINE_DEPTH];
 static _Thread_local scope *stack;
 static _Thread_local int depth, stack_cap;
 
 void ct__tensor_decref(ct_tensor *t); /* tensor.c */
 
-static void push(scope *s, ct_tensor *t) {
+static ct_status push(scope *s, ct_tensor *t) {
   if (s->n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 256;
-    ct_tensor **items = realloc(s->items, cap * sizeof *items);
-    CT_ASSERT(items); /* a few KB; treated as fatal like any allocator failure of bookkeeping */
+    ct_tensor **items = ct__realloc(s->items, cap * sizeof *items, "a scope's list of tensors");
+    if (!items) return CT_ENOMEM;
     s->items = items, s->cap = cap;
   }
   s->items[s->n++] = t;
+  return CT_OK;
 }
 
 /* Remove one reference to t from s; 1 when found. */
@@ -38,14 +43,18 @@ static int take(scope *s, ct_tensor *t) {
   return 0;
 }
 
-void ct_scope_begin(void) {
+ct_status ct_scope_begin(void) {
+  if (!stack) stack = inline_stack, stack_cap = INLINE_DEPTH;
   if (depth == stack_cap) {
-    int cap = stack_cap ? 2 * stack_cap : 8;
-    scope *ns = realloc(stack, (size_t)cap * sizeof *ns);
-    CT_ASSERT(ns);
+    int cap = 2 * stack_cap;
+    scope *ns = stack == inline_stack ? ct__malloc((size_t)cap * sizeof *ns, "the stack of scopes")
+                                      : ct__realloc(stack, (size_t)cap * sizeof *ns, "the stack of scopes");
+    if (!ns) return CT_ENOMEM;
+    if (stack == inline_stack) memcpy(ns, inline_stack, sizeof inline_stack);
     stack = ns, stack_cap = cap;
   }
   memset(&stack[depth++], 0, sizeof(scope));
+  return CT_OK;
 }
 
 void ct_scope_end(void) {
@@ -57,15 +66,26 @@ void ct_scope_end(void) {
   }
   free(s.items);
   if (depth == 0) {
-    free(stack);
+    if (stack != inline_stack) free(stack);
     stack = NULL, stack_cap = 0;
   }
 }
 
-void ct__scope_track(ct_tensor *t) {
-  if (depth == 0) return;
-  push(&stack[depth - 1], t);
-  t->scope_refs++;
+ct_status ct__scope_track(ct_tensor *t) {
+  if (depth == 0) return CT_OK;
+  ct_status s = push(&stack[depth - 1], t);
+  if (s == CT_OK) t->scope_refs++;
+  return s;
+}
+
+ct_tensor *ct__retain_tracked(ct_tensor *t) {
+  if (!t) return NULL;
+  ct_tensor_retain(t);
+  if (ct__scope_track(t) != CT_OK) {
+    ct__tensor_decref(t);
+    return NULL;
+  }
+  return t;
 }
 
 void ct__scope_release_one(ct_tensor *t) {
@@ -78,8 +98,14 @@ void ct__scope_release_one(ct_tensor *t) {
 
 ct_tensor *ct_scope_keep(ct_tensor *t) {
   if (!t || depth == 0 || !take(&stack[depth - 1], t)) return t;
-  if (depth >= 2) push(&stack[depth - 2], t);
-  else t->scope_refs--;
+  if (depth < 2) {
+    t->scope_refs--;
+    return t;
+  }
+  if (push(&stack[depth - 2], t) != CT_OK) {
+    stack[depth - 1].items[stack[depth - 1].n++] = t; /* back where it was: take just made room */
+    return NULL;
+  }
   return t;
 }
 

@@ -39,3 +39,27 @@ ct_status ct__error(ct_status s, const char *fmt, ...) {
   }
   return s;
 }
+
+/* The pending message, prefixed with "<context>: " so that an error raised by an inner op also
+ * names the public function the caller called (and, where it helps, which part of it failed). A
+ * message that already starts with the context is left as it is, so nested calls add it once. With
+ * no error pending, the failure that called this set none: that is a bug, reported as one here. */
+ct_status ct__error_prefix(const char *fmt, ...) {
+  char ctx[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  va_end(ap);
+  if (last_status == CT_OK)
+    return ct__error(CT_EBACKEND, "%s: failed without an error message (a bug in cuttle; please report it)", ctx);
+  size_t n = strlen(ctx), len = strlen(last_msg);
+  if (strncmp(last_msg, ctx, n) == 0 && last_msg[n] == ':') return last_status;
+  /* Shift the message right by "<context>: " (the context is shorter than the buffer), losing
+   * its end if it no longer fits. */
+  if (len > sizeof last_msg - 1 - (n + 2)) len = sizeof last_msg - 1 - (n + 2);
+  memmove(last_msg + n + 2, last_msg, len);
+  last_msg[n + 2 + len] = 0;
+  memcpy(last_msg, ctx, n);
+  last_msg[n] = ':', last_msg[n + 1] = ' ';
+  return last_status;
+}

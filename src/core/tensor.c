@@ -35,7 +35,11 @@ char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
   return buf;
 }
 
-char *ct_shape_str(const ct_tensor *t, char *buf, size_t n) { return ct__shape_str(t->ndim, t->shape, buf, n); }
+char *ct_shape_str(const ct_tensor *t, char *buf, size_t n) {
+  if (!t || !buf) return ct__null_arg("ct_shape_str", !t ? "t" : "buf");
+  if (n == 0) return buf;
+  return ct__shape_str(t->ndim, t->shape, buf, n);
+}
 
 static void storage_release(ct_storage *s) {
   if (!s || decref(&s->refs) > 0) return;
@@ -44,33 +48,26 @@ static void storage_release(ct_storage *s) {
   free(s);
 }
 
-void ct__scope_track(ct_tensor *t); /* scope.c */
-
+/* A new header over s (whose reference it takes over only on success). */
 static ct_tensor *header_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, ct_storage *s) {
-  ct_tensor *t = calloc(1, sizeof *t);
-  if (!t) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a tensor header");
+  ct_tensor *t = ct__calloc(1, sizeof *t, "a tensor header");
+  if (!t) return NULL;
   t->refs = 1;
   t->ndim = ndim;
   if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
   t->dtype = dt;
   t->device = dev;
   t->storage = s;
-  ct__scope_track(t);
+  if (ct__scope_track(t) != CT_OK) {
+    free(t);
+    return NULL;
+  }
   return t;
 }
 
 /* The checks every constructor makes; 0 with the error set when one fails. */
 static int check_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
-  char name[32], shp[160];
-  if (ndim < 0 || ndim > CT_MAX_DIMS) return ct__error(CT_EINVAL, "tensors have at most %d dims, got %d", CT_MAX_DIMS, ndim), 0;
-  if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_EDTYPE, "invalid dtype %d", (int)dt), 0;
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] < 0) return ct__error(CT_EINVAL, "negative size in shape %s", ct__shape_str(ndim, shape, shp, sizeof shp)), 0;
-  if (!ct__backend(dev.kind) || !ct_device_available(dev))
-    return ct__error(CT_EDEVICE, "device %s is not available on this machine (%d cuda device(s)); use ct_try_gpu() or \"cpu\"",
-                     ct_device_str(dev, name, sizeof name), ct_device_count(CT_CUDA)),
-           0;
-  return 1;
+  return ct__check_new("tensor allocation", ndim, shape, dt, dev);
 }
 
 /* A contiguous tensor over the new storage s (whose data is set); releases s on failure. */
@@ -84,18 +81,28 @@ static ct_tensor *wrap_new(int ndim, const int64_t *shape, ct_dtype dt, ct_devic
   return t;
 }
 
+void *ct__device_alloc(const ct_backend *be, ct_device dev, size_t nbytes) {
+  if (ct__fault_device_alloc()) {
+    char name[32];
+    ct__error(CT_ENOMEM, "out of memory on %s: allocating %zu bytes failed (injected fault)", ct_device_str(dev, name, sizeof name),
+              nbytes);
+    return NULL;
+  }
+  return be->alloc(dev.index, nbytes); /* the backend sets CT_ENOMEM with its figures */
+}
+
 ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
   if (!check_new(ndim, shape, dt, dev)) return NULL;
   const ct_backend *be = ct__backend(dev.kind);
   int64_t numel = ct__numel(ndim, shape);
   size_t nbytes = (size_t)numel * ct_dtype_size(dt);
-  ct_storage *s = calloc(1, sizeof *s);
-  if (!s) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a storage header");
+  ct_storage *s = ct__calloc(1, sizeof *s, "a storage header");
+  if (!s) return NULL;
   s->refs = 1;
   s->device = dev;
   s->backend = be;
   s->nbytes = nbytes;
-  s->data = be->alloc(dev.index, nbytes ? nbytes : 1);
+  s->data = ct__device_alloc(be, dev, nbytes ? nbytes : 1);
   if (!s->data) {
     free(s);
     return NULL; /* the backend set CT_ENOMEM with the figures */
@@ -107,8 +114,8 @@ ct_tensor *ct__alloc_custom(int ndim, const int64_t *shape, ct_dtype dt, ct_devi
                             void (*release)(ct_storage *s), void *ctx, bool pinned) {
   if (!check_new(ndim, shape, dt, dev)) return NULL;
   size_t nbytes = (size_t)ct__numel(ndim, shape) * ct_dtype_size(dt);
-  ct_storage *s = calloc(1, sizeof *s);
-  if (!s) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a storage header");
+  ct_storage *s = ct__calloc(1, sizeof *s, "a storage header");
+  if (!s) return NULL;
   s->refs = 1;
   s->device = dev;
   s->backend = ct__backend(dev.kind);
@@ -116,7 +123,10 @@ ct_tensor *ct__alloc_custom(int ndim, const int64_t *shape, ct_dtype dt, ct_devi
   s->release = release;
   s->release_ctx = ctx;
   s->pinned = pinned;
-  s->data = alloc(nbytes ? nbytes : 1);
+  if (ct__fault_device_alloc())
+    ct__error(CT_ENOMEM, "out of memory: allocating %zu bytes of %s host memory failed (injected fault)", nbytes ? nbytes : 1,
+              pinned ? "pinned" : "custom");
+  else s->data = alloc(nbytes ? nbytes : 1);
   if (!s->data) {
     free(s);
     return NULL; /* alloc set the error */
@@ -139,7 +149,8 @@ ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64
 void ct__node_free(struct ct_node *n); /* autograd/node.c */
 
 ct_tensor *ct_tensor_retain(ct_tensor *t) {
-  if (t) incref(&t->refs);
+  if (!t) return ct__null_arg("ct_tensor_retain", "t");
+  incref(&t->refs);
   return t;
 }
 
@@ -161,19 +172,45 @@ void ct_tensor_free(ct_tensor *t) {
   ct__tensor_decref(t);
 }
 
-int ct_tensor_ndim(const ct_tensor *t) { return t->ndim; }
-const int64_t *ct_tensor_shape(const ct_tensor *t) { return t->shape; }
-const int64_t *ct_tensor_strides(const ct_tensor *t) { return t->stride; }
+/* The accessors' answer for a NULL tensor: the sentinel, with CT_EINVAL set. */
+#define NULL_T(op, sentinel) \
+  if (!t) return ct__null_arg(op, "t"), (sentinel)
+int ct_tensor_ndim(const ct_tensor *t) {
+  NULL_T("ct_tensor_ndim", -1);
+  return t->ndim;
+}
+const int64_t *ct_tensor_shape(const ct_tensor *t) {
+  NULL_T("ct_tensor_shape", NULL);
+  return t->shape;
+}
+const int64_t *ct_tensor_strides(const ct_tensor *t) {
+  NULL_T("ct_tensor_strides", NULL);
+  return t->stride;
+}
 int64_t ct_tensor_size(const ct_tensor *t, int dim) {
+  NULL_T("ct_tensor_size", -1);
   int d = ct__dim(dim, t->ndim);
   return d < 0 || t->ndim == 0 ? -1 : t->shape[d];
 }
-int64_t ct_tensor_numel(const ct_tensor *t) { return ct__numel(t->ndim, t->shape); }
-ct_dtype ct_tensor_dtype(const ct_tensor *t) { return t->dtype; }
-ct_device ct_tensor_device(const ct_tensor *t) { return t->device; }
-void *ct_tensor_data(ct_tensor *t) { return t->device.kind == CT_CPU ? ct__ptr(t) : NULL; }
+int64_t ct_tensor_numel(const ct_tensor *t) {
+  NULL_T("ct_tensor_numel", -1);
+  return ct__numel(t->ndim, t->shape);
+}
+ct_dtype ct_tensor_dtype(const ct_tensor *t) {
+  NULL_T("ct_tensor_dtype", CT_DTYPE_COUNT);
+  return t->dtype;
+}
+ct_device ct_tensor_device(const ct_tensor *t) {
+  NULL_T("ct_tensor_device", ((ct_device){CT_DEVICE_KIND_COUNT, -1}));
+  return t->device;
+}
+void *ct_tensor_data(ct_tensor *t) {
+  NULL_T("ct_tensor_data", NULL);
+  return t->device.kind == CT_CPU ? ct__ptr(t) : NULL;
+}
 
 int ct_tensor_is_contiguous(const ct_tensor *t) {
+  NULL_T("ct_tensor_is_contiguous", 0);
   int64_t s = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->stride[i] != s) return 0;

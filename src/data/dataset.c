@@ -15,8 +15,9 @@ ct_dataset *ct_dataset_from_u8(const uint8_t *images, const int64_t *labels, int
     CT_FAIL_NULL(CT_EINVAL, "ct_dataset_from_u8: std must be nonzero and mean, std not NaN; got mean=%g, std=%g", mean, std);
   if (n > 0 && (!images || !labels))
     CT_FAIL_NULL(CT_EINVAL, "ct_dataset_from_u8: %s is NULL with n = %lld", images ? "labels" : "images", (long long)n);
-  int64_t sample = (int64_t)c * h * w, total;
-  if (__builtin_mul_overflow(sample, n, &total) || (uint64_t)total > SIZE_MAX)
+  int64_t sample, total;
+  if (!ct__checked_numel("ct_dataset_from_u8", 3, (int64_t[]){c, h, w}, &sample) ||
+      __builtin_mul_overflow(sample, n, &total) || (uint64_t)total > SIZE_MAX)
     CT_FAIL_NULL(CT_EINVAL, "ct_dataset_from_u8: n * c * h * w overflows");
   for (int64_t i = 0; i < n; i++)
     if (labels[i] < 0 || labels[i] >= num_classes)
@@ -50,13 +51,29 @@ void ct_dataset_free(ct_dataset *ds) {
   free(ds);
 }
 
-int64_t ct_dataset_len(const ct_dataset *ds) { return ds->n; }
+/* The accessors' answer for a NULL dataset: the sentinel, with CT_EINVAL set. */
+#define NULL_DS(op, sentinel) \
+  if (!ds) return ct__null_arg(op, "ds"), (sentinel)
+int64_t ct_dataset_len(const ct_dataset *ds) {
+  NULL_DS("ct_dataset_len", -1);
+  return ds->n;
+}
 void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]) {
+  if (!ds || !out) return (void)ct__null_status("ct_dataset_sample_shape", !ds ? "ds" : "out");
   out[0] = ds->c, out[1] = ds->h, out[2] = ds->w;
 }
-int ct_dataset_num_classes(const ct_dataset *ds) { return ds->num_classes; }
-const uint8_t *ct_dataset_pixels(const ct_dataset *ds) { return ds->pixels; }
-const int64_t *ct_dataset_labels(const ct_dataset *ds) { return ds->labels; }
+int ct_dataset_num_classes(const ct_dataset *ds) {
+  NULL_DS("ct_dataset_num_classes", -1);
+  return ds->num_classes;
+}
+const uint8_t *ct_dataset_pixels(const ct_dataset *ds) {
+  NULL_DS("ct_dataset_pixels", NULL);
+  return ds->pixels;
+}
+const int64_t *ct_dataset_labels(const ct_dataset *ds) {
+  NULL_DS("ct_dataset_labels", NULL);
+  return ds->labels;
+}
 
 void ct__dataset_gather(const ct_dataset *ds, const int64_t *idx, int64_t count, float *x, int64_t *y) {
   int64_t d = ds->sample_numel;

@@ -26,7 +26,7 @@ static ct_status load_file(const char *dir, const char *base, uint32_t magic, ct
     snprintf(path, pathn, "%s", gz);
   } else if (access(path, F_OK) != 0) {
     return ct__error(CT_EIO,
-                     "Fashion-MNIST: neither %s nor %s exists; install Debian's dataset-fashion-mnist package "
+                     "ct_fashion_mnist_load: neither %s nor %s exists; install Debian's dataset-fashion-mnist package "
                      "(apt-get install dataset-fashion-mnist) or pass the directory holding the IDX files",
                      gz, path);
   }
@@ -50,11 +50,12 @@ ct_dataset *ct_fashion_mnist_load(const char *data_dir, ct_split split) {
   char base[64], ipath[4096], lpath[4096];
   ct_idx im, lb;
   snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
-  if (load_file(data_dir, base, CT_IDX_MAGIC_IMAGES, &im, ipath, sizeof ipath) != CT_OK) return NULL;
+  if (load_file(data_dir, base, CT_IDX_MAGIC_IMAGES, &im, ipath, sizeof ipath) != CT_OK)
+    return ct__error_prefix("ct_fashion_mnist_load"), NULL;
   snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
   if (load_file(data_dir, base, CT_IDX_MAGIC_LABELS, &lb, lpath, sizeof lpath) != CT_OK) {
     ct_idx_free(&im);
-    return NULL;
+    return ct__error_prefix("ct_fashion_mnist_load"), NULL;
   }
   ct_status s = CT_OK;
   if (im.shape[1] != 28 || im.shape[2] != 28) {
@@ -82,7 +83,7 @@ ct_dataset *ct_fashion_mnist_load(const char *data_dir, ct_split split) {
   if (s != CT_OK) {
     free(labels);
     ct_idx_free(&im);
-    return NULL;
+    return ct__error_prefix("ct_fashion_mnist_load"), NULL;
   }
   uint8_t *pixels = im.data; /* ownership moves to the dataset */
   im.data = NULL;

@@ -96,6 +96,16 @@ ct_status ct_idx_load(const char *path, ct_idx *out) {
 
 ct_tensor *ct_idx_to_tensor(const ct_idx *idx, ct_device dev) {
   if (!idx || !idx->data || idx->ndim < 1) CT_FAIL_NULL(CT_EINVAL, "ct_idx_to_tensor: %s", idx ? "the ct_idx is empty (freed or never parsed)" : "idx is NULL");
+  /* A ct_idx the caller filled in by hand must still describe its data: a known type, a valid
+   * shape whose element count is numel, and nbytes for them, so nothing is read past data. */
+  int64_t numel;
+  size_t es = ct_idx_type_size(idx->type);
+  if (!es) CT_FAIL_NULL(CT_EINVAL, "ct_idx_to_tensor: unknown IDX type code 0x%02x", (unsigned)idx->type);
+  if (!ct__checked_numel("ct_idx_to_tensor", idx->ndim, idx->shape, &numel)) return NULL;
+  if (numel != idx->numel || (uint64_t)numel > SIZE_MAX / es || (size_t)numel * es != idx->nbytes)
+    CT_FAIL_NULL(CT_EINVAL, "ct_idx_to_tensor: the shape holds %lld elements but the ct_idx says numel %lld and nbytes %zu "
+                 "(pass a ct_idx from ct_idx_parse or ct_idx_load)", (long long)numel, (long long)idx->numel, idx->nbytes);
+  if (!ct__check_device("ct_idx_to_tensor", dev)) return NULL;
   if (idx->type == CT_IDX_U8) return ct_from_host(idx->data, idx->ndim, idx->shape, CT_U8, dev);
   if (idx->type == CT_IDX_I32) return ct_from_host(idx->data, idx->ndim, idx->shape, CT_I32, dev);
   if (idx->type == CT_IDX_F32) return ct_from_host(idx->data, idx->ndim, idx->shape, CT_F32, dev);

@@ -17,12 +17,14 @@
  * everyone and joins. A worker finishes the batch in hand and then exits, so freeing mid-epoch
  * never deadlocks and leaks nothing.
  *
- * pin_memory, when the CUDA backend has a GPU (else a no-op): each slot's buffers are the storage
- * of two pinned CPU tensors (ct_empty_pinned). Taking a slot hands its tensors out (views of the
- * batch's rows) and gives the slot two fresh pinned tensors from the pinned cache, so the batch is
- * never copied on the host. For a GPU device the batch is copied with CT_NON_BLOCKING (the copy
- * stream, no host wait) and the host tensors are dropped at once: the pinned cache does not reuse
- * their memory before the copy ended. And the next batch is prefetched: before ct_loader_next
+ * pin_memory, when a backend can pin host memory for the loader's device (ct_device_can_pin: the
+ * device's own backend, CUDA or OpenCL; for the CPU the first that pins; else a no-op): each slot's
+ * buffers are the storage of two pinned CPU tensors (ct_empty_pinned_for the device). Taking a
+ * slot hands its tensors out (views of the batch's rows) and gives the slot two fresh pinned
+ * tensors from the pinned cache, so the batch is never copied on the host. For a device other than
+ * the CPU the batch is copied with CT_NON_BLOCKING (the copy stream or queue, no host wait) and the
+ * host tensors are dropped at once: the pinned cache does not reuse their memory before the copy
+ * ended. And the next batch is prefetched: before ct_loader_next
  * returns batch b, it takes batch b + 1 and issues its copy, so the copy overlaps the training
  * step of batch b; the device tensors wait in `pre` (owned by the loader, outside any scope) until
  * the next call hands them out. `consumed` counts slots taken from the ring (one ahead with
@@ -47,8 +49,8 @@ struct ct_loader {
   int shuffle, drop_last, nw, cap;
   uint64_t seed;
   ct_device device;
-  int pinned;    /* pin_memory and a GPU to pin for: slots are pinned tensors (see the top) */
-  int prefetch;  /* pinned and device is a GPU: batch b + 1 is copied while b trains */
+  int pinned;    /* pin_memory and a backend that pins for device: slots are pinned tensors (see the top) */
+  int prefetch;  /* pinned and device is not the CPU: batch b + 1 is copied while b trains */
   ct_tensor *pre_x, *pre_y; /* the prefetched batch on the device (untracked), or NULL */
   int64_t pre_batch;
   int64_t delivered; /* batches returned in this epoch (consumer thread only) */
@@ -119,8 +121,8 @@ static void drop_prefetched(ct_loader *l) {
 static int new_pinned(const ct_loader *l, int64_t bsz, ct_tensor **tx, ct_tensor **ty) {
   const ct_dataset *ds = l->ds;
   int64_t xs[4] = {bsz, ds->c, ds->h, ds->w};
-  *tx = ct_empty_pinned(4, xs, CT_F32);
-  *ty = *tx ? ct_empty_pinned(1, &bsz, CT_I64) : NULL;
+  *tx = ct_empty_pinned_for(l->device, 4, xs, CT_F32);
+  *ty = *tx ? ct_empty_pinned_for(l->device, 1, &bsz, CT_I64) : NULL;
   ct__untrack(*tx), ct__untrack(*ty);
   if (*tx && *ty) return 1;
   ct_tensor_free(*tx), ct_tensor_free(*ty);
@@ -162,7 +164,7 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   l->B = o.batch_size ? o.batch_size : 1;
   l->nbatches = o.drop_last ? n / l->B : (n + l->B - 1) / l->B;
   l->shuffle = o.shuffle != 0, l->drop_last = o.drop_last != 0, l->seed = o.seed, l->device = o.device;
-  l->pinned = o.pin_memory && ct_device_count(CT_CUDA) > 0; /* pinning needs the CUDA backend and a GPU */
+  l->pinned = o.pin_memory && ct_device_can_pin(o.device); /* the registry says whether the device's backend pins */
   l->prefetch = l->pinned && o.device.kind != CT_CPU;
   l->pre_batch = -1;
   l->nw = o.num_workers;
@@ -223,10 +225,13 @@ void ct_loader_free(ct_loader *l) {
   release(l);
 }
 
-int64_t ct_loader_len(const ct_loader *l) { return l ? l->nbatches : 0; }
+int64_t ct_loader_len(const ct_loader *l) {
+  if (!l) return ct__null_status("ct_loader_len", "l"), -1;
+  return l->nbatches;
+}
 
 int64_t ct_loader_epoch(const ct_loader *l) {
-  if (!l) return 0;
+  if (!l) return ct__null_status("ct_loader_epoch", "l"), -1;
   pthread_mutex_lock((pthread_mutex_t *)&l->mu);
   int64_t e = l->epoch;
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
@@ -289,8 +294,8 @@ static int wrap(ct_loader *l, const slot *s, ct_tensor **x, ct_tensor **y) {
   return 1;
 }
 
-/* Pinned mode: hand out the rows of slot s (views of its pinned tensors; for a GPU, their
- * non-blocking copies), then give the slot fresh pinned tensors. On failure the slot is unchanged. */
+/* Pinned mode: hand out the rows of slot s (views of its pinned tensors; for another device than
+ * the CPU, their non-blocking copies), then give the slot fresh pinned tensors. On failure the slot is unchanged. */
 static int wrap_pinned(ct_loader *l, slot *s, ct_tensor **x, ct_tensor **y) {
   ct_tensor *nx, *ny;
   if (!new_pinned(l, ct_tensor_size(s->tx, 0), &nx, &ny)) return ct_last_status() < 0 ? ct_last_status() : CT_ENOMEM;

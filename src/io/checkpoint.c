@@ -19,12 +19,22 @@
 static const char *const reserved_keys[] = {"format", "epoch", "rng_seed", "rng_offset",
                                             "optimizer", "optimizer.lr", "optimizer.steps"};
 
-/* The optimizer kind as far as its state shows it (optim.h has no kind accessor). */
-static const char *optim_kind_name(const ct_named_tensor *st, int ns) {
-  for (int i = 0; i < ns; i++)
-    if (strstr(st[i].name, ".exp_avg")) return "adam";
-  return "sgd";
+/* The names of the optimizer kinds in the "optimizer" metadata, indexed by ct_optim_kind. */
+static const char *const optim_names[] = {[CT_OPTIM_SGD] = "sgd", [CT_OPTIM_ADAM] = "adam", [CT_OPTIM_ADAMW] = "adamw"};
+#define N_OPTIM_KINDS ((int)(sizeof optim_names / sizeof *optim_names))
+
+/* The name of kind k ("?" for a value outside the enum, which ct_optimizer_new should not let through). */
+static const char *optim_name(int k) { return k >= 0 && k < N_OPTIM_KINDS ? optim_names[k] : "?"; }
+
+/* The kind named s, or -1 when s names none. */
+static int optim_kind_of(const char *s) {
+  for (int k = 0; k < N_OPTIM_KINDS; k++)
+    if (strcmp(s, optim_names[k]) == 0) return k;
+  return -1;
 }
+
+/* The format version 1 wrote "adam" for both Adam and AdamW (the state slots are the same). */
+#define CT_CHECKPOINT_FORMAT_1 "cuttle-checkpoint-1"
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
@@ -37,8 +47,8 @@ static ct_named_tensor *collect(ct_module *m, ct_optimizer *opt, int *nm, int *n
   int a = ct_module_named_tensors(m, 1, NULL, 0);
   int b = opt ? ct_optimizer_named_state(opt, NULL, 0) : 0;
   if (a < 0 || b < 0) CT_FAIL_NULL(CT_EINVAL, "checkpoint: cannot list the module's or the optimizer's tensors");
-  ct_named_tensor *all = calloc((size_t)(a + b) + 1, sizeof *all);
-  if (!all) CT_FAIL_NULL(CT_ENOMEM, "checkpoint: out of memory");
+  ct_named_tensor *all = ct__calloc((size_t)(a + b) + 1, sizeof *all, "the checkpoint's list of tensors");
+  if (!all) return NULL;
   a = ct_module_named_tensors(m, 1, all, a);
   if (opt) b = ct_optimizer_named_state(opt, all + a, b);
   for (int i = a; i < a + b; i++) {
@@ -69,16 +79,19 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
         return ct__error(CT_EINVAL, "ct_checkpoint_save(%s): extra metadata key \"%s\" is reserved for the checkpoint",
                          path, k);
   }
+  if (opt && optim_name(ct_optimizer_kind(opt))[0] == '?')
+    return ct__error(CT_EINVAL, "ct_checkpoint_save(%s): the optimizer has kind %d, which is no ct_optim_kind", path,
+                     (int)ct_optimizer_kind(opt));
   int nm = 0, no = 0;
   ct_named_tensor *all = collect(m, opt, &nm, &no);
   if (!all) return ct_last_status();
   int n = nm + no;
-  const char **names = calloc((size_t)n + 1, sizeof *names);
-  ct_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
-  ct_metadata_kv *kv = calloc((size_t)n_extra + 8, sizeof *kv);
+  const char **names = ct__calloc((size_t)n + 1, sizeof *names, "the checkpoint's tensor names");
+  ct_tensor **ts = names ? ct__calloc((size_t)n + 1, sizeof *ts, "the checkpoint's tensors") : NULL;
+  ct_metadata_kv *kv = ts ? ct__calloc((size_t)n_extra + 8, sizeof *kv, "the checkpoint's metadata") : NULL;
   ct_status s;
-  if (!names || !ts || !kv) {
-    s = ct__error(CT_ENOMEM, "ct_checkpoint_save(%s): out of memory", path);
+  if (!kv) {
+    s = CT_ENOMEM;
     goto out;
   }
   for (int i = 0; i < n; i++) names[i] = all[i].name, ts[i] = all[i].tensor;
@@ -96,7 +109,7 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
   if (opt) {
     snprintf(lr, sizeof lr, "%.17g", ct_optimizer_lr(opt));
     snprintf(steps, sizeof steps, "%" PRId64, ct_optimizer_steps(opt));
-    kv[nkv++] = (ct_metadata_kv){"optimizer", optim_kind_name(all + nm, no)};
+    kv[nkv++] = (ct_metadata_kv){"optimizer", optim_name(ct_optimizer_kind(opt))};
     kv[nkv++] = (ct_metadata_kv){"optimizer.lr", lr};
     kv[nkv++] = (ct_metadata_kv){"optimizer.steps", steps};
   }
@@ -161,7 +174,8 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   ct_status s = CT_OK;
 
   const char *fmt = ct_safetensors_metadata(f, "format");
-  if (fmt && strncmp(fmt, "cuttle-checkpoint-", 18) == 0 && strcmp(fmt, CT_CHECKPOINT_FORMAT) != 0) {
+  int v1 = fmt && strcmp(fmt, CT_CHECKPOINT_FORMAT_1) == 0;
+  if (fmt && strncmp(fmt, "cuttle-checkpoint-", 18) == 0 && strcmp(fmt, CT_CHECKPOINT_FORMAT) != 0 && !v1) {
     s = ct__error(CT_EFORMAT, "%s: checkpoint format \"%.40s\" is newer than this cuttle reads (%s)", path, fmt,
                   CT_CHECKPOINT_FORMAT);
     goto out;
@@ -171,7 +185,28 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   if ((s = meta_int(f, path, "epoch", 1, &epoch)) || (s = meta_int(f, path, "rng_seed", 0, &seed)) ||
       (s = meta_int(f, path, "rng_offset", 0, &offset)) || (s = meta_int(f, path, "optimizer.steps", 1, &steps)))
     goto out;
+  /* The optimizer the file was saved with, when it says (cuttle's checkpoints do; PyTorch's do not). */
+  const char *kind_s = ct_safetensors_metadata(f, "optimizer");
+  int kind = kind_s ? optim_kind_of(kind_s) : -1;
+  if (kind_s && kind < 0) {
+    s = ct__error(CT_EFORMAT, "%s: metadata \"optimizer\" = \"%.40s\" names no optimizer (sgd, adam or adamw)", path, kind_s);
+    goto out;
+  }
   double lr = 0;
+  if (opt && kind >= 0) {
+    /* PyTorch-like: the optimizer the caller constructed must be the one saved. A version-1 file
+     * wrote "adam" for AdamW too, so there it matches either. */
+    int want = (int)ct_optimizer_kind(opt);
+    int ok = kind == want || (v1 && kind == CT_OPTIM_ADAM && want == CT_OPTIM_ADAMW);
+    if (!ok) {
+      s = ct__error(CT_EINVAL,
+                    "%s: the checkpoint holds the state of a%s %s optimizer, but the optimizer given is %s; construct "
+                    "a%s %s optimizer to resume from it (ct_optim_opts.kind)",
+                    path, kind == CT_OPTIM_ADAM || kind == CT_OPTIM_ADAMW ? "n" : "", optim_name(kind),
+                    optim_name(want), kind == CT_OPTIM_ADAM || kind == CT_OPTIM_ADAMW ? "n" : "", optim_name(kind));
+      goto out;
+    }
+  }
   if (opt) {
     const char *v = ct_safetensors_metadata(f, "optimizer.steps");
     if (!v) {
@@ -205,10 +240,10 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   }
   n = nm + no;
   int nf = ct_safetensors_count(f);
-  src = calloc((size_t)n + 1, sizeof *src);
-  used = calloc((size_t)nf + 1, 1);
-  if (!src || !used) {
-    s = ct__error(CT_ENOMEM, "%s: out of memory", path);
+  src = ct__calloc((size_t)n + 1, sizeof *src, "the loaded tensors");
+  used = src ? ct__calloc((size_t)nf + 1, 1, "the loaded keys") : NULL;
+  if (!used) {
+    s = CT_ENOMEM;
     goto out;
   }
   /* Phase 1: validate. */
@@ -258,6 +293,8 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
     meta_out->epoch = epoch;
     meta_out->rng.seed = seed;
     meta_out->rng.offset = offset;
+    meta_out->has_optimizer = kind >= 0;
+    meta_out->optimizer = kind >= 0 ? (ct_optim_kind)kind : CT_OPTIM_SGD;
   }
 out:
   if (src)

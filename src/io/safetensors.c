@@ -5,12 +5,16 @@
  * Layout of a file: u64 little-endian N | N bytes of JSON header | byte buffer.
  * JSON is parsed and printed by cJSON; everything about the format's rules is checked here. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -161,21 +165,34 @@ static int key_repeated(const cJSON *parent, const cJSON *item) {
   return 0;
 }
 
+/* cJSON allocates through cuttle's wrapper, so that its allocations are counted and can fail in
+ * the fault-injection tests like every other; json_oom tells a parse that failed for want of
+ * memory from one that met bad JSON. */
+static _Thread_local int json_oom;
+static void *json_malloc(size_t n) {
+  void *p = ct__malloc(n, "the JSON of a safetensors header");
+  if (!p) json_oom = 1;
+  return p;
+}
+static pthread_once_t json_hooks_once = PTHREAD_ONCE_INIT;
+static void json_hooks_init(void) { cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = json_malloc, .free_fn = free}); }
+static void json_hooks(void) { pthread_once(&json_hooks_once, json_hooks_init); }
+
 static ct_status parse_metadata(ct_safetensors *f, const cJSON *meta) {
   const char *L = f->label;
   if (!cJSON_IsObject(meta)) return ct__error(CT_EFORMAT, "%s: \"__metadata__\" must be an object of strings", L);
   int n = cJSON_GetArraySize(meta);
-  f->meta_keys = calloc((size_t)n + 1, sizeof(char *));
-  f->meta_values = calloc((size_t)n + 1, sizeof(char *));
-  if (!f->meta_keys || !f->meta_values) return ct__error(CT_ENOMEM, "%s: out of memory reading the metadata", L);
+  f->meta_keys = ct__calloc((size_t)n + 1, sizeof(char *), "the metadata's keys");
+  f->meta_values = f->meta_keys ? ct__calloc((size_t)n + 1, sizeof(char *), "the metadata's values") : NULL;
+  if (!f->meta_values) return CT_ENOMEM;
   for (const cJSON *c = meta->child; c; c = c->next) {
     if (!cJSON_IsString(c))
       return ct__error(CT_EFORMAT, "%s: \"__metadata__\" value of \"%s\" is not a string", L, c->string);
     if (key_repeated(meta, c)) return ct__error(CT_EFORMAT, "%s: duplicate key \"%s\" in \"__metadata__\"", L, c->string);
-    char *k = strdup(c->string), *v = strdup(c->valuestring);
-    if (!k || !v) {
-      free(k), free(v);
-      return ct__error(CT_ENOMEM, "%s: out of memory reading the metadata", L);
+    char *k = ct__strdup(c->string, "a metadata key"), *v = k ? ct__strdup(c->valuestring, "a metadata value") : NULL;
+    if (!v) {
+      free(k);
+      return CT_ENOMEM;
     }
     f->meta_keys[f->n_meta] = k;
     f->meta_values[f->n_meta] = v;
@@ -209,8 +226,8 @@ static ct_status parse_entry(ct_safetensors *f, const cJSON *item, st_entry *e) 
                      L, name, dtype->valuestring);
   if (!cJSON_IsArray(shape)) return ct__error(CT_EFORMAT, "%s: tensor \"%s\": shape is not an array", L, name);
   int nd = cJSON_GetArraySize(shape);
-  e->shape = malloc(((size_t)nd + 1) * sizeof(int64_t));
-  if (!e->shape) return ct__error(CT_ENOMEM, "%s: out of memory", L);
+  e->shape = ct__malloc(((size_t)nd + 1) * sizeof(int64_t), "a tensor's shape");
+  if (!e->shape) return CT_ENOMEM;
   e->ndim = 0;
   for (const cJSON *c = shape->child; c; c = c->next) {
     uint64_t v;
@@ -263,12 +280,18 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
   if (bad != n) return ct__error(CT_EFORMAT, "%s: header is not valid UTF-8 (byte %zu)", L, bad);
   if (h[0] != '{') return ct__error(CT_EFORMAT, "%s: header does not start with '{'", L);
 
-  char *text = malloc((size_t)n + 1);
-  if (!text) return ct__error(CT_ENOMEM, "%s: out of memory for a %llu-byte header", L, (unsigned long long)n);
+  char *text = ct__malloc((size_t)n + 1, "the header's text");
+  if (!text) return CT_ENOMEM;
   memcpy(text, h, (size_t)n);
   text[n] = 0;
   const char *end = NULL;
+  json_hooks();
+  json_oom = 0;
   cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+  if (!root && json_oom) {
+    free(text);
+    return CT_ENOMEM;
+  }
   if (!root) {
     size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : 0;
     ct__error(CT_EFORMAT, "%s: header is not valid JSON (at byte %zu of %llu: \"%.20s\")", L, at, (unsigned long long)n,
@@ -284,9 +307,9 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
     goto done;
   }
   int count = cJSON_GetArraySize(root);
-  f->entries = calloc((size_t)count + 1, sizeof(st_entry));
+  f->entries = ct__calloc((size_t)count + 1, sizeof(st_entry), "the list of tensors");
   if (!f->entries) {
-    s = ct__error(CT_ENOMEM, "%s: out of memory for %d tensors", L, count);
+    s = CT_ENOMEM;
     goto done;
   }
   int seen_meta = 0;
@@ -300,8 +323,8 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
       continue;
     }
     st_entry *e = &f->entries[f->n++];
-    if (!(e->name = strdup(c->string))) {
-      s = ct__error(CT_ENOMEM, "%s: out of memory", L);
+    if (!(e->name = ct__strdup(c->string, "a tensor's name"))) {
+      s = CT_ENOMEM;
       goto done;
     }
     if ((s = parse_entry(f, c, e)) != CT_OK) goto done;
@@ -312,9 +335,9 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
       s = ct__error(CT_EFORMAT, "%s: duplicate tensor name \"%s\"", L, f->entries[i].name);
       goto done;
     }
-  order = malloc(((size_t)f->n + 1) * sizeof *order);
+  order = ct__malloc(((size_t)f->n + 1) * sizeof *order, "the tensors in file order");
   if (!order) {
-    s = ct__error(CT_ENOMEM, "%s: out of memory", L);
+    s = CT_ENOMEM;
     goto done;
   }
   for (int i = 0; i < f->n; i++) order[i] = &f->entries[i];
@@ -350,11 +373,11 @@ done:
 
 /* Takes ownership of buf (malloc'd, size bytes) in every case. */
 static ct_safetensors *parse_owned(uint8_t *buf, size_t size, const char *label) {
-  ct_safetensors *f = calloc(1, sizeof *f);
-  char *l = strdup(label ? label : "<memory>");
-  if (!f || !l) {
-    free(f), free(l), free(buf);
-    CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory", label ? label : "<memory>");
+  ct_safetensors *f = ct__calloc(1, sizeof *f, "a safetensors handle");
+  char *l = f ? ct__strdup(label ? label : "<memory>", "a safetensors label") : NULL;
+  if (!l) {
+    free(f), free(buf);
+    return NULL;
   }
   f->label = l;
   f->buf = buf;
@@ -367,10 +390,12 @@ static ct_safetensors *parse_owned(uint8_t *buf, size_t size, const char *label)
 
 ct_safetensors *ct_safetensors_parse(const void *data, size_t size, const char *label) {
   if (!data && size > 0) CT_FAIL_NULL(CT_EINVAL, "ct_safetensors_parse: NULL data of %zu bytes", size);
-  uint8_t *buf = malloc(size ? size : 1);
-  if (!buf) CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory for %zu bytes", label ? label : "<memory>", size);
+  uint8_t *buf = ct__malloc(size, "a copy of safetensors data");
+  if (!buf) return NULL;
   if (size) memcpy(buf, data, size);
-  return parse_owned(buf, size, label);
+  ct_safetensors *f = parse_owned(buf, size, label);
+  if (!f) ct__error_prefix("ct_safetensors_parse");
+  return f;
 }
 
 ct_safetensors *ct_safetensors_open(const char *path) {
@@ -384,10 +409,10 @@ ct_safetensors *ct_safetensors_open(const char *path) {
     CT_FAIL_NULL(CT_EIO, "%s: not a regular file%s%s", path, err ? ": " : "", err ? strerror(err) : "");
   }
   size_t size = (size_t)st.st_size;
-  uint8_t *buf = malloc(size ? size : 1);
+  uint8_t *buf = ct__malloc(size, "a safetensors file's contents");
   if (!buf) {
     close(fd);
-    CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory for %zu bytes", path, size);
+    return NULL;
   }
   size_t got = 0;
   while (got < size) {
@@ -406,7 +431,10 @@ ct_safetensors *ct_safetensors_open(const char *path) {
   return parse_owned(buf, size, path);
 }
 
-int ct_safetensors_count(const ct_safetensors *f) { return f ? f->n : 0; }
+int ct_safetensors_count(const ct_safetensors *f) {
+  if (!f) return ct__null_status("ct_safetensors_count", "f"), -1;
+  return f->n;
+}
 
 ct_status ct_safetensors_info_at(const ct_safetensors *f, int i, ct_safetensors_info *out) {
   if (!f || !out) return ct__error(CT_EINVAL, "ct_safetensors_info_at: NULL argument");
@@ -424,7 +452,8 @@ ct_status ct_safetensors_info_at(const ct_safetensors *f, int i, ct_safetensors_
 }
 
 int ct_safetensors_find(const ct_safetensors *f, const char *name) {
-  if (!f || !name || f->n == 0) return -1;
+  if (!f || !name) return ct__null_status("ct_safetensors_find", !f ? "f" : "name"), -1;
+  if (f->n == 0) return -1;
   st_entry key = {.name = (char *)name};
   const st_entry *e = bsearch(&key, f->entries, (size_t)f->n, sizeof(st_entry), cmp_entry_name);
   return e ? (int)(e - f->entries) : -1;
@@ -432,6 +461,7 @@ int ct_safetensors_find(const ct_safetensors *f, const char *name) {
 
 ct_tensor *ct_safetensors_get(const ct_safetensors *f, const char *name, ct_device dev) {
   if (!f || !name) CT_FAIL_NULL(CT_EINVAL, "ct_safetensors_get: NULL argument");
+  if (!ct__check_device("ct_safetensors_get", dev)) return NULL;
   int i = ct_safetensors_find(f, name);
   if (i < 0) {
     char list[256] = "";
@@ -441,44 +471,51 @@ ct_tensor *ct_safetensors_get(const ct_safetensors *f, const char *name, ct_devi
       if (w < 0) break;
       used += (size_t)w;
     }
-    CT_FAIL_NULL(CT_EINVAL, "%s: no tensor \"%s\" in the file (it has %d: %s%s)", f->label, name, f->n, list,
-                 f->n > 5 ? ", ..." : "");
+    CT_FAIL_NULL(CT_EINVAL, "ct_safetensors_get: %s: no tensor \"%s\" in the file (it has %d: %s%s); pass one of its names",
+                 f->label, name, f->n, list, f->n > 5 ? ", ..." : "");
   }
   const st_entry *e = &f->entries[i];
   if (e->dt->dtype == CT_DTYPE_COUNT)
-    CT_FAIL_NULL(CT_EDTYPE, "%s: tensor \"%s\" has dtype %s, which cuttle has no tensor type for", f->label, name,
+    CT_FAIL_NULL(CT_EDTYPE, "ct_safetensors_get: %s: tensor \"%s\" has dtype %s, which cuttle has no tensor type for",
+                 f->label, name,
                  e->dt->name);
   if (e->ndim > CT_MAX_DIMS)
-    CT_FAIL_NULL(CT_EUNSUPPORTED, "%s: tensor \"%s\" has %d dims; cuttle tensors have at most %d", f->label, name,
+    CT_FAIL_NULL(CT_EUNSUPPORTED, "ct_safetensors_get: %s: tensor \"%s\" has %d dims; cuttle tensors have at most %d",
+                 f->label, name,
                  e->ndim, CT_MAX_DIMS);
   /* A zero-size tensor may have huge other dims; the core's numel and stride products must not
    * overflow, and every partial product is at most the product of the nonzero dims. */
   uint64_t prod = 1;
   for (int d = 0; d < e->ndim; d++)
     if (e->shape[d] && (__builtin_mul_overflow(prod, (uint64_t)e->shape[d], &prod) || prod > (uint64_t)INT64_MAX))
-      CT_FAIL_NULL(CT_EUNSUPPORTED, "%s: tensor \"%s\": shape %s is too large for a tensor's strides", f->label, name,
+      CT_FAIL_NULL(CT_EUNSUPPORTED, "ct_safetensors_get: %s: tensor \"%s\": shape %s is too large for a tensor's strides",
+                   f->label, name,
                    dims_str(e->ndim, e->shape, (char[128]){0}, 128));
   const uint8_t *p = f->data + e->begin;
   size_t nbytes = (size_t)(e->end - e->begin);
   uint8_t *tmp = NULL;
   if (e->dt->dtype == CT_BOOL && nbytes) { /* only 0 and 1 are valid bools in memory */
-    if (!(tmp = malloc(nbytes))) CT_FAIL_NULL(CT_ENOMEM, "%s: out of memory", f->label);
+    if (!(tmp = ct__malloc(nbytes, "bool values read from safetensors"))) return NULL;
     for (size_t k = 0; k < nbytes; k++) tmp[k] = p[k] != 0;
     p = tmp;
   }
   ct_tensor *t = ct_from_host(nbytes ? (const void *)p : (const void *)f->buf, e->ndim, e->shape, e->dt->dtype, dev);
   free(tmp);
+  if (!t) ct__error_prefix("ct_safetensors_get: %s: tensor \"%s\"", f->label, name);
   return t;
 }
 
 const char *ct_safetensors_metadata(const ct_safetensors *f, const char *key) {
-  if (!f || !key) return NULL;
+  if (!f || !key) return ct__null_status("ct_safetensors_metadata", !f ? "f" : "key"), NULL;
   for (int i = 0; i < f->n_meta; i++)
     if (strcmp(f->meta_keys[i], key) == 0) return f->meta_values[i];
   return NULL;
 }
 
-int ct_safetensors_metadata_count(const ct_safetensors *f) { return f ? f->n_meta : 0; }
+int ct_safetensors_metadata_count(const ct_safetensors *f) {
+  if (!f) return ct__null_status("ct_safetensors_metadata_count", "f"), -1;
+  return f->n_meta;
+}
 
 ct_status ct_safetensors_metadata_at(const ct_safetensors *f, int i, const char **key, const char **value) {
   if (!f) return ct__error(CT_EINVAL, "ct_safetensors_metadata_at: NULL file");
@@ -532,6 +569,7 @@ static int json_add_uint(cJSON *arr, uint64_t v) {
 /* Build the padded header for the sorted items. Returns a malloc'd string of *len bytes (a multiple
  * of 8), or NULL on ENOMEM. */
 static char *build_header(int n, const w_item *items, int n_meta, const ct_metadata_kv *meta, size_t *len) {
+  json_hooks();
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   int ok = 1;
@@ -558,7 +596,7 @@ static char *build_header(int n, const w_item *items, int n_meta, const ct_metad
   cJSON_Delete(root);
   if (!text) return NULL;
   size_t tl = strlen(text), padded = (tl + 7) / 8 * 8;
-  char *out = realloc(text, padded + 1);
+  char *out = ct__realloc(text, padded + 1, "the padded header");
   if (!out) {
     free(text);
     return NULL;
@@ -580,6 +618,69 @@ static int write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* The directory that holds path ("." for a bare name), malloc'd; NULL when out of memory. */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+}
+
+/* Remove "<name of path>.tmp.<pid>" files in dir whose process no longer exists. Only a save killed
+ * in the moment between naming its finished file and renaming it over path (or, without O_TMPFILE,
+ * killed while writing) leaves one, and it would otherwise stay forever. A pid that is alive (even
+ * if reused by another program) keeps its file: removing a live save's file is the one thing this
+ * must never do. Best effort: errors are ignored, since the save itself does not depend on it. */
+static void remove_stale_temps(const char *dir, const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t bl = strlen(base);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const char *nm = e->d_name;
+    if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp.", 5) != 0) continue;
+    const char *digits = nm + bl + 5;
+    char *end = NULL;
+    errno = 0;
+    long pid = strtol(digits, &end, 10);
+    if (errno || end == digits || *end || *digits == '-' || *digits == '+' || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), nm, 0);
+  }
+  closedir(d);
+}
+
+#ifdef O_TMPFILE
+/* Give the unnamed file open as fd the name tmp. Linking through /proc needs no privilege;
+ * AT_EMPTY_PATH (tried second) needs CAP_DAC_READ_SEARCH. Returns 0, or -1 with errno set. */
+static int link_anonymous(int fd, const char *tmp) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) return 0;
+  int saved = errno;
+  if (linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0) return 0;
+  errno = saved;
+  return -1;
+}
+#else
+static int link_anonymous(int fd, const char *tmp) {
+  (void)fd, (void)tmp;
+  errno = ENOTSUP;
+  return -1;
+}
+#endif
+
+/* Test hook (tests/cli/test_signals.c only; not for production use): CUTTLE_TEST_SAVE_DELAY_MS=N
+ * makes every save pause N milliseconds after writing the header, so that a test can deliver a
+ * signal or SIGKILL while a file is half-written. Signals do not shorten the pause. */
+static void test_delay(void) {
+  const char *e = getenv("CUTTLE_TEST_SAVE_DELAY_MS");
+  long ms = e ? strtol(e, NULL, 10) : 0;
+  if (ms <= 0) return;
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
 ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
                               int n_meta, const ct_metadata_kv *meta) {
   if (!path) return ct__error(CT_EINVAL, "ct_safetensors_save: NULL path");
@@ -594,14 +695,14 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
       if (strcmp(meta[i].key, meta[j].key) == 0)
         return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata key \"%s\" given twice", path, meta[i].key);
   }
-  w_item *items = calloc((size_t)n + 1, sizeof *items);
-  const char **sorted = calloc((size_t)n + 1, sizeof *sorted);
-  char *header = NULL, *tmp = NULL;
+  w_item *items = ct__calloc((size_t)n + 1, sizeof *items, "the list of tensors to save");
+  const char **sorted = items ? ct__calloc((size_t)n + 1, sizeof *sorted, "the sorted tensor names") : NULL;
+  char *header = NULL, *tmp = NULL, *dir = NULL;
   uint8_t *buf = NULL;
   int fd = -1;
   ct_status s = CT_OK;
   if (!items || !sorted) {
-    s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory", path);
+    s = CT_ENOMEM;
     goto fail;
   }
   size_t maxbytes = 0;
@@ -637,20 +738,42 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
   qsort(items, (size_t)n, sizeof *items, cmp_w_item);
   size_t hlen = 0;
   header = build_header(n, items, n_meta, meta, &hlen);
-  buf = malloc(maxbytes ? maxbytes : 1);
-  if (!header || !buf || asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+  buf = header ? ct__malloc(maxbytes, "the staging buffer of a save") : NULL;
+  if (!buf) { /* the allocation that failed said what and how many bytes */
+    s = CT_ENOMEM;
+    goto fail;
+  }
+  if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
     tmp = NULL;
     s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory (%llu bytes of data)", path,
                   (unsigned long long)total);
     goto fail;
   }
 
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-  if (fd < 0) {
-    s = ct__error(CT_EIO, "ct_safetensors_save: cannot create %s: %s", tmp, strerror(errno));
-    free(tmp);
-    tmp = NULL; /* not ours: do not remove it */
+  dir = dir_of(path);
+  if (!dir) {
+    s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory", path);
     goto fail;
+  }
+  remove_stale_temps(dir, path);
+  /* A file with our own temporary name can only be left by an earlier process that had our pid, or
+   * by another thread saving the same path at the same time (not supported): it is stale. */
+  unlink(tmp);
+#ifdef O_TMPFILE
+  /* An unnamed file in the target's directory: if the process dies while writing it (SIGKILL, a
+   * crash), the kernel frees it and nothing is left behind. It gets a name only once it is complete. */
+  if (access("/proc/self/fd", X_OK) == 0) fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+#endif
+  int anonymous = fd >= 0;
+  if (!anonymous) {
+    /* No O_TMPFILE here (an older kernel, NFS, no /proc): write under the temporary name directly. */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) {
+      s = ct__error(CT_EIO, "ct_safetensors_save: cannot create %s: %s", tmp, strerror(errno));
+      free(tmp);
+      tmp = NULL; /* not ours: do not remove it */
+      goto fail;
+    }
   }
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
@@ -658,6 +781,7 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
     s = ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", tmp, strerror(errno));
     goto fail;
   }
+  test_delay();
   for (int i = 0; i < n; i++) {
     if (!items[i].nbytes) continue;
     s = ct_to_host(items[i].t, buf, (size_t)items[i].nbytes, ct_tensor_dtype(items[i].t));
@@ -671,20 +795,24 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
     s = ct__error(CT_EIO, "ct_safetensors_save: fsync of %s failed: %s", tmp, strerror(errno));
     goto fail;
   }
+  if (anonymous && link_anonymous(fd, tmp) != 0) {
+    s = ct__error(CT_EIO, "ct_safetensors_save: cannot link the written file as %s: %s", tmp, strerror(errno));
+    goto fail;
+  }
   int rc = close(fd);
   fd = -1;
   if (rc != 0) {
     s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", tmp, strerror(errno));
     goto fail;
   }
+  /* From here to the rename, the complete file has the temporary name: the only window in which a
+   * SIGKILL leaves a file behind, which the next save beside path removes (remove_stale_temps). */
   if (rename(tmp, path) != 0) {
     s = ct__error(CT_EIO, "ct_safetensors_save: cannot rename %s to %s: %s", tmp, path, strerror(errno));
     goto fail;
   }
   /* Make the rename itself durable: fsync the directory that holds path. */
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-  int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     if (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)
       s = ct__error(CT_EIO, "ct_safetensors_save: %s was written, but fsync of its directory %s failed: %s", path, dir,
@@ -702,6 +830,7 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
 fail:
   if (fd >= 0) close(fd);
   if (tmp) unlink(tmp);
+  free(dir);
   free(tmp);
   free(buf);
   free(header);

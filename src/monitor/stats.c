@@ -29,11 +29,17 @@ ct__cuda_bus_ids_fn ct__monitor_cuda_bus_ids(void) { return __atomic_load_n(&bus
 ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *reserved) {
   if (!allocated || !reserved) return ct__error(CT_EINVAL, "ct_monitor_allocator_stats: allocated and reserved must not be NULL");
   if ((int)d.kind < 0 || d.kind >= CT_DEVICE_KIND_COUNT)
-    return ct__error(CT_EINVAL, "ct_monitor_allocator_stats: unknown device kind %d", (int)d.kind);
+    return ct__error(CT_EINVAL, "ct_monitor_allocator_stats: unknown device kind %d (pass a ct_device such as CT_DEVICE_CPU)",
+                     (int)d.kind);
+  if (d.kind == CT_CPU && d.index != 0)
+    return ct__error(CT_EDEVICE, "ct_monitor_allocator_stats: there is one CPU device (cpu), not cpu:%d; pass CT_DEVICE_CPU",
+                     d.index);
   ct__allocator_stats_fn fn = __atomic_load_n(&stats_fn[d.kind], __ATOMIC_ACQUIRE);
-  if (fn) return fn(d, allocated, reserved);
+  if (fn) { /* the allocator's own message names the allocator; the caller called this function */
+    ct_status s = fn(d, allocated, reserved);
+    return s == CT_OK ? s : ct__error_prefix("ct_monitor_allocator_stats");
+  }
   if (d.kind == CT_CPU) {
-    if (d.index != 0) return ct__error(CT_EDEVICE, "ct_monitor_allocator_stats: there is one CPU device (cpu), not cpu:%d", d.index);
     /* No CPU allocator has registered: the process's malloc heap is the closest honest figure. */
     struct mallinfo2 mi = mallinfo2();
     *allocated = mi.uordblks + mi.hblkhd;

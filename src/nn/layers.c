@@ -15,18 +15,20 @@ static ct_tensor *uniform_param(int ndim, const int64_t *shape, double bound, ct
 
 ct_module *ct_linear_new(int64_t in_features, int64_t out_features, int bias, ct_device dev, ct_generator *gen) {
   if (in_features <= 0 || out_features <= 0)
-    CT_FAIL_NULL(CT_EINVAL, "Linear: in_features and out_features must be positive, got %lld and %lld", (long long)in_features,
-                 (long long)out_features);
+    CT_FAIL_NULL(CT_EINVAL, "ct_linear_new: in_features and out_features must be positive, got %lld and %lld",
+                 (long long)in_features, (long long)out_features);
+  /* the weight's shape and the device, checked here so that a bad one is this function's error */
+  if (!ct__check_new("ct_linear_new", 2, (int64_t[]){out_features, in_features}, CT_F32, dev)) return NULL;
   ct_module *m = ct__module_alloc(CT_M_LINEAR);
   if (!m) return NULL;
   m->in = in_features, m->out = out_features;
   double bound = 1.0 / sqrt((double)in_features);
   ct_tensor *w = uniform_param(2, (int64_t[]){out_features, in_features}, bound, dev, gen);
-  if (!w) return ct_module_free(m), NULL;
+  if (!w) return ct__error_prefix("ct_linear_new"), ct_module_free(m), NULL;
   ct__module_add(m, "weight", w, 0);
   if (bias) {
     ct_tensor *b = uniform_param(1, &out_features, bound, dev, gen);
-    if (!b) return ct_module_free(m), NULL;
+    if (!b) return ct__error_prefix("ct_linear_new"), ct_module_free(m), NULL;
     ct__module_add(m, "bias", b, 0);
   }
   return m;
@@ -36,9 +38,27 @@ ct_module *ct_conv2d_new(int64_t in_channels, int64_t out_channels, int kernel_s
                          ct_device dev, ct_generator *gen) {
   ct_conv2d_opts o = opts ? *opts : (ct_conv2d_opts){0};
   int groups = o.groups ? o.groups : 1;
-  if (in_channels <= 0 || out_channels <= 0 || kernel_size <= 0 || in_channels % groups || out_channels % groups)
-    CT_FAIL_NULL(CT_EINVAL, "Conv2d: need positive channels and kernel size, divisible by groups=%d; got %lld, %lld, %d", groups,
-                 (long long)in_channels, (long long)out_channels, kernel_size);
+  if (in_channels <= 0 || out_channels <= 0)
+    CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: in_channels and out_channels must be positive, got %lld and %lld",
+                 (long long)in_channels, (long long)out_channels);
+  if (kernel_size <= 0) CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: kernel_size must be positive, got %d", kernel_size);
+  if (groups < 0) CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: groups must be positive, got %d (0 means 1)", groups);
+  if (in_channels % groups || out_channels % groups)
+    CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: in_channels %lld and out_channels %lld must both be divisible by groups = %d",
+                 (long long)in_channels, (long long)out_channels, groups);
+  /* As torch.nn.Conv2d: a negative stride, padding or dilation is an error here, not at the first
+   * forward (a zero stride or dilation means the default, 1). */
+  for (int i = 0; i < 2; i++) {
+    if (o.stride[i] < 0)
+      CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: stride must be positive, got stride[%d] = %d (0 means 1)", i, o.stride[i]);
+    if (o.padding[i] < 0) CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: padding must be >= 0, got padding[%d] = %d", i, o.padding[i]);
+    if (o.dilation[i] < 0)
+      CT_FAIL_NULL(CT_EINVAL, "ct_conv2d_new: dilation must be positive, got dilation[%d] = %d (0 means 1)", i, o.dilation[i]);
+  }
+  /* the weight's shape, checked before anything multiplies its sizes (fan_in below) */
+  if (!ct__check_new("ct_conv2d_new", 4, (int64_t[]){out_channels, in_channels / groups, kernel_size, kernel_size}, CT_F32,
+                     dev))
+    return NULL;
   ct_module *m = ct__module_alloc(CT_M_CONV2D);
   if (!m) return NULL;
   m->in = in_channels, m->out = out_channels, m->kernel = kernel_size, m->conv = o;
@@ -50,18 +70,21 @@ ct_module *ct_conv2d_new(int64_t in_channels, int64_t out_channels, int kernel_s
   int64_t fan_in = in_channels / groups * kernel_size * kernel_size;
   double bound = 1.0 / sqrt((double)fan_in);
   ct_tensor *w = uniform_param(4, (int64_t[]){out_channels, in_channels / groups, kernel_size, kernel_size}, bound, dev, gen);
-  if (!w) return ct_module_free(m), NULL;
+  if (!w) return ct__error_prefix("ct_conv2d_new"), ct_module_free(m), NULL;
   ct__module_add(m, "weight", w, 0);
   if (bias) {
     ct_tensor *b = uniform_param(1, &out_channels, bound, dev, gen);
-    if (!b) return ct_module_free(m), NULL;
+    if (!b) return ct__error_prefix("ct_conv2d_new"), ct_module_free(m), NULL;
     ct__module_add(m, "bias", b, 0);
   }
   return m;
 }
 
 ct_module *ct_batchnorm2d_new(int64_t num_features, double eps, double momentum, ct_device dev) {
-  if (num_features <= 0) CT_FAIL_NULL(CT_EINVAL, "BatchNorm2d: num_features must be positive, got %lld", (long long)num_features);
+  if (num_features <= 0)
+    CT_FAIL_NULL(CT_EINVAL, "ct_batchnorm2d_new: num_features must be positive, got %lld", (long long)num_features);
+  if (!(eps >= 0)) CT_FAIL_NULL(CT_EINVAL, "ct_batchnorm2d_new: eps must be >= 0, got %g (0 takes the default, 1e-5)", eps);
+  if (!ct__check_new("ct_batchnorm2d_new", 1, &num_features, CT_F32, dev)) return NULL;
   ct_module *m = ct__module_alloc(CT_M_BATCHNORM2D);
   if (!m) return NULL;
   m->out = num_features;
@@ -71,7 +94,7 @@ ct_module *ct_batchnorm2d_new(int64_t num_features, double eps, double momentum,
   double init[4] = {1, 0, 0, 1};
   for (int i = 0; i < 4; i++) {
     ct_tensor *t = ct_full(1, &num_features, init[i], CT_F32, dev);
-    if (!t) return ct_module_free(m), NULL;
+    if (!t) return ct__error_prefix("ct_batchnorm2d_new"), ct_module_free(m), NULL;
     if (i < 2) ct_requires_grad_(t, 1);
     ct__module_add(m, names[i], t, i >= 2);
   }
@@ -82,7 +105,19 @@ ct_module *ct_relu_new(void) { return ct__module_alloc(CT_M_RELU); }
 ct_module *ct_flatten_new(void) { return ct__module_alloc(CT_M_FLATTEN); }
 
 ct_module *ct_max_pool2d_new(const ct_pool2d_opts *opts) {
-  if (!opts || opts->kernel[0] < 1 || opts->kernel[1] < 1) CT_FAIL_NULL(CT_EINVAL, "MaxPool2d: a kernel size >= 1 is required");
+  if (!opts)
+    CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: opts is NULL; pass a kernel size >= 1, e.g. &(ct_pool2d_opts){.kernel = {2, 2}}");
+  /* The checks of ct_max_pool2d, made here as torch.nn.MaxPool2d's are at construction. */
+  for (int i = 0; i < 2; i++) {
+    if (opts->kernel[i] < 1)
+      CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: kernel size must be positive, got kernel[%d] = %d", i, opts->kernel[i]);
+    if (opts->stride[i] < 0)
+      CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: stride must be positive, got stride[%d] = %d (0 means the kernel size)", i,
+                   opts->stride[i]);
+    if (opts->padding[i] < 0 || opts->padding[i] > opts->kernel[i] / 2)
+      CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: padding must be between 0 and kernel/2 = %d, got padding[%d] = %d",
+                   opts->kernel[i] / 2, i, opts->padding[i]);
+  }
   ct_module *m = ct__module_alloc(CT_M_MAXPOOL2D);
   if (!m) return NULL;
   m->pool = *opts;
@@ -92,32 +127,38 @@ ct_module *ct_max_pool2d_new(const ct_pool2d_opts *opts) {
 }
 
 ct_module *ct_dropout_new(double p) {
-  if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "Dropout: p must be in [0, 1], got %g", p);
+  if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "ct_dropout_new: p must be in [0, 1], got %g", p);
   ct_module *m = ct__module_alloc(CT_M_DROPOUT);
   if (m) m->p = p;
   return m;
 }
 
 ct_module *ct_sequential_new(int n, ct_module **children) {
-  if (n < 0 || (n > 0 && !children)) CT_FAIL_NULL(CT_EINVAL, "Sequential: need n >= 0 children, got %d", n);
+  if (n < 0 || (n > 0 && !children))
+    CT_FAIL_NULL(CT_EINVAL, "ct_sequential_new: need n >= 0 children and a list of them, got n = %d and children %s", n,
+                 children ? "non-NULL" : "NULL");
   for (int i = 0; i < n; i++)
     if (!children[i]) {
       for (int j = 0; j < n; j++) ct_module_free(children[j]); /* it owns them, even on failure */
-      CT_FAIL_NULL(CT_EINVAL, "Sequential: child %d is NULL (did its constructor fail? %s)", i, ct_last_error());
+      /* a child whose constructor failed left its error: keep it (the message is read before a new
+       * one is written, so it is never formatted into itself) */
+      if (ct_last_status() != CT_OK) return NULL;
+      CT_FAIL_NULL(CT_EINVAL, "ct_sequential_new: child %d is NULL (pass n modules)", i);
     }
   ct_module *m = ct__module_alloc(CT_M_SEQUENTIAL);
-  if (!m || !(m->children = calloc((size_t)(n ? n : 1), sizeof *m->children))) {
+  if (!m || !(m->children = ct__calloc((size_t)n, sizeof *m->children, "Sequential's list of children"))) {
     for (int j = 0; j < n; j++) ct_module_free(children[j]);
     free(m);
-    CT_FAIL_NULL(CT_ENOMEM, "Sequential: out of host memory");
+    return NULL;
   }
   memcpy(m->children, children, (size_t)n * sizeof *children);
   m->n_children = n;
   return m;
 }
 
-ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
-  if (!m || !x) return NULL;
+/* The forward of m, whose errors are those of the op that failed; ct_module_forward names itself
+ * and the module in front of them, and a Sequential names the child. */
+static ct_tensor *forward(ct_module *m, ct_tensor *x) {
   switch (m->kind) {
     case CT_M_LINEAR: return ct_linear(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL);
     case CT_M_CONV2D: return ct_conv2d(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL, &m->conv);
@@ -128,18 +169,19 @@ ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
     case CT_M_FLATTEN: return ct_flatten(x, 1, -1);
     case CT_M_DROPOUT: return ct_dropout(x, m->p, m->training, NULL);
     case CT_M_SEQUENTIAL: {
-      ct_tensor *h = ct_tensor_retain(x);
-      ct__scope_track(h);
+      ct_tensor *h = ct__retain_tracked(x);
       for (int i = 0; i < m->n_children && h; i++) {
         ct_module *c = m->children[i], *after = i + 1 < m->n_children ? m->children[i + 1] : NULL;
         ct_module *then = i + 2 < m->n_children ? m->children[i + 2] : NULL;
         ct_tensor *next;
+        int at = i; /* the fused runs below advance i */
         /* fused runs (same values and gradients; see ops.h): fewer passes over memory */
         if (c->kind == CT_M_CONV2D && after && after->kind == CT_M_RELU && then && then->kind == CT_M_MAXPOOL2D)
           next = ct_conv2d_relu_max_pool2d(h, c->slot[0], c->n_slots > 1 ? c->slot[1] : NULL, &c->conv, &then->pool), i += 2;
         else if (c->kind == CT_M_RELU && after && after->kind == CT_M_MAXPOOL2D)
           next = ct_relu_max_pool2d(h, &after->pool), i++;
-        else next = ct_module_forward(c, h);
+        else next = forward(c, h);
+        if (!next) ct__error_prefix("child %d (%s)", at, ct_module_type(c));
         ct_tensor_free(h);
         h = next;
       }
@@ -147,4 +189,11 @@ ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
     }
   }
   return NULL;
+}
+
+ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
+  if (!m || !x) return ct__null_arg("ct_module_forward", !m ? "m" : "x");
+  ct_tensor *y = forward(m, x);
+  if (!y) ct__error_prefix("ct_module_forward (%s)", ct_module_type(m));
+  return y;
 }

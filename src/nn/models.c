@@ -26,7 +26,11 @@ static ct_module *cnn(ct_device dev, ct_generator *gen) {
 }
 
 ct_module *ct_model_new(const char *name, ct_device dev, ct_generator *gen) {
-  if (name && strcmp(name, "mlp") == 0) return mlp(dev, gen);
-  if (name && strcmp(name, "cnn") == 0) return cnn(dev, gen);
-  CT_FAIL_NULL(CT_EINVAL, "unknown model \"%s\": use \"mlp\" or \"cnn\"", name ? name : "(null)");
+  int is_mlp = name && strcmp(name, "mlp") == 0, is_cnn = name && strcmp(name, "cnn") == 0;
+  if (!is_mlp && !is_cnn)
+    CT_FAIL_NULL(CT_EINVAL, "ct_model_new: unknown model \"%s\"; use \"mlp\" or \"cnn\"", name ? name : "(null)");
+  if (!ct__check_device("ct_model_new", dev)) return NULL;
+  ct_module *m = is_mlp ? mlp(dev, gen) : cnn(dev, gen);
+  if (!m) ct__error_prefix("ct_model_new (%s)", name);
+  return m;
 }

@@ -6,8 +6,8 @@
 static const char *const type_names[] = {"Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "Flatten", "Dropout", "Sequential"};
 
 ct_module *ct__module_alloc(ct_module_kind kind) {
-  ct_module *m = calloc(1, sizeof *m);
-  if (!m) CT_FAIL_NULL(CT_ENOMEM, "out of host memory for a module");
+  ct_module *m = ct__calloc(1, sizeof *m, "a module");
+  if (!m) return NULL;
   m->kind = kind;
   m->training = 1;
   return m;
@@ -31,12 +31,15 @@ void ct_module_free(ct_module *m) {
 }
 
 void ct_module_train(ct_module *m, int training) {
-  if (!m) return;
+  if (!m) return (void)ct__null_status("ct_module_train", "m");
   m->training = training != 0;
   for (int i = 0; i < m->n_children; i++) ct_module_train(m->children[i], training);
 }
 
-const char *ct_module_type(const ct_module *m) { return m ? type_names[m->kind] : "?"; }
+const char *ct_module_type(const ct_module *m) {
+  if (!m) return ct__null_status("ct_module_type", "m"), "?";
+  return type_names[m->kind];
+}
 
 static int collect(ct_module *m, const char *prefix, int with_buffers, ct_named_tensor *out, int cap, int k) {
   for (int i = 0; i < m->n_slots; i++) {
@@ -57,12 +60,15 @@ static int collect(ct_module *m, const char *prefix, int with_buffers, ct_named_
 }
 
 int ct_module_named_tensors(ct_module *m, int with_buffers, ct_named_tensor *out, int cap) {
-  return m ? collect(m, "", with_buffers, out, cap, 0) : 0;
+  if (!m) return ct__null_status("ct_module_named_tensors", "m");
+  if (cap < 0) return ct__error(CT_EINVAL, "ct_module_named_tensors: cap must be >= 0, got %d", cap);
+  return collect(m, "", with_buffers, out, cap, 0);
 }
 
 int64_t ct_module_num_params(ct_module *m) {
+  if (!m) return ct__null_status("ct_module_num_params", "m"), -1;
   int n = ct_module_named_tensors(m, 0, NULL, 0);
-  ct_named_tensor *nt = calloc((size_t)(n ? n : 1), sizeof *nt);
+  ct_named_tensor *nt = ct__calloc((size_t)n, sizeof *nt, "a list of named tensors");
   if (!nt) return -1;
   ct_module_named_tensors(m, 0, nt, n);
   int64_t total = 0;
@@ -75,16 +81,17 @@ int64_t ct_module_num_params(ct_module *m) {
  * on the new device. Two phases: copy everything first, so a failure changes nothing. */
 ct_status ct_module_to(ct_module *m, ct_device dev) {
   if (!m) return ct__error(CT_EINVAL, "ct_module_to: NULL module");
+  if (!ct__check_device("ct_module_to", dev)) return ct_last_status();
   int n = ct_module_named_tensors(m, 1, NULL, 0);
-  ct_named_tensor *nt = calloc((size_t)(n ? n : 1), sizeof *nt);
-  ct_tensor **moved = calloc((size_t)(n ? n : 1), sizeof *moved);
-  if (!nt || !moved) return free(nt), free(moved), ct__error(CT_ENOMEM, "ct_module_to: out of host memory");
+  ct_named_tensor *nt = ct__calloc((size_t)n, sizeof *nt, "ct_module_to's list of tensors");
+  ct_tensor **moved = nt ? ct__calloc((size_t)n, sizeof *moved, "ct_module_to's list of copies") : NULL;
+  if (!moved) return free(nt), CT_ENOMEM;
   ct_module_named_tensors(m, 1, nt, n);
   ct_status s = CT_OK;
   ct_no_grad_begin();
   for (int i = 0; i < n && s == CT_OK; i++) {
     ct_tensor *c = ct_to(nt[i].tensor, dev, 0);
-    if (!c) s = ct_last_status();
+    if (!c) s = ct__error_prefix("ct_module_to (tensor %s)", nt[i].name);
     else ct__untrack(c), moved[i] = c;
   }
   ct_no_grad_end();
@@ -138,7 +145,7 @@ static void print_rec(ct_module *m, FILE *f, int indent) {
 }
 
 void ct_module_print(ct_module *m, FILE *f) {
-  if (!m) return;
+  if (!m || !f) return (void)ct__null_status("ct_module_print", !m ? "m" : "f");
   print_rec(m, f, 0);
   fprintf(f, "\n");
 }

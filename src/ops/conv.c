@@ -44,17 +44,19 @@ static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   return s;
 }
 
-/* Records y = op(x, w, b) with bw_conv's saved tensors; the node's references are its own. */
-static void record_conv(ct_tensor *y, const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o,
-                        ct_tensor *xc, ct_tensor *wc, ct_tensor *argmax) {
-  ct_node *n = ct__record(y, op, bw_conv, 3, (ct_tensor *[]){x, w, b});
-  if (!n) return;
-  conv_extra *e = calloc(1, sizeof *e);
-  CT_ASSERT(e);
+/* Records y = op(x, w, b) with bw_conv's saved tensors; the node's references are its own.
+ * CT_ENOMEM when the node or what it saves cannot be allocated (y must then be freed). */
+static ct_status record_conv(ct_tensor *y, const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o,
+                             ct_tensor *xc, ct_tensor *wc, ct_tensor *argmax) {
+  ct_node *n;
+  ct_status s = ct__record(y, op, bw_conv, 3, (ct_tensor *[]){x, w, b}, &n);
+  if (s != CT_OK || !n) return s;
+  conv_extra *e = ct__calloc(1, sizeof *e, "conv2d's saved options");
+  if (!e) return CT_ENOMEM;
   e->conv = *o;
   n->extra = e;
-  n->saved[0] = ct__detached(xc), n->saved[1] = ct__detached(wc);
-  if (argmax) n->saved[2] = ct__detached(argmax);
+  if ((s = ct__save_detached(n, 0, xc)) != CT_OK || (s = ct__save_detached(n, 1, wc)) != CT_OK) return s;
+  return argmax ? ct__save_detached(n, 2, argmax) : CT_OK;
 }
 
 /* Checks conv2d's arguments (op names the caller in errors): 1 with the options completed, the
@@ -68,28 +70,43 @@ static int conv_check(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, 
     return ct__error(CT_ESHAPE, "%s: expected input (N, C, H, W) and weight (O, C/groups, kH, kW), got %s and %s", op,
                      ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw)), 0;
   int64_t C = x->shape[1], O = w->shape[0];
-  if (o.groups < 1 || C % o.groups || O % o.groups || w->shape[1] * o.groups != C)
+  if (o.groups < 1) return ct__error(CT_EINVAL, "%s: groups must be positive, got %d (0 means 1)", op, o.groups), 0;
+  if (C % o.groups || O % o.groups || w->shape[1] * o.groups != C)
     return ct__error(CT_ESHAPE, "%s: input %s with groups=%d does not fit weight %s (weight dim 1 must be C/groups)", op,
                      ct_shape_str(x, sx, sizeof sx), o.groups, ct_shape_str(w, sw, sizeof sw)), 0;
   if (b && (b->ndim != 1 || b->shape[0] != O))
     return ct__error(CT_ESHAPE, "%s: bias %s does not match %lld output channels", op, ct_shape_str(b, sb, sizeof sb),
                      (long long)O), 0;
-  for (int i = 0; i < 2; i++)
-    if (o.stride[i] < 1 || o.padding[i] < 0 || o.dilation[i] < 1)
-      return ct__error(CT_EINVAL, "%s: stride and dilation must be >= 1 and padding >= 0", op), 0;
+  for (int i = 0; i < 2; i++) {
+    if (o.stride[i] < 1)
+      return ct__error(CT_EINVAL, "%s: stride must be positive, got stride[%d] = %d (0 means 1)", op, i, o.stride[i]), 0;
+    if (o.padding[i] < 0)
+      return ct__error(CT_EINVAL, "%s: padding must be >= 0, got padding[%d] = %d", op, i, o.padding[i]), 0;
+    if (o.dilation[i] < 1)
+      return ct__error(CT_EINVAL, "%s: dilation must be positive, got dilation[%d] = %d (0 means 1)", op, i, o.dilation[i]), 0;
+  }
   int64_t Ho = out_size(x->shape[2], o.padding[0], o.dilation[0] * (w->shape[2] - 1) + 1, o.stride[0]);
   int64_t Wo = out_size(x->shape[3], o.padding[1], o.dilation[1] * (w->shape[3] - 1) + 1, o.stride[1]);
   if (Ho <= 0 || Wo <= 0)
     return ct__error(CT_ESHAPE, "%s: input %s is smaller than the (dilated) kernel %s after padding", op,
                      ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw)), 0;
   ct_dtype dt = ct_promote_types(x->dtype, w->dtype);
-  if (dt != CT_F32 && dt != CT_F64) return ct__error(CT_EDTYPE, "%s: supports float32 and float64, got %s", op, ct_dtype_name(dt)), 0;
+  if (dt != CT_F32 && dt != CT_F64)
+    return ct__error(CT_EDTYPE, "%s: supports float32 and float64, got %s (cast input and weight first, e.g. ct_cast(x, CT_F32))",
+                     op, ct_dtype_name(dt)), 0;
+  /* The output's size, checked here so that huge padding is this op's error, not the allocator's. */
+  int64_t ys[4] = {x->shape[0], O, Ho, Wo}, nbytes = (int64_t)ct_dtype_size(dt);
+  for (int i = 0; i < 4; i++)
+    if (__builtin_mul_overflow(nbytes, ys[i], &nbytes))
+      return ct__error(CT_EINVAL, "%s: the output %s for input %s with padding (%d, %d) would need more than 2^63 bytes; reduce "
+                       "the padding", op, ct__shape_str(4, ys, sb, sizeof sb), ct_shape_str(x, sx, sizeof sx), o.padding[0],
+                       o.padding[1]), 0;
   *out = o, *Ho_ = Ho, *Wo_ = Wo, *dt_ = dt;
   return 1;
 }
 
 ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts) {
-  if (!x || !w) return NULL;
+  if (!x || !w) return ct__null_arg("conv2d", !x ? "x" : "w");
   ct_conv2d_opts o;
   int64_t Ho, Wo, O = w->shape[0];
   ct_dtype dt;
@@ -100,8 +117,8 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
   ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
-  if (s == CT_OK) record_conv(y, "conv2d", x, w, b, &o, xc, wc, NULL);
-  else ct_tensor_free(y), y = NULL;
+  if (s == CT_OK) s = record_conv(y, "conv2d", x, w, b, &o, xc, wc, NULL);
+  if (s != CT_OK) ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
   return y;
 }
@@ -119,22 +136,45 @@ static ct_status bw_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   return CT_OK;
 }
 
-static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct_pool2d_opts *opts) {
-  if (!x) return NULL;
+/* Checks pooling's arguments for an input of shape xs and dtype dt (op names the caller in errors):
+ * 1 with the options completed (stride 0 = kernel) and the output size, or 0 with the error set. */
+static int pool_check(const char *op, int ndim, const int64_t *xs, ct_dtype dt, const ct_pool2d_opts *opts, ct_pool2d_opts *out,
+                      int64_t *Ho_, int64_t *Wo_) {
   char sx[160];
-  if (!opts) CT_FAIL_NULL(CT_EINVAL, "%s: options with a kernel size are required", op);
+  if (!opts)
+    return ct__error(CT_EINVAL, "%s: pooling options are NULL; pass a kernel size >= 1, e.g. &(ct_pool2d_opts){.kernel = {2, 2}}",
+                     op), 0;
   ct_pool2d_opts o = *opts;
   for (int i = 0; i < 2; i++) {
-    if (o.kernel[i] < 1) CT_FAIL_NULL(CT_EINVAL, "%s: kernel size must be >= 1, got %d", op, o.kernel[i]);
+    if (o.kernel[i] < 1)
+      return ct__error(CT_EINVAL, "%s: kernel size must be positive, got kernel[%d] = %d", op, i, o.kernel[i]), 0;
+    if (o.stride[i] < 0)
+      return ct__error(CT_EINVAL, "%s: stride must be positive, got stride[%d] = %d (0 means the kernel size)", op, i,
+                       o.stride[i]), 0;
     if (o.stride[i] == 0) o.stride[i] = o.kernel[i];
     if (o.padding[i] < 0 || o.padding[i] > o.kernel[i] / 2)
-      CT_FAIL_NULL(CT_EINVAL, "%s: padding must be between 0 and kernel/2, got %d", op, o.padding[i]);
+      return ct__error(CT_EINVAL, "%s: padding must be between 0 and kernel/2 = %d, got padding[%d] = %d", op, o.kernel[i] / 2, i,
+                       o.padding[i]), 0;
   }
-  if (x->ndim != 4) CT_FAIL_NULL(CT_ESHAPE, "%s: expected input (N, C, H, W), got %s", op, ct_shape_str(x, sx, sizeof sx));
-  if (!ct_dtype_is_floating(x->dtype)) CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s", op, ct_dtype_name(x->dtype));
-  int64_t Ho = out_size(x->shape[2], o.padding[0], o.kernel[0], o.stride[0]);
-  int64_t Wo = out_size(x->shape[3], o.padding[1], o.kernel[1], o.stride[1]);
-  if (Ho <= 0 || Wo <= 0) CT_FAIL_NULL(CT_ESHAPE, "%s: input %s is smaller than the kernel", op, ct_shape_str(x, sx, sizeof sx));
+  if (ndim != 4)
+    return ct__error(CT_ESHAPE, "%s: expected input (N, C, H, W), got %s", op, ct__shape_str(ndim, xs, sx, sizeof sx)), 0;
+  if (!ct_dtype_is_floating(dt))
+    return ct__error(CT_EDTYPE, "%s: needs a floating input, got %s (cast it first, e.g. ct_cast(x, CT_F32))", op,
+                     ct_dtype_name(dt)), 0;
+  int64_t Ho = out_size(xs[2], o.padding[0], o.kernel[0], o.stride[0]);
+  int64_t Wo = out_size(xs[3], o.padding[1], o.kernel[1], o.stride[1]);
+  if (Ho <= 0 || Wo <= 0)
+    return ct__error(CT_ESHAPE, "%s: input %s is smaller than the kernel (%d, %d) after padding", op,
+                     ct__shape_str(ndim, xs, sx, sizeof sx), o.kernel[0], o.kernel[1]), 0;
+  *out = o, *Ho_ = Ho, *Wo_ = Wo;
+  return 1;
+}
+
+static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct_pool2d_opts *opts) {
+  if (!x) return ct__null_arg(op, "x");
+  ct_pool2d_opts o;
+  int64_t Ho, Wo;
+  if (!pool_check(op, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   const ct_backend *be = x->storage->backend;
   if (!be->pool2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, be->name);
   ct_tensor *xc = ct_contiguous(x);
@@ -149,16 +189,18 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
     ct_tensor_free(y), ct_tensor_free(am);
     return NULL;
   }
-  ct_node *n = ct__record(y, op, bw_pool, 1, &x);
+  ct_node *n;
+  s = ct__record(y, op, bw_pool, 1, &x, &n);
   if (n) {
-    conv_extra *e = calloc(1, sizeof *e);
-    CT_ASSERT(e);
-    e->pool = o;
+    conv_extra *e = ct__calloc(1, sizeof *e, "pooling's saved options");
     n->extra = e;
     n->iv[0] = kind;
-    if (am) n->saved[0] = ct__detached(am);
+    if (!e) s = CT_ENOMEM;
+    else e->pool = o;
+    if (s == CT_OK && am) s = ct__save_detached(n, 0, am);
   }
   ct_tensor_free(am);
+  if (s != CT_OK) return ct_tensor_free(y), NULL;
   return y;
 }
 
@@ -166,27 +208,35 @@ ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool
 ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("avg_pool2d", CT_POOL_AVG, x, opts); }
 
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg("relu_max_pool2d", "x");
   if (x->storage->backend->pool2d_fuses_relu) return pool("relu_max_pool2d", CT_POOL_MAX_RELU, x, opts);
+  ct_pool2d_opts o;
+  int64_t Ho, Wo;
+  if (!pool_check("relu_max_pool2d", x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   ct_tensor *r = ct_relu(x), *y = r ? ct_max_pool2d(r, opts) : NULL; /* a backend without the fused kernel */
   ct_tensor_free(r);
+  if (!y) ct__error_prefix("relu_max_pool2d");
   return y;
 }
 
 /* ---- conv2d, relu and max_pool2d as one op */
 ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *copts,
                                      const ct_pool2d_opts *popts) {
-  if (!x || !w) return NULL;
+  if (!x || !w) return ct__null_arg("conv2d_relu_max_pool2d", !x ? "x" : "w");
   ct_conv2d_opts o;
   int64_t Ho, Wo, O = w->shape[0];
   ct_dtype dt;
   if (!conv_check("conv2d_relu_max_pool2d", x, w, b, copts, &o, &Ho, &Wo, &dt)) return NULL;
+  ct_pool2d_opts pc;
+  int64_t Hp, Wp;
+  if (!pool_check("conv2d_relu_max_pool2d", 4, (int64_t[]){x->shape[0], O, Ho, Wo}, dt, popts, &pc, &Hp, &Wp)) return NULL;
   const ct_backend *be = x->storage->backend;
   int pool2x2 = popts && popts->kernel[0] == 2 && popts->kernel[1] == 2 && (popts->stride[0] == 0 || popts->stride[0] == 2) &&
                 (popts->stride[1] == 0 || popts->stride[1] == 2) && popts->padding[0] == 0 && popts->padding[1] == 0;
   if (!be->conv2d_relu_pool2x2 || !pool2x2 || dt != CT_F32 || Ho < 2 || Wo < 2) { /* the ops one by one */
     ct_tensor *c = ct_conv2d(x, w, b, copts), *y = c ? ct_relu_max_pool2d(c, popts) : NULL;
     ct_tensor_free(c);
+    if (!y) ct__error_prefix("conv2d_relu_max_pool2d");
     return y;
   }
   ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
@@ -197,8 +247,8 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   ct_dtype adt = y && be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(xc, &po) : CT_I64;
   ct_tensor *am = y ? ct__alloc(4, ys, adt, x->device) : NULL;
   ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o) : ct_last_status();
-  if (s == CT_OK) record_conv(y, "conv2d_relu_max_pool2d", x, w, b, &o, xc, wc, am);
-  else ct_tensor_free(y), y = NULL;
+  if (s == CT_OK) s = record_conv(y, "conv2d_relu_max_pool2d", x, w, b, &o, xc, wc, am);
+  if (s != CT_OK) ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(am);
   return y;
 }

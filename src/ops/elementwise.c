@@ -50,8 +50,7 @@ ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b) {
 
 /* t expanded to shape and cast to dt (a view when no cast is needed). */
 static ct_tensor *prepare(ct_tensor *t, ct_dtype dt, int nd, const int64_t *shape) {
-  ct_tensor *c = t->dtype == dt ? ct_tensor_retain(t) : ct_cast(t, dt);
-  if (c && t->dtype == dt) ct__scope_track(c);
+  ct_tensor *c = t->dtype == dt ? ct__retain_tracked(t) : ct_cast(t, dt);
   ct_tensor *e = c ? ct_expand(c, nd, shape) : NULL;
   ct_tensor_free(c);
   return e;
@@ -63,8 +62,8 @@ static ct_status bw_binary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   for (int i = 0; i < 2; i++) {
     if (!n->in[i]) continue;
     if (op == CT_BINARY_ADD || (op == CT_BINARY_SUB && i == 0)) {
-      grads[i] = ct_tensor_retain(g);
-      ct__scope_track(g);
+      grads[i] = ct__retain_tracked(g);
+      if (!grads[i]) return ct_last_status();
       continue;
     }
     if (op == CT_BINARY_SUB) {
@@ -87,8 +86,8 @@ static ct_status bw_binary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 }
 
 static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
-  if (!a || !b) return NULL;
   const char *name = binary_names[op];
+  if (!a || !b) return ct__null_arg(name, !a ? "a" : "b");
   if (ct__same_device(name, 2, (ct_tensor *[]){a, b}, (const char *[]){"a", "b"}) != CT_OK) return NULL;
   int nd;
   int64_t shape[CT_MAX_DIMS];
@@ -110,18 +109,20 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
     return NULL;
   }
   if (!compare && ct_dtype_is_floating(dt)) {
-    ct_node *n = ct__record(out, name, bw_binary, 2, (ct_tensor *[]){a, b});
+    ct_node *n;
+    s = ct__record(out, name, bw_binary, 2, (ct_tensor *[]){a, b}, &n);
     if (n) {
       n->iv[0] = op;
       if (op != CT_BINARY_ADD && op != CT_BINARY_SUB) {
         /* the rule needs a and b in the compute dtype, detached */
-        ct_tensor *ac = ct_cast(a, dt), *bc = ct_cast(b, dt);
-        n->saved[0] = ac ? ct__detached(ac) : NULL;
-        n->saved[1] = bc ? ct__detached(bc) : NULL;
+        ct_tensor *ac = ct_cast(a, dt), *bc = ac ? ct_cast(b, dt) : NULL;
+        s = ct__save_detached(n, 0, ac);
+        if (s == CT_OK) s = ct__save_detached(n, 1, bc);
         ct_tensor_free(ac);
         ct_tensor_free(bc);
       }
     }
+    if (s != CT_OK) return ct_tensor_free(out), NULL;
   }
   return out;
 }
@@ -135,7 +136,7 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
 /* The scalar keeps a floating tensor's dtype; an integer tensor with a fractional scalar gives
  * float32 (PyTorch's wrapped-number rule). */
 static ct_tensor *with_scalar(ct_binary_op op, ct_tensor *a, double s) {
-  if (!a) return NULL;
+  if (!a) return ct__null_arg(op == CT_BINARY_ADD ? "add_scalar" : op == CT_BINARY_MUL ? "mul_scalar" : "pow_scalar", "a");
   ct_dtype dt = ct_dtype_is_floating(a->dtype) ? a->dtype : (s == floor(s) && op != CT_BINARY_DIV ? a->dtype : CT_F32);
   if (dt == CT_BOOL) dt = CT_I64;
   ct_tensor *sc = ct_scalar(s, dt, a->device);
@@ -167,7 +168,7 @@ static ct_status bw_unary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 }
 
 static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg(unary_names[op], "x");
   const char *name = unary_names[op];
   int keeps_int = op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU;
   ct_dtype dt = ct_dtype_is_floating(x->dtype) || (keeps_int && x->dtype != CT_BOOL) ? x->dtype : CT_F32;
@@ -184,12 +185,14 @@ static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
     return NULL;
   }
   if (ct_dtype_is_floating(dt)) {
-    ct_node *n = ct__record(out, name, bw_unary, 1, &x);
+    ct_node *n;
+    s = ct__record(out, name, bw_unary, 1, &x, &n);
     if (n) {
       n->iv[0] = op;
-      n->saved[0] = ct__detached(src);
-      n->saved[1] = ct__detached(out);
+      s = ct__save_detached(n, 0, src);
+      if (s == CT_OK) s = ct__save_detached(n, 1, out);
     }
+    if (s != CT_OK) ct_tensor_free(out), out = NULL;
   }
   ct_tensor_free(xc);
   return out;
@@ -209,7 +212,7 @@ static ct_status bw_where(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 }
 
 ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
-  if (!cond || !a || !b) return NULL;
+  if (!cond || !a || !b) return ct__null_arg("where", !cond ? "cond" : !a ? "a" : "b");
   if (ct__same_device("where", 3, (ct_tensor *[]){cond, a, b}, (const char *[]){"cond", "a", "b"}) != CT_OK) return NULL;
   int nd, nd2;
   int64_t s1[CT_MAX_DIMS], shape[CT_MAX_DIMS];
@@ -228,8 +231,10 @@ ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
     return NULL;
   }
   if (ct_dtype_is_floating(dt)) {
-    ct_node *n = ct__record(out, "where", bw_where, 3, (ct_tensor *[]){NULL, a, b});
-    if (n) n->saved[0] = ct__detached(ce);
+    ct_node *n;
+    s = ct__record(out, "where", bw_where, 3, (ct_tensor *[]){NULL, a, b}, &n);
+    if (s == CT_OK) s = ct__save_detached(n, 0, ce);
+    if (s != CT_OK) ct_tensor_free(out), out = NULL;
   }
   ct_tensor_free(ce);
   return out;
@@ -245,15 +250,19 @@ static ct_status bw_clamp(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 }
 
 ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg("clamp", "x");
+  if (isnan(lo) || isnan(hi)) CT_FAIL_NULL(CT_EINVAL, "clamp: bounds must not be NaN, got min %g max %g (pass -INFINITY or INFINITY for no bound)", lo, hi);
   if (lo > hi) CT_FAIL_NULL(CT_EINVAL, "clamp: min %g is greater than max %g", lo, hi);
   ct_no_grad_begin();
   ct_tensor *l = ct_scalar(lo, x->dtype, x->device), *h = ct_scalar(hi, x->dtype, x->device);
   ct_tensor *t = ct_maximum(x, l), *out = ct_minimum(t, h);
   ct_tensor_free(l), ct_tensor_free(h), ct_tensor_free(t);
   ct_no_grad_end();
-  ct_node *n = out && ct_dtype_is_floating(x->dtype) ? ct__record(out, "clamp", bw_clamp, 1, &x) : NULL;
-  if (n) n->saved[0] = ct__detached(x), n->dv[0] = lo, n->dv[1] = hi;
+  ct_node *n = NULL;
+  if (out && ct_dtype_is_floating(x->dtype) &&
+      (ct__record(out, "clamp", bw_clamp, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, x) != CT_OK))
+    return ct_tensor_free(out), NULL;
+  if (n) n->dv[0] = lo, n->dv[1] = hi;
   return out;
 }
 
@@ -265,8 +274,7 @@ ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt)
     if (i < lead || (shape[i - lead] == 1 && g->shape[i] != 1)) dims[nd++] = i;
   ct_tensor *r;
   if (nd == 0 && lead == 0) {
-    r = ct_tensor_retain(g);
-    ct__scope_track(r);
+    r = ct__retain_tracked(g);
   } else {
     ct_tensor *s = ct_sum(g, nd, dims, 1);
     r = s ? ct_reshape(s, ndim, shape) : NULL;
@@ -296,4 +304,7 @@ ct_status ct_fill_(ct_tensor *t, double value) {
   return t->storage->backend->fill(t, value);
 }
 
-ct_status ct_zero_(ct_tensor *t) { return ct_fill_(t, 0); }
+ct_status ct_zero_(ct_tensor *t) {
+  if (!t) return ct__null_status("zero_", "t");
+  return ct_fill_(t, 0);
+}

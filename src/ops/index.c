@@ -53,7 +53,8 @@ static ct_tensor *cat_small(int n, ct_tensor *const *ts, int dim) {
     if (s != CT_OK) return ct_tensor_free(out), NULL;
     start += ts[i]->shape[d];
   }
-  ct_node *nd = ct_dtype_is_floating(dt) ? ct__record(out, "cat", bw_cat, n, ts) : NULL;
+  ct_node *nd = NULL;
+  if (ct_dtype_is_floating(dt) && ct__record(out, "cat", bw_cat, n, ts, &nd) != CT_OK) return ct_tensor_free(out), NULL;
   if (nd) {
     nd->iv[0] = d;
     for (int i = 0; i < n; i++) nd->iv[1 + i] = ts[i]->shape[d];
@@ -62,14 +63,14 @@ static ct_tensor *cat_small(int n, ct_tensor *const *ts, int dim) {
 }
 
 ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim) {
-  if (n < 1 || !ts) CT_FAIL_NULL(CT_EINVAL, "cat: needs at least one tensor");
+  if (n < 1 || !ts) CT_FAIL_NULL(CT_EINVAL, "cat: needs at least one tensor (got n = %d%s)", n, ts ? "" : ", ts NULL");
   for (int i = 0; i < n; i++)
-    if (!ts[i]) return NULL;
+    if (!ts[i]) return ct__null_arg("cat", "an element of ts");
   if (n <= CT_NODE_MAX_IN) return cat_small(n, ts, dim);
   /* more inputs than a node holds: concatenate in groups, then the groups */
   int groups = (n + CT_NODE_MAX_IN - 1) / CT_NODE_MAX_IN;
-  ct_tensor **parts = calloc((size_t)groups, sizeof *parts);
-  CT_ASSERT(parts);
+  ct_tensor **parts = ct__calloc((size_t)groups, sizeof *parts, "cat's list of groups");
+  if (!parts) return NULL;
   ct_tensor *out = NULL;
   int ok = 1;
   for (int g = 0; g < groups && ok; g++) {
@@ -84,23 +85,34 @@ ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim) {
 }
 
 ct_tensor *ct_stack(int n, ct_tensor *const *ts, int dim) {
-  if (n < 1 || !ts) CT_FAIL_NULL(CT_EINVAL, "stack: needs at least one tensor");
+  if (n < 1 || !ts) CT_FAIL_NULL(CT_EINVAL, "stack: needs at least one tensor (got n = %d%s)", n, ts ? "" : ", ts NULL");
+  for (int i = 0; i < n; i++)
+    if (!ts[i]) return ct__null_arg("stack", "an element of ts");
   char a[160], b[160];
-  ct_tensor **u = calloc((size_t)n, sizeof *u);
-  CT_ASSERT(u);
+  /* Everything checked up front, so that a bad argument is stack's error, not unsqueeze's or cat's. */
+  for (int i = 1; i < n; i++) {
+    if (!ct_device_eq(ts[i]->device, ts[0]->device)) {
+      snprintf(b, sizeof b, "tensors[%d]", i);
+      ct__same_device("stack", 2, (ct_tensor *[]){ts[0], ts[i]}, (const char *[]){"tensors[0]", b});
+      return NULL;
+    }
+    if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, sizeof(int64_t) * ts[0]->ndim) != 0)
+      CT_FAIL_NULL(CT_ESHAPE, "stack: tensor %d has shape %s, tensor 0 has %s; stack needs equal shapes", i,
+                   ct_shape_str(ts[i], a, sizeof a), ct_shape_str(ts[0], b, sizeof b));
+  }
+  int d = ct__dim(dim, ts[0]->ndim + 1);
+  if (d < 0)
+    CT_FAIL_NULL(CT_ESHAPE, "stack: dim %d out of range for tensors of shape %s (the result has %d dims: use -%d to %d)", dim,
+                 ct_shape_str(ts[0], a, sizeof a), ts[0]->ndim + 1, ts[0]->ndim + 1, ts[0]->ndim);
+  ct_tensor **u = ct__calloc((size_t)n, sizeof *u, "stack's list of inputs");
+  if (!u) return NULL;
   ct_tensor *out = NULL;
   int ok = 1;
-  for (int i = 0; i < n && ok; i++) {
-    if (!ts[i]) ok = 0;
-    else if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, sizeof(int64_t) * ts[0]->ndim) != 0) {
-      ct__error(CT_ESHAPE, "stack: tensor %d has shape %s, tensor 0 has %s; stack needs equal shapes", i,
-                ct_shape_str(ts[i], a, sizeof a), ct_shape_str(ts[0], b, sizeof b));
-      ok = 0;
-    } else ok = (u[i] = ct_unsqueeze(ts[i], dim)) != NULL;
-  }
-  if (ok) out = ct_cat(n, u, dim < 0 ? dim : dim);
+  for (int i = 0; i < n && ok; i++) ok = (u[i] = ct_unsqueeze(ts[i], d)) != NULL;
+  if (ok) out = ct_cat(n, u, d);
   for (int i = 0; i < n; i++) ct_tensor_free(u[i]);
   free(u);
+  if (!out) ct__error_prefix("stack");
   return out;
 }
 
@@ -142,9 +154,12 @@ static ct_status bw_index_select(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 }
 
 ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index) {
-  if (!x || !index) return NULL;
+  if (!x || !index) return ct__null_arg("index_select", !x ? "x" : "index");
   char a[160], b[160];
   if (ct__same_device("index_select", 2, (ct_tensor *[]){x, index}, (const char *[]){"input", "index"}) != CT_OK) return NULL;
+  if (index->dtype != CT_I64 && index->dtype != CT_I32)
+    CT_FAIL_NULL(CT_EDTYPE, "index_select: expected dtype int32 or int64 for index, got %s (cast it, e.g. ct_cast(index, CT_I64))",
+                 ct_dtype_name(index->dtype));
   int d = ct__dim(dim, x->ndim);
   if (x->ndim == 0 || d < 0 || index->ndim != 1 || (index->dtype != CT_I64 && index->dtype != CT_I32))
     CT_FAIL_NULL(CT_ESHAPE, "index_select: need dim in range for input %s and a 1-D int32/int64 index, got index %s of %s",
@@ -156,15 +171,20 @@ ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index) {
   ct_tensor *out = ct__alloc(x->ndim, shape, x->dtype, x->device);
   ct_status s = out ? x->storage->backend->index_select(out, x, d, index) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(out), NULL;
-  ct_node *n = ct__record(out, "index_select", bw_index_select, 1, &x);
-  if (n) n->iv[0] = d, n->iv[1] = 0, n->saved[0] = ct__detached(index);
+  ct_node *n;
+  if (ct__record(out, "index_select", bw_index_select, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, index) != CT_OK)
+    return ct_tensor_free(out), NULL;
+  if (n) n->iv[0] = d, n->iv[1] = 0;
   return out;
 }
 
 ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index) {
-  if (!x || !index) return NULL;
+  if (!x || !index) return ct__null_arg("gather", !x ? "x" : "index");
   char a[160], b[160];
   if (ct__same_device("gather", 2, (ct_tensor *[]){x, index}, (const char *[]){"input", "index"}) != CT_OK) return NULL;
+  if (index->dtype != CT_I64)
+    CT_FAIL_NULL(CT_EDTYPE, "gather: expected dtype int64 for index, got %s (cast it, e.g. ct_cast(index, CT_I64))",
+                 ct_dtype_name(index->dtype));
   int d = ct__dim(dim, x->ndim);
   int ok = x->ndim > 0 && d >= 0 && index->ndim == x->ndim && index->dtype == CT_I64;
   for (int k = 0; ok && k < x->ndim; k++) ok = k == d || index->shape[k] <= x->shape[k];
@@ -175,7 +195,9 @@ ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index) {
   ct_tensor *out = ct__alloc(index->ndim, index->shape, x->dtype, x->device);
   ct_status s = out ? x->storage->backend->gather(out, x, d, index) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(out), NULL;
-  ct_node *n = ct__record(out, "gather", bw_index_select, 1, &x);
-  if (n) n->iv[0] = d, n->iv[1] = 1, n->saved[0] = ct__detached(index);
+  ct_node *n;
+  if (ct__record(out, "gather", bw_index_select, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, index) != CT_OK)
+    return ct_tensor_free(out), NULL;
+  if (n) n->iv[0] = d, n->iv[1] = 1;
   return out;
 }

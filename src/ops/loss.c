@@ -5,14 +5,21 @@
 #include "autograd/node.h"
 #include "backend/backend.h"
 
+/* A ct_reduction value, or CT_EINVAL naming op (torch raises ValueError for an unknown reduction). */
+static int check_reduction(const char *op, ct_reduction r) {
+  if ((unsigned)r <= CT_REDUCTION_NONE) return 1;
+  return ct__error(CT_EINVAL, "%s: invalid reduction %d (use CT_REDUCTION_MEAN, CT_REDUCTION_SUM or CT_REDUCTION_NONE)", op,
+                   (int)r), 0;
+}
+
 static ct_tensor *reduce(ct_tensor *l, ct_reduction r) {
   if (!l) return NULL;
-  if (r == CT_REDUCTION_NONE) return ct_tensor_retain(l), ct__scope_track(l), l;
+  if (r == CT_REDUCTION_NONE) return ct__retain_tracked(l);
   return r == CT_REDUCTION_SUM ? ct_sum(l, 0, NULL, 0) : ct_mean(l, 0, NULL, 0);
 }
 
 ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction reduction, double label_smoothing) {
-  if (!logits || !target) return NULL;
+  if (!logits || !target) return ct__null_arg("cross_entropy", !logits ? "logits" : "target");
   char sl[160], st[160];
   if (ct__same_device("cross_entropy", 2, (ct_tensor *[]){logits, target}, (const char *[]){"logits", "target"}) != CT_OK)
     return NULL;
@@ -21,6 +28,10 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction r
                  ct_shape_str(logits, sl, sizeof sl), ct_shape_str(target, st, sizeof st));
   if (target->dtype != CT_I64 && target->dtype != CT_I32)
     CT_FAIL_NULL(CT_EDTYPE, "cross_entropy: target must hold int64 class indices, got %s", ct_dtype_name(target->dtype));
+  if (!ct_dtype_is_floating(logits->dtype))
+    CT_FAIL_NULL(CT_EDTYPE, "cross_entropy: logits must be floating, got %s of %s (cast them first, e.g. ct_cast(logits, CT_F32))",
+                 ct_dtype_name(logits->dtype), ct_shape_str(logits, sl, sizeof sl));
+  if (!check_reduction("cross_entropy", reduction)) return NULL;
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     CT_FAIL_NULL(CT_EINVAL, "cross_entropy: label_smoothing must be in [0, 1], got %g", label_smoothing);
   int64_t N = logits->shape[0], C = logits->shape[1];
@@ -49,20 +60,24 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction r
   }
   ct_tensor *r = reduce(loss, reduction);
   ct_tensor_free(lsm), ct_tensor_free(ti), ct_tensor_free(t2), ct_tensor_free(picked), ct_tensor_free(nll), ct_tensor_free(loss);
+  if (!r) ct__error_prefix("cross_entropy");
   return r;
 }
 
 ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction) {
-  if (!input || !target) return NULL;
+  if (!input || !target) return ct__null_arg("mse_loss", !input ? "input" : "target");
   char a[160], b[160];
+  if (ct__same_device("mse_loss", 2, (ct_tensor *[]){input, target}, (const char *[]){"input", "target"}) != CT_OK) return NULL;
   int same = input->ndim == target->ndim;
   for (int d = 0; same && d < input->ndim; d++) same = input->shape[d] == target->shape[d];
   if (!same)
     CT_FAIL_NULL(CT_ESHAPE, "mse_loss: input %s and target %s must have the same shape", ct_shape_str(input, a, sizeof a),
                  ct_shape_str(target, b, sizeof b));
+  if (!check_reduction("mse_loss", reduction)) return NULL;
   ct_tensor *d = ct_sub(input, target);
   ct_tensor *sq = ct_mul(d, d);
   ct_tensor *r = reduce(sq, reduction);
   ct_tensor_free(d), ct_tensor_free(sq);
+  if (!r) ct__error_prefix("mse_loss");
   return r;
 }

@@ -41,12 +41,7 @@ static ct_status bw_bmm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 static ct_tensor *blas_ready(ct_tensor *t) {
   int ok = (t->stride[2] == 1 && t->stride[1] >= t->shape[2]) || (t->stride[1] == 1 && t->stride[2] >= t->shape[1]);
   if (ok && t->shape[0] > 1 && t->stride[0] == 0) ok = 1; /* a broadcast batch is fine: stride 0 */
-  if (ok) {
-    ct_tensor_retain(t);
-    ct__scope_track(t);
-    return t;
-  }
-  return ct_contiguous(t);
+  return ok ? ct__retain_tracked(t) : ct_contiguous(t);
 }
 
 /* a: (B, M, K), b: (B, K, N), same dtype (f32/f64) and device -> (B, M, N) */
@@ -60,14 +55,17 @@ static ct_tensor *bmm(ct_tensor *a, ct_tensor *b) {
     ct_tensor_free(ar), ct_tensor_free(br), ct_tensor_free(out);
     return NULL;
   }
-  ct_node *n = ct__record(out, "matmul", bw_bmm, 2, (ct_tensor *[]){a, b});
-  if (n) n->saved[0] = ct__detached(ar), n->saved[1] = ct__detached(br);
+  ct_node *n;
+  s = ct__record(out, "matmul", bw_bmm, 2, (ct_tensor *[]){a, b}, &n);
+  if (s == CT_OK) s = ct__save_detached(n, 0, ar);
+  if (s == CT_OK) s = ct__save_detached(n, 1, br);
   ct_tensor_free(ar), ct_tensor_free(br);
+  if (s != CT_OK) return ct_tensor_free(out), NULL;
   return out;
 }
 
 ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
-  if (!a || !b) return NULL;
+  if (!a || !b) return ct__null_arg("matmul", !a ? "a" : "b");
   char sa[160], sb[160];
   if (ct__same_device("matmul", 2, (ct_tensor *[]){a, b}, (const char *[]){"a", "b"}) != CT_OK) return NULL;
   if (a->ndim == 0 || b->ndim == 0)
@@ -77,8 +75,8 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   ct_dtype dt = ct_promote_types(a->dtype, b->dtype), cdt = dt == CT_F64 ? CT_F64 : dt == CT_F32 ? CT_F32 : dt;
   if (cdt != CT_F32 && cdt != CT_F64) cdt = ct_dtype_is_floating(dt) ? CT_F32 : CT_F64; /* halves in f32, ints in f64 */
   int64_t M, K, K2, N;
-  ct_tensor *a2 = a->ndim == 1 ? ct_unsqueeze(a, 0) : (ct_tensor_retain(a), ct__scope_track(a), a);
-  ct_tensor *b2 = b->ndim == 1 ? ct_unsqueeze(b, 1) : (ct_tensor_retain(b), ct__scope_track(b), b);
+  ct_tensor *a2 = a->ndim == 1 ? ct_unsqueeze(a, 0) : ct__retain_tracked(a);
+  ct_tensor *b2 = b->ndim == 1 ? ct_unsqueeze(b, 1) : ct__retain_tracked(b);
   if (!a2 || !b2) return ct_tensor_free(a2), ct_tensor_free(b2), NULL;
   M = a2->shape[a2->ndim - 2], K = a2->shape[a2->ndim - 1], K2 = b2->shape[b2->ndim - 2], N = b2->shape[b2->ndim - 1];
   int nbd;
@@ -96,8 +94,8 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   memcpy(ea, bshape, sizeof(int64_t) * nbd), memcpy(eb, bshape, sizeof(int64_t) * nbd);
   ea[nbd] = M, ea[nbd + 1] = K, eb[nbd] = K, eb[nbd + 1] = N;
   /* a transposed operand (linear's w^T) goes to BLAS as it is: ct_cast would make it contiguous */
-  ct_tensor *ac = a2->dtype == cdt ? (ct_tensor_retain(a2), ct__scope_track(a2), a2) : ct_cast(a2, cdt);
-  ct_tensor *bc = b2->dtype == cdt ? (ct_tensor_retain(b2), ct__scope_track(b2), b2) : ct_cast(b2, cdt);
+  ct_tensor *ac = a2->dtype == cdt ? ct__retain_tracked(a2) : ct_cast(a2, cdt);
+  ct_tensor *bc = b2->dtype == cdt ? ct__retain_tracked(b2) : ct_cast(b2, cdt);
   ct_tensor *ae = ac ? ct_expand(ac, nbd + 2, ea) : NULL, *be_ = bc ? ct_expand(bc, nbd + 2, eb) : NULL;
   ct_tensor *a3 = ae ? ct_reshape(ae, 3, (int64_t[]){B, M, K}) : NULL;
   ct_tensor *b3 = be_ ? ct_reshape(be_, 3, (int64_t[]){B, K, N}) : NULL;
@@ -120,13 +118,16 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
 }
 
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
-  if (!x || !w) return NULL;
+  if (!x || !w) return ct__null_arg("linear", !x ? "x" : "w");
   char sx[160], sw[160];
   if (ct__same_device("linear", 3, (ct_tensor *[]){x, w, b}, (const char *[]){"input", "weight", "bias"}) != CT_OK)
     return NULL;
   if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
     CT_FAIL_NULL(CT_ESHAPE, "linear: input %s does not fit weight %s (need input (*, in) and weight (out, in))",
                  ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw));
+  if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+    CT_FAIL_NULL(CT_ESHAPE, "linear: bias %s does not match weight %s (need bias (out,) = (%lld,), or NULL for none)",
+                 ct_shape_str(b, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw), (long long)w->shape[0]);
   ct_tensor *wt = ct_transpose(w, 0, 1);
   ct_tensor *y = ct_matmul(x, wt);
   ct_tensor_free(wt);

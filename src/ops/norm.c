@@ -17,12 +17,17 @@ static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
 
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg("batch_norm", "x");
   char sx[160], sp[160];
   ct_tensor *all[5] = {x, running_mean, running_var, weight, bias};
   if (ct__same_device("batch_norm", 5, all, (const char *[]){"input", "running_mean", "running_var", "weight", "bias"}) != CT_OK)
     return NULL;
   if (x->ndim < 2) CT_FAIL_NULL(CT_ESHAPE, "batch_norm: expected input (N, C, *), got %s", ct_shape_str(x, sx, sizeof sx));
+  for (int i = 0; i < 5; i++)
+    if (all[i] && !ct_dtype_is_floating(all[i]->dtype))
+      CT_FAIL_NULL(CT_EDTYPE, "batch_norm: needs floating tensors, got %s of %s (cast it first, e.g. ct_cast(x, CT_F32))",
+                   (const char *[]){"input", "running_mean", "running_var", "weight", "bias"}[i], ct_dtype_name(all[i]->dtype));
+  if (!(eps >= 0)) CT_FAIL_NULL(CT_EINVAL, "batch_norm: eps must be >= 0, got %g (PyTorch's default is 1e-5)", eps);
   int64_t C = x->shape[1];
   for (int i = 1; i < 5; i++)
     if (all[i] && (all[i]->ndim != 1 || all[i]->shape[0] != C))
@@ -79,13 +84,9 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
 }
 
 ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg("dropout", "x");
   if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "dropout: probability must be in [0, 1], got %g", p);
-  if (!training || p == 0) {
-    ct_tensor_retain(x);
-    ct__scope_track(x);
-    return x;
-  }
+  if (!training || p == 0) return ct__retain_tracked(x);
   if (p == 1) return ct_mul_scalar(x, 0.0);
   ct_tensor *u = ct_rand(x->ndim, x->shape, 0, 1, ct_dtype_is_floating(x->dtype) ? x->dtype : CT_F32, x->device, gen);
   ct_tensor *keep = u ? ct_scalar(1.0 - p, u->dtype, x->device) : NULL;
@@ -111,18 +112,24 @@ static ct_tensor *softmax_last(ct_tensor *x, int log_) {
   ct_tensor *y = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
   ct_status s = y ? x->storage->backend->softmax(y, x, log_) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(y), NULL;
-  ct_node *n = ct__record(y, log_ ? "log_softmax" : "softmax", bw_softmax, 1, &x);
-  if (n) n->iv[0] = log_, n->saved[0] = ct__detached(y);
+  ct_node *n;
+  if (ct__record(y, log_ ? "log_softmax" : "softmax", bw_softmax, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, y) != CT_OK)
+    return ct_tensor_free(y), NULL;
+  if (n) n->iv[0] = log_;
   return y;
 }
 
 static ct_tensor *softmax_dim(const char *op, ct_tensor *x, int dim, int log_) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg(op, "x");
   char sx[160];
   int d = ct__dim(dim, x->ndim);
   if (x->ndim == 0 || d < 0) CT_FAIL_NULL(CT_ESHAPE, "%s: dim %d out of range for shape %s", op, dim, ct_shape_str(x, sx, sizeof sx));
+  /* As torch, which has no integer softmax kernel: an integer input is a dtype error, not a cast. */
+  if (!ct_dtype_is_floating(x->dtype))
+    CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s of %s (cast it first, e.g. ct_cast(x, CT_F32))", op,
+                 ct_dtype_name(x->dtype), ct_shape_str(x, sx, sizeof sx));
   if (!x->storage->backend->softmax) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, x->storage->backend->name);
-  ct_tensor *xf = ct_dtype_is_floating(x->dtype) ? (ct_tensor_retain(x), ct__scope_track(x), x) : ct_cast(x, CT_F32);
+  ct_tensor *xf = ct__retain_tracked(x);
   ct_tensor *xt = xf ? ct_transpose(xf, d, -1) : NULL;
   ct_tensor *xc = xt ? ct_contiguous(xt) : NULL;
   ct_tensor *yc = xc ? softmax_last(xc, log_) : NULL;

@@ -9,10 +9,14 @@
 static int reduce_dims(const char *op, ct_tensor *x, int ndims, const int *dims, int *red, int64_t *kshape) {
   char a[160];
   memset(red, 0, CT_MAX_DIMS * sizeof(int));
+  if (ndims < 0 || ndims > CT_MAX_DIMS || (ndims > 0 && !dims))
+    return ct__error(CT_EINVAL, "%s: need 0 <= ndims <= %d and dims with ndims entries, got ndims %d and dims %s", op,
+                     CT_MAX_DIMS, ndims, dims ? "set" : "NULL"), 0;
   for (int i = 0; i < ndims; i++) {
     int d = ct__dim(dims[i], x->ndim);
-    if (d < 0 || x->ndim == 0) {
-      ct__error(CT_ESHAPE, "%s: dim %d out of range for shape %s", op, dims[i], ct_shape_str(x, a, sizeof a));
+    if (d < 0 || x->ndim == 0 || red[d]) {
+      ct__error(CT_ESHAPE, "%s: dim %d %s for shape %s", op, dims[i], d >= 0 && red[d] ? "given twice" : "out of range",
+                ct_shape_str(x, a, sizeof a));
       return 0;
     }
     red[d] = 1;
@@ -64,7 +68,7 @@ static ct_status bw_sum(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 
 /* sum (scale 1) and mean (scale 1/count) share their kernel and rule. */
 static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int *dims, int keepdim, int mean) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg(op, "x");
   int red[CT_MAX_DIMS];
   int64_t ks[CT_MAX_DIMS];
   if (!reduce_dims(op, x, ndims, dims, red, ks)) return NULL;
@@ -85,7 +89,8 @@ static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int 
     ct_tensor_free(out);
     return NULL;
   }
-  ct_node *n = ct__record(out, op, bw_sum, 1, &x);
+  ct_node *n;
+  if (ct__record(out, op, bw_sum, 1, &x, &n) != CT_OK) return ct_tensor_free(out), NULL;
   if (n) {
     for (int d = 0; d < x->ndim; d++) n->iv[d] = red[d];
     n->dv[0] = mean ? 1.0 / (double)count : 1.0;
@@ -100,7 +105,11 @@ ct_tensor *ct_mean(ct_tensor *x, int ndims, const int *dims, int keepdim) {
 
 /* var = sum((x - mean)^2) / (count - correction), composed of differentiable ops. */
 ct_tensor *ct_var(ct_tensor *x, int ndims, const int *dims, int correction, int keepdim) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg("var", "x");
+  if (!ct_dtype_is_floating(x->dtype))
+    CT_FAIL_NULL(CT_EDTYPE, "var: needs a floating input, got %s (cast it first, e.g. ct_cast(x, CT_F32))",
+                 ct_dtype_name(x->dtype));
+  if (correction < 0) CT_FAIL_NULL(CT_EINVAL, "var: correction must be >= 0 (1 for the unbiased variance), got %d", correction);
   int red[CT_MAX_DIMS];
   int64_t ks[CT_MAX_DIMS];
   if (!reduce_dims("var", x, ndims, dims, red, ks)) return NULL;
@@ -136,7 +145,7 @@ static ct_status bw_maxmin(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 
 static ct_tensor *maxmin(const char *op, ct_reduce_op rop, ct_tensor *x, int dim, int keepdim, ct_tensor **indices) {
   if (indices) *indices = NULL;
-  if (!x) return NULL;
+  if (!x) return ct__null_arg(op, "x");
   int red[CT_MAX_DIMS];
   int64_t ks[CT_MAX_DIMS];
   char a[160];
@@ -150,8 +159,12 @@ static ct_tensor *maxmin(const char *op, ct_reduce_op rop, ct_tensor *x, int dim
     ct_tensor_free(out), ct_tensor_free(idx);
     return NULL;
   }
-  ct_node *n = ct_dtype_is_floating(x->dtype) ? ct__record(out, op, bw_maxmin, 1, &x) : NULL;
-  if (n) n->iv[0] = d, n->saved[0] = ct__detached(idx);
+  ct_node *n = NULL;
+  if (ct_dtype_is_floating(x->dtype) && (ct__record(out, op, bw_maxmin, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, idx) != CT_OK)) {
+    ct_tensor_free(out), ct_tensor_free(idx);
+    return NULL;
+  }
+  if (n) n->iv[0] = d;
   if (indices) *indices = finish(idx, x, red, keepdim);
   else ct_tensor_free(idx);
   return finish(out, x, red, keepdim);
@@ -174,7 +187,7 @@ ct_tensor *ct_argmax(ct_tensor *x, int dim, int keepdim) {
 }
 
 ct_tensor *ct_norm(ct_tensor *x) {
-  if (!x) return NULL;
+  if (!x) return ct__null_arg("norm", "x");
   if (!ct_dtype_is_floating(x->dtype)) CT_FAIL_NULL(CT_EDTYPE, "norm: needs a floating input, got %s", ct_dtype_name(x->dtype));
   ct_tensor *sq = ct_mul(x, x);
   ct_tensor *s = ct_sum(sq, 0, NULL, 0);

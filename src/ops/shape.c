@@ -41,7 +41,8 @@ static ct_status bw_identity(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 
 /* ---- views */
 static ct_tensor *record_view(ct_tensor *v, ct_tensor *t, const char *name, ct_backward_fn fn) {
-  ct__record(v, name, fn, 1, &t);
+  ct_node *n;
+  if (ct__record(v, name, fn, 1, &t, &n) != CT_OK) return ct_tensor_free(v), NULL;
   return v;
 }
 
@@ -79,6 +80,7 @@ static int view_strides(const ct_tensor *t, int ndim, const int64_t *shape, int6
 static int infer_shape(const char *op, ct_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
   char a[160], b[160];
   if (ndim < 0 || ndim > CT_MAX_DIMS) return ct__error(CT_EINVAL, "%s: at most %d dims, got %d", op, CT_MAX_DIMS, ndim), 0;
+  if (ndim > 0 && !shape) return ct__error(CT_EINVAL, "%s: shape is NULL with ndim %d (pass ndim sizes)", op, ndim), 0;
   int infer = -1;
   int64_t known = 1;
   for (int i = 0; i < ndim; i++) {
@@ -88,7 +90,10 @@ static int infer_shape(const char *op, ct_tensor *t, int ndim, const int64_t *sh
       infer = i;
     } else if (shape[i] < 0) {
       return ct__error(CT_ESHAPE, "%s: invalid shape %s", op, ct__shape_str(ndim, shape, a, sizeof a)), 0;
-    } else known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      return ct__error(CT_ESHAPE, "%s: shape %s has more than 2^63 elements; input of shape %s has %lld", op,
+                       ct__shape_str(ndim, shape, a, sizeof a), ct_shape_str(t, b, sizeof b), (long long)ct_tensor_numel(t)), 0;
+    }
   }
   int64_t numel = ct_tensor_numel(t);
   if (infer >= 0 && known > 0 && numel % known == 0) out[infer] = numel / known;
@@ -99,7 +104,7 @@ static int infer_shape(const char *op, ct_tensor *t, int ndim, const int64_t *sh
 }
 
 ct_tensor *ct_view(ct_tensor *t, int ndim, const int64_t *shape) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("view", "t");
   int64_t s[CT_MAX_DIMS], st[CT_MAX_DIMS];
   char a[160];
   if (!infer_shape("view", t, ndim, shape, s)) return NULL;
@@ -110,7 +115,7 @@ ct_tensor *ct_view(ct_tensor *t, int ndim, const int64_t *shape) {
 }
 
 ct_tensor *ct_reshape(ct_tensor *t, int ndim, const int64_t *shape) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("reshape", "t");
   int64_t s[CT_MAX_DIMS], st[CT_MAX_DIMS];
   if (!infer_shape("reshape", t, ndim, shape, s)) return NULL;
   if (view_strides(t, ndim, s, st)) return record_view(ct__view_of(t, ndim, s, st, t->offset), t, "reshape", bw_reshape);
@@ -121,7 +126,8 @@ ct_tensor *ct_reshape(ct_tensor *t, int ndim, const int64_t *shape) {
 }
 
 ct_tensor *ct_permute(ct_tensor *t, const int *dims) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("permute", "t");
+  if (!dims && t->ndim > 0) CT_FAIL_NULL(CT_EINVAL, "permute: dims is NULL (pass %d dims)", t->ndim);
   int64_t s[CT_MAX_DIMS], st[CT_MAX_DIMS];
   int seen[CT_MAX_DIMS] = {0};
   char a[160];
@@ -135,14 +141,15 @@ ct_tensor *ct_permute(ct_tensor *t, const int *dims) {
     st[i] = t->stride[d];
   }
   ct_tensor *v = ct__view_of(t, t->ndim, s, st, t->offset);
-  ct_node *n = v ? ct__record(v, "permute", bw_permute, 1, &t) : NULL;
+  ct_node *n;
+  if (ct__record(v, "permute", bw_permute, 1, &t, &n) != CT_OK) return ct_tensor_free(v), NULL;
   if (n)
     for (int i = 0; i < t->ndim; i++) n->iv[i] = ct__dim(dims[i], t->ndim);
   return v;
 }
 
 ct_tensor *ct_transpose(ct_tensor *t, int d0, int d1) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("transpose", "t");
   int a = ct__dim(d0, t->ndim), b = ct__dim(d1, t->ndim), p[CT_MAX_DIMS];
   char s[160];
   if (a < 0 || b < 0)
@@ -153,7 +160,7 @@ ct_tensor *ct_transpose(ct_tensor *t, int d0, int d1) {
 }
 
 ct_tensor *ct_slice(ct_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("slice", "t");
   char a[160];
   int d = ct__dim(dim, t->ndim);
   if (d < 0 || t->ndim == 0) CT_FAIL_NULL(CT_ESHAPE, "slice: dim %d out of range for shape %s", dim, ct_shape_str(t, a, sizeof a));
@@ -168,51 +175,58 @@ ct_tensor *ct_slice(ct_tensor *t, int dim, int64_t start, int64_t end, int64_t s
   int64_t s[CT_MAX_DIMS], st[CT_MAX_DIMS];
   memcpy(s, t->shape, sizeof s);
   memcpy(st, t->stride, sizeof st);
-  s[d] = (end - start + step - 1) / step;
+  s[d] = (end - start) / step + ((end - start) % step != 0); /* ceil without overflow for a huge step */
   st[d] = t->stride[d] * step;
   ct_tensor *v = ct__view_of(t, t->ndim, s, st, t->offset + start * t->stride[d]);
-  ct_node *nd = v ? ct__record(v, "slice", bw_slice, 1, &t) : NULL;
+  ct_node *nd;
+  if (ct__record(v, "slice", bw_slice, 1, &t, &nd) != CT_OK) return ct_tensor_free(v), NULL;
   if (nd) nd->iv[0] = d, nd->iv[1] = start, nd->iv[2] = end, nd->iv[3] = step;
   return v;
 }
 
 ct_tensor *ct_narrow(ct_tensor *t, int dim, int64_t start, int64_t length) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("narrow", "t");
   char a[160];
   int d = ct__dim(dim, t->ndim);
-  if (d < 0 || t->ndim == 0 || start < 0 || length < 0 || start + length > t->shape[d])
-    CT_FAIL_NULL(CT_ESHAPE, "narrow: [%lld, %lld) of dim %d is outside shape %s", (long long)start,
-                 (long long)(start + length), dim, ct_shape_str(t, a, sizeof a));
+  if (d < 0 || t->ndim == 0 || start < 0 || length < 0 || start > t->shape[d] || length > t->shape[d] - start)
+    CT_FAIL_NULL(CT_ESHAPE, "narrow: start %lld and length %lld of dim %d are outside shape %s", (long long)start,
+                 (long long)length, dim, ct_shape_str(t, a, sizeof a));
   return ct_slice(t, d, start, start + length, 1);
 }
 
 ct_tensor *ct_expand(ct_tensor *t, int ndim, const int64_t *shape) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("expand", "t");
   char a[160], b[160];
+  if (ndim > 0 && !shape) CT_FAIL_NULL(CT_EINVAL, "expand: shape is NULL with ndim %d (pass ndim sizes)", ndim);
   if (ndim < t->ndim || ndim > CT_MAX_DIMS)
-    CT_FAIL_NULL(CT_ESHAPE, "expand: cannot expand shape %s to %s", ct_shape_str(t, a, sizeof a),
-                 ct__shape_str(ndim, shape, b, sizeof b));
+    CT_FAIL_NULL(CT_ESHAPE, "expand: cannot expand shape %s to %d dims (need %d to %d)", ct_shape_str(t, a, sizeof a), ndim,
+                 t->ndim, CT_MAX_DIMS);
   int64_t s[CT_MAX_DIMS], st[CT_MAX_DIMS];
   int lead = ndim - t->ndim;
   for (int i = 0; i < ndim; i++) {
     int64_t want = shape[i];
     if (i < lead) {
-      if (want < 0) CT_FAIL_NULL(CT_ESHAPE, "expand: -1 is not allowed for a new leading dim");
+      if (want < 0) CT_FAIL_NULL(CT_ESHAPE, "expand: new leading dim %d has size %lld (it must be >= 0; -1 only keeps an existing size)", i, (long long)want);
       s[i] = want, st[i] = 0;
       continue;
     }
     int64_t have = t->shape[i - lead];
     if (want == -1 || want == have) s[i] = have, st[i] = t->stride[i - lead];
-    else if (have == 1) s[i] = want, st[i] = 0;
+    else if (have == 1 && want >= 0) s[i] = want, st[i] = 0;
     else
       CT_FAIL_NULL(CT_ESHAPE, "expand: cannot expand shape %s to %s (dim %d: %lld vs %lld)", ct_shape_str(t, a, sizeof a),
                    ct__shape_str(ndim, shape, b, sizeof b), i, (long long)have, (long long)want);
+  }
+  if (!ct__checked_numel("expand", ndim, s, NULL)) {
+    ct__error(CT_ESHAPE, "expand: cannot expand shape %s to %s: %s", ct_shape_str(t, a, sizeof a),
+              ct__shape_str(ndim, shape, b, sizeof b), "the result would have more than 2^63 elements");
+    return NULL;
   }
   return record_view(ct__view_of(t, ndim, s, st, t->offset), t, "expand", bw_identity);
 }
 
 ct_tensor *ct_unsqueeze(ct_tensor *t, int dim) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("unsqueeze", "t");
   int d = dim < 0 ? dim + t->ndim + 1 : dim;
   if (d < 0 || d > t->ndim || t->ndim >= CT_MAX_DIMS)
     CT_FAIL_NULL(CT_ESHAPE, "unsqueeze: dim %d out of range for %d dims", dim, t->ndim);
@@ -222,7 +236,7 @@ ct_tensor *ct_unsqueeze(ct_tensor *t, int dim) {
 }
 
 ct_tensor *ct_squeeze(ct_tensor *t, int dim) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("squeeze", "t");
   char a[160];
   int d = ct__dim(dim, t->ndim);
   if (d < 0 || t->ndim == 0) CT_FAIL_NULL(CT_ESHAPE, "squeeze: dim %d out of range for shape %s", dim, ct_shape_str(t, a, sizeof a));
@@ -234,7 +248,7 @@ ct_tensor *ct_squeeze(ct_tensor *t, int dim) {
 }
 
 ct_tensor *ct_flatten(ct_tensor *t, int start_dim, int end_dim) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("flatten", "t");
   char a[160];
   if (t->ndim == 0) return ct_reshape(t, 1, (int64_t[]){1});
   int a0 = ct__dim(start_dim, t->ndim), a1 = ct__dim(end_dim, t->ndim);
@@ -252,12 +266,8 @@ ct_tensor *ct_flatten(ct_tensor *t, int start_dim, int end_dim) {
 
 /* ---- copies within a device */
 ct_tensor *ct_contiguous(ct_tensor *t) {
-  if (!t) return NULL;
-  if (ct_tensor_is_contiguous(t)) {
-    ct_tensor_retain(t);
-    ct__scope_track(t);
-    return t;
-  }
+  if (!t) return ct__null_arg("contiguous", "t");
+  if (ct_tensor_is_contiguous(t)) return ct__retain_tracked(t);
   ct_tensor *c = ct__alloc(t->ndim, t->shape, t->dtype, t->device);
   if (!c) return NULL;
   ct_status s = t->storage->backend->copy(c, t);
@@ -269,7 +279,7 @@ ct_tensor *ct_contiguous(ct_tensor *t) {
 }
 
 ct_tensor *ct_cast(ct_tensor *t, ct_dtype dt) {
-  if (!t) return NULL;
+  if (!t) return ct__null_arg("cast", "t");
   if ((unsigned)dt >= CT_DTYPE_COUNT) CT_FAIL_NULL(CT_EDTYPE, "cast: invalid dtype %d", (int)dt);
   if (t->dtype == dt) return ct_contiguous(t);
   ct_tensor *c = ct__alloc(t->ndim, t->shape, dt, t->device);

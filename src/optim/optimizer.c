@@ -23,26 +23,38 @@ static int nslots(const ct_optimizer *o) { return o->o.kind == CT_OPTIM_SGD ? (o
 ct_optimizer *ct_optimizer_new(ct_module *m, const ct_optim_opts *opts) {
   if (!m || !opts) CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: NULL module or options");
   ct_optim_opts o = *opts;
+  if ((unsigned)o.kind > CT_OPTIM_ADAMW)
+    CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: invalid kind %d (use CT_OPTIM_SGD, CT_OPTIM_ADAM or CT_OPTIM_ADAMW)", (int)o.kind);
   if (o.lr == 0) o.lr = o.kind == CT_OPTIM_SGD ? 1e-2 : 1e-3;
   if (o.beta1 == 0) o.beta1 = 0.9;
   if (o.beta2 == 0) o.beta2 = 0.999;
   if (o.eps == 0) o.eps = 1e-8;
   if (o.kind == CT_OPTIM_ADAMW && o.weight_decay == 0) o.weight_decay = 1e-2;
-  if (o.lr < 0 || o.momentum < 0 || o.weight_decay < 0 || o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1)
-    CT_FAIL_NULL(CT_EINVAL, "optimizer: invalid options (lr %g, momentum %g, weight_decay %g, betas (%g, %g))", o.lr, o.momentum,
-                 o.weight_decay, o.beta1, o.beta2);
+  /* The checks of torch.optim, which raises ValueError("Invalid learning rate: ...") and the like;
+   * written as !(x >= 0) so that a NaN fails them too. */
+  if (!(o.lr >= 0))
+    CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: invalid learning rate %g (lr must be >= 0; 0 takes the default)", o.lr);
+  if (!(o.momentum >= 0)) CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: invalid momentum %g (momentum must be >= 0)", o.momentum);
+  if (!(o.weight_decay >= 0))
+    CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: invalid weight_decay %g (weight_decay must be >= 0)", o.weight_decay);
+  if (!(o.eps >= 0))
+    CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: invalid eps %g (eps must be >= 0; 0 takes the default, 1e-8)", o.eps);
+  if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
+    CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: invalid beta%d %g (betas must be in [0, 1); 0 takes the defaults, 0.9 and 0.999)",
+                 !(o.beta1 >= 0 && o.beta1 < 1) ? 1 : 2, !(o.beta1 >= 0 && o.beta1 < 1) ? o.beta1 : o.beta2);
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-    CT_FAIL_NULL(CT_EINVAL, "SGD: nesterov momentum requires a momentum and zero dampening");
-  ct_optimizer *opt = calloc(1, sizeof *opt);
-  if (!opt) CT_FAIL_NULL(CT_ENOMEM, "optimizer: out of host memory");
+    CT_FAIL_NULL(CT_EINVAL, "ct_optimizer_new: nesterov momentum requires momentum > 0 and dampening 0, got momentum %g and "
+                 "dampening %g", o.momentum, o.dampening);
+  ct_optimizer *opt = ct__calloc(1, sizeof *opt, "an optimizer");
+  if (!opt) return NULL;
   opt->o = o;
   opt->n = ct_module_named_tensors(m, 0, NULL, 0);
-  opt->params = calloc((size_t)(opt->n ? opt->n : 1), sizeof *opt->params);
-  opt->state[0] = calloc((size_t)(opt->n ? opt->n : 1), sizeof(ct_tensor *));
-  opt->state[1] = calloc((size_t)(opt->n ? opt->n : 1), sizeof(ct_tensor *));
-  if (!opt->params || !opt->state[0] || !opt->state[1]) {
+  size_t n = (size_t)(opt->n ? opt->n : 1);
+  if (!(opt->params = ct__calloc(n, sizeof *opt->params, "the optimizer's list of parameters")) ||
+      !(opt->state[0] = ct__calloc(n, sizeof(ct_tensor *), "the optimizer's state")) ||
+      !(opt->state[1] = ct__calloc(n, sizeof(ct_tensor *), "the optimizer's state"))) {
     ct_optimizer_free(opt);
-    CT_FAIL_NULL(CT_ENOMEM, "optimizer: out of host memory");
+    return NULL;
   }
   ct_module_named_tensors(m, 0, opt->params, opt->n);
   return opt;
@@ -72,6 +84,7 @@ static ct_status ensure_state(ct_optimizer *o, int i) {
 }
 
 ct_status ct_optimizer_init_state(ct_optimizer *o) {
+  if (!o) return ct__null_status("ct_optimizer_init_state", "o");
   for (int i = 0; o && i < o->n; i++) {
     ct_status s = ensure_state(o, i);
     if (s != CT_OK) return s;
@@ -79,116 +92,147 @@ ct_status ct_optimizer_init_state(ct_optimizer *o) {
   return CT_OK;
 }
 
-/* out = a * x + b * y, in place into out (which may be x or y). */
-static ct_status axpby(ct_tensor *out, double a, ct_tensor *x, double b, ct_tensor *y) {
-  ct_tensor *ax = ct_mul_scalar(x, a), *by = ct_mul_scalar(y, b);
-  ct_status s = ax && by ? ct__binary_into(CT_BINARY_ADD, out, ax, by) : ct_last_status();
+/* a * x + b * y, a new tensor. */
+static ct_tensor *lin(double a, ct_tensor *x, double b, ct_tensor *y) {
+  ct_tensor *ax = ct_mul_scalar(x, a), *by = ax ? ct_mul_scalar(y, b) : NULL, *r = by ? ct_add(ax, by) : NULL;
   ct_tensor_free(ax), ct_tensor_free(by);
-  return s;
+  return r;
 }
 
-/* The backend's fused kernel, when it has one and every operand is contiguous in p's dtype. */
-static int fused_step(ct_optimizer *o, int i, ct_status *s) {
-  const ct_optim_opts *c = &o->o;
-  ct_tensor *p = o->params[i].tensor, *g = p->grad, *s0 = o->state[0][i], *s1 = o->state[1][i];
+/* 1 when the backend's fused kernel can update parameter i: it has one, and every operand is
+ * contiguous in p's dtype. The kernels allocate nothing, so they cannot fail for want of memory. */
+static int fusable(const ct_optimizer *o, int i) {
+  ct_tensor *p = o->params[i].tensor, *g = p->grad;
   const ct_backend *be = p->storage->backend;
   int ok = (p->dtype == CT_F32 || p->dtype == CT_F64) && g->dtype == p->dtype && ct_tensor_is_contiguous(p) &&
            ct_tensor_is_contiguous(g) && ct_device_eq(g->device, p->device);
-  if (!ok) return 0;
-  double t = (double)(o->steps + 1);
-  if (c->kind == CT_OPTIM_SGD && be->sgd_step) {
-    ct_sgd_args a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov, o->steps == 0};
-    *s = be->sgd_step(p, g, c->momentum > 0 ? s0 : NULL, &a);
-    return 1;
-  }
-  if (c->kind != CT_OPTIM_SGD && be->adam_step) {
-    ct_adam_args a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->kind == CT_OPTIM_ADAMW,
-                      1.0 - pow(c->beta1, t), 1.0 - pow(c->beta2, t)};
-    *s = be->adam_step(p, g, s0, s1, &a);
-    return 1;
-  }
-  return 0;
+  return ok && (o->o.kind == CT_OPTIM_SGD ? be->sgd_step != NULL : be->adam_step != NULL);
 }
 
-static ct_status step_one(ct_optimizer *o, int i) {
+static ct_status fused_step(ct_optimizer *o, int i) {
   const ct_optim_opts *c = &o->o;
-  ct_tensor *p = o->params[i].tensor, *g0 = p->grad;
-  ct_status s = ensure_state(o, i);
-  if (s != CT_OK) return s;
-  if (fused_step(o, i, &s)) return s;
-  ct_tensor *g = ct_tensor_retain(g0); /* untracked: we free it ourselves */
-  if (c->weight_decay > 0 && c->kind != CT_OPTIM_ADAMW) { /* L2: g + wd p */
+  ct_tensor *p = o->params[i].tensor, *g = p->grad, *s0 = o->state[0][i], *s1 = o->state[1][i];
+  const ct_backend *be = p->storage->backend;
+  double t = (double)(o->steps + 1);
+  if (c->kind == CT_OPTIM_SGD) {
+    ct_sgd_args a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov, o->steps == 0};
+    return be->sgd_step(p, g, c->momentum > 0 ? s0 : NULL, &a);
+  }
+  ct_adam_args a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->kind == CT_OPTIM_ADAMW,
+                    1.0 - pow(c->beta1, t), 1.0 - pow(c->beta2, t)};
+  return be->adam_step(p, g, s0, s1, &a);
+}
+
+/* The update of parameter i composed of elementwise ops, computed without touching the parameter
+ * or its state: next[0] is the new parameter, next[1] and next[2] the new state slots (NULL where
+ * a slot is unused). On failure every tensor made so far is freed. */
+static ct_status composed_step(ct_optimizer *o, int i, ct_tensor *next[3]) {
+  const ct_optim_opts *c = &o->o;
+  ct_tensor *p = o->params[i].tensor, *g = ct_contiguous(p->grad), *tmp = NULL;
+  next[0] = next[1] = next[2] = NULL;
+  if (g && c->weight_decay > 0 && c->kind != CT_OPTIM_ADAMW) { /* L2: g + wd p */
     ct_tensor *t = ct_mul_scalar(p, c->weight_decay), *gd = t ? ct_add(g, t) : NULL;
-    ct_tensor_free(t), ct__tensor_decref(g);
-    if (!gd) return ct_last_status();
-    ct__untrack(gd);
+    ct_tensor_free(t), ct_tensor_free(g);
     g = gd;
   }
+  if (!g) return ct_last_status();
   if (c->kind == CT_OPTIM_SGD) {
     ct_tensor *d = g;
     if (c->momentum > 0) {
       ct_tensor *b = o->state[0][i];
-      s = o->steps == 0 ? ct_copy_(b, g) : axpby(b, c->momentum, b, 1.0 - c->dampening, g);
-      if (s == CT_OK && c->nesterov) {
-        ct_tensor *mb = ct_mul_scalar(b, c->momentum), *n = mb ? ct_add(g, mb) : NULL;
-        ct_tensor_free(mb);
-        if (!n) s = ct_last_status();
-        else ct__untrack(n), d = n;
-      } else d = b;
+      next[1] = o->steps == 0 ? ct_contiguous(g) : lin(c->momentum, b, 1.0 - c->dampening, g);
+      if (next[1] && c->nesterov) d = tmp = lin(1.0, g, c->momentum, next[1]);
+      else d = next[1];
     }
-    if (s == CT_OK) s = axpby(p, 1.0, p, -c->lr, d);
-    if (d != g && d != o->state[0][i]) ct__tensor_decref(d);
-    ct__tensor_decref(g);
-    return s;
+    next[0] = d ? lin(1.0, p, -c->lr, d) : NULL;
+  } else {
+    double t = (double)(o->steps + 1), bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
+    ct_tensor *p0 = NULL;
+    if (c->kind == CT_OPTIM_ADAMW && c->weight_decay > 0) p0 = tmp = ct_mul_scalar(p, 1.0 - c->lr * c->weight_decay);
+    else p0 = p;
+    ct_tensor *g2 = p0 ? ct_mul(g, g) : NULL;
+    next[1] = g2 ? lin(c->beta1, o->state[0][i], 1.0 - c->beta1, g) : NULL;
+    next[2] = next[1] ? lin(c->beta2, o->state[1][i], 1.0 - c->beta2, g2) : NULL;
+    ct_tensor *vh = next[2] ? ct_mul_scalar(next[2], 1.0 / bc2) : NULL, *sq = vh ? ct_sqrt(vh) : NULL;
+    ct_tensor *den = sq ? ct_add_scalar(sq, c->eps) : NULL, *q = den ? ct_div(next[1], den) : NULL;
+    next[0] = q ? lin(1.0, p0, -c->lr / bc1, q) : NULL;
+    ct_tensor_free(g2), ct_tensor_free(vh), ct_tensor_free(sq), ct_tensor_free(den), ct_tensor_free(q);
   }
-  double t = (double)(o->steps + 1);
-  if (c->kind == CT_OPTIM_ADAMW && c->weight_decay > 0) {
-    ct_tensor *f = ct_scalar(1.0 - c->lr * c->weight_decay, p->dtype, p->device);
-    s = f ? ct__binary_into(CT_BINARY_MUL, p, p, f) : ct_last_status();
-    ct_tensor_free(f);
-  }
-  ct_tensor *m = o->state[0][i], *v = o->state[1][i];
-  ct_tensor *g2 = ct_mul(g, g);
-  if (s == CT_OK) s = axpby(m, c->beta1, m, 1.0 - c->beta1, g);
-  if (s == CT_OK) s = g2 ? axpby(v, c->beta2, v, 1.0 - c->beta2, g2) : ct_last_status();
-  if (s == CT_OK) {
-    double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
-    ct_tensor *vh = ct_mul_scalar(v, 1.0 / bc2), *sq = vh ? ct_sqrt(vh) : NULL, *den = sq ? ct_add_scalar(sq, c->eps) : NULL;
-    ct_tensor *q = den ? ct_div(m, den) : NULL;
-    s = q ? axpby(p, 1.0, p, -c->lr / bc1, q) : ct_last_status();
-    ct_tensor_free(vh), ct_tensor_free(sq), ct_tensor_free(den), ct_tensor_free(q);
-  }
-  ct_tensor_free(g2);
-  ct__tensor_decref(g);
+  ct_tensor_free(tmp), ct_tensor_free(g);
+  if (next[0]) return CT_OK;
+  ct_status s = ct_last_status();
+  for (int k = 0; k < 3; k++) ct_tensor_free(next[k]), next[k] = NULL;
   return s;
 }
 
+/* Copy src's values into dst (same shape and device; the cast, if any, is the copy's): the commit
+ * of a composed update, which allocates nothing. */
+static ct_status commit(ct_tensor *dst, ct_tensor *src) { return src ? dst->storage->backend->copy(dst, src) : CT_OK; }
+
+/* A step is all or nothing: everything it allocates (state slots, the results of composed updates)
+ * is allocated before the first parameter changes, so that a failure for want of memory leaves
+ * the parameters, the state and the step count as they were, and the same step can run again. */
 ct_status ct_optimizer_step(ct_optimizer *o) {
   if (!o) return ct__error(CT_EINVAL, "ct_optimizer_step: NULL optimizer");
   ct_status s = CT_OK;
+  int composed = 0;
+  for (int i = 0; i < o->n && s == CT_OK; i++)
+    if (o->params[i].tensor->grad) {
+      s = ensure_state(o, i);
+      composed += !fusable(o, i);
+    }
+  if (s != CT_OK) return s;
+  ct_tensor **next = NULL;
+  if (composed && !(next = ct__calloc((size_t)o->n * 3, sizeof *next, "the optimizer's pending updates"))) return CT_ENOMEM;
   ct_no_grad_begin();
   for (int i = 0; i < o->n && s == CT_OK; i++)
-    if (o->params[i].tensor->grad) s = step_one(o, i);
+    if (o->params[i].tensor->grad && !fusable(o, i)) s = composed_step(o, i, next + 3 * i);
+  for (int i = 0; i < o->n && s == CT_OK; i++) {
+    ct_tensor *p = o->params[i].tensor;
+    if (!p->grad) continue;
+    if (!fusable(o, i)) {
+      s = commit(p, next[3 * i]);
+      if (s == CT_OK) s = commit(o->state[0][i], next[3 * i + 1]);
+      if (s == CT_OK) s = commit(o->state[1][i], next[3 * i + 2]);
+    } else s = fused_step(o, i);
+  }
   ct_no_grad_end();
+  for (int k = 0; next && k < 3 * o->n; k++) ct_tensor_free(next[k]);
+  free(next);
   if (s == CT_OK) o->steps++;
   return s;
 }
 
 void ct_optimizer_zero_grad(ct_optimizer *o) {
+  if (!o) return (void)ct__null_status("ct_optimizer_zero_grad", "o");
   for (int i = 0; o && i < o->n; i++) ct_zero_grad(o->params[i].tensor);
 }
 
-double ct_optimizer_lr(const ct_optimizer *o) { return o ? o->o.lr : 0; }
-void ct_optimizer_set_lr(ct_optimizer *o, double lr) {
-  if (o) o->o.lr = lr;
+double ct_optimizer_lr(const ct_optimizer *o) {
+  if (!o) return ct__null_status("ct_optimizer_lr", "o"), NAN;
+  return o->o.lr;
 }
-int64_t ct_optimizer_steps(const ct_optimizer *o) { return o ? o->steps : 0; }
+void ct_optimizer_set_lr(ct_optimizer *o, double lr) {
+  if (!o) return (void)ct__null_status("ct_optimizer_set_lr", "o");
+  if (!(lr >= 0)) return (void)ct__error(CT_EINVAL, "ct_optimizer_set_lr: lr must be >= 0, got %g (the lr is unchanged)", lr);
+  o->o.lr = lr;
+}
+int64_t ct_optimizer_steps(const ct_optimizer *o) {
+  if (!o) return ct__null_status("ct_optimizer_steps", "o"), -1;
+  return o->steps;
+}
+ct_optim_kind ct_optimizer_kind(const ct_optimizer *o) { return o ? o->o.kind : CT_OPTIM_SGD; }
 void ct_optimizer_set_steps(ct_optimizer *o, int64_t steps) {
-  if (o) o->steps = steps;
+  if (!o) return (void)ct__null_status("ct_optimizer_set_steps", "o");
+  if (steps < 0)
+    return (void)ct__error(CT_EINVAL, "ct_optimizer_set_steps: steps must be >= 0, got %lld (the count is unchanged)",
+                           (long long)steps);
+  o->steps = steps;
 }
 
 int ct_optimizer_named_state(ct_optimizer *o, ct_named_tensor *out, int cap) {
-  if (!o) return 0;
+  if (!o) return ct__null_status("ct_optimizer_named_state", "o");
+  if (cap < 0) return ct__error(CT_EINVAL, "ct_optimizer_named_state: cap must be >= 0, got %d", cap);
   static const char *const sgd[] = {"momentum_buffer"}, *const adam[] = {"exp_avg", "exp_avg_sq"};
   const char *const *names = o->o.kind == CT_OPTIM_SGD ? sgd : adam;
   int k = 0;

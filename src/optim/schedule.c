@@ -1,10 +1,11 @@
 /* src/optim/schedule.c: learning-rate schedules in closed form (torch.optim.lr_scheduler's
  * StepLR and CosineAnnealingLR, evaluated per epoch). */
 #include <math.h>
-#include "cuttle/optim.h"
+#include "core/internal.h"
 
 double ct_sched_lr(const ct_sched_opts *s, double base_lr, int epoch) {
-  if (!s || epoch < 0) return base_lr;
+  if (!s) return ct__null_status("ct_sched_lr", "s"), NAN;
+  if (epoch < 0) return ct__error(CT_EINVAL, "ct_sched_lr: epoch must be >= 0, got %d", epoch), NAN;
   switch (s->kind) {
     case CT_SCHED_STEP: {
       double gamma = s->gamma > 0 ? s->gamma : 0.1;

@@ -1,6 +1,6 @@
 /* tests/cli/test_cli.c: the cuttle CLI as a user runs it: devices, train (metrics, save, resume,
- * Ctrl-C), eval, and its errors. Runs the built binary ($CUTTLE_BINARY_DIR/cuttle). The training
- * cases need the dataset and are skipped (77) without it. */
+ * Ctrl-C), eval, every command's --help, and its errors. Runs the built binary
+ * ($CUTTLE_BINARY_DIR/cuttle). The training cases need the dataset and are skipped (77) without it. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +37,29 @@ static void devices_lists_the_cpu(void **state) {
   assert_non_null(strstr(out, "try_all_gpus(): [cpu]"));
 }
 
+/* `cuttle <command> --help` prints that command's usage on stdout and exits 0, for every command
+ * and every benchmark. */
+static void every_command_has_help(void **state) {
+  (void)state;
+  static const char *const cmds[] = {"devices", "train", "eval", "smi", "bench", "bench gemm", "bench overhead",
+                                     "bench matmul-sweep", "bench norms", "bench bandwidth", "bench train"};
+  char out[16384];
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    int rc = run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);
+    char want[64];
+    snprintf(want, sizeof want, "usage: cuttle %s", cmds[i]);
+    if (rc != 0 || !strstr(out, want)) fprintf(stderr, "cuttle %s --help: exit %d, said:\n%s\n", cmds[i], rc, out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, want));
+    /* -h is the same */
+    assert_int_equal(run(out, sizeof out, "%s %s -h", cuttle, cmds[i]), 0);
+    assert_non_null(strstr(out, want));
+  }
+  /* an unknown argument to devices is a usage error, no longer ignored */
+  assert_int_equal(run(out, sizeof out, "%s devices --frobnicate", cuttle), 2);
+  assert_non_null(strstr(out, "usage: cuttle devices"));
+}
+
 static void bad_options_are_usage_errors(void **state) {
   (void)state;
   char out[8192];
@@ -45,6 +68,9 @@ static void bad_options_are_usage_errors(void **state) {
   assert_int_equal(run(out, sizeof out, "%s train --device tpu", cuttle), 2);
   assert_non_null(strstr(out, "bad device"));
   assert_int_equal(run(out, sizeof out, "%s train --optimizer lion", cuttle), 2);
+  assert_int_equal(run(out, sizeof out, "%s train --save-every 10", cuttle), 2);
+  assert_non_null(strstr(out, "--save-every needs --save"));
+  assert_int_equal(run(out, sizeof out, "%s train --max-steps -1", cuttle), 2);
   assert_int_equal(run(out, sizeof out, "%s frobnicate", cuttle), 2);
   assert_int_equal(run(out, sizeof out, "%s train --data-dir /nonexistent/dir --model mlp", cuttle), 1);
   assert_non_null(strstr(out, "/nonexistent/dir"));
@@ -86,6 +112,8 @@ static void train_save_eval_resume(void **state) {
   assert_non_null(strstr(out, "cuttle eval:"));
 }
 
+/* Ctrl-C finishes the step, saves, and exits 130 (128 + SIGINT), as documented in `cuttle train
+ * --help`; tests/cli/test_signals.c covers SIGTERM, a second signal and SIGKILL. */
 static void ctrl_c_saves_and_exits_cleanly(void **state) {
   (void)state;
   char ck[4200];
@@ -103,7 +131,7 @@ static void ctrl_c_saves_and_exits_cleanly(void **state) {
   int st;
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(WEXITSTATUS(st), 128 + SIGINT);
   /* the checkpoint is complete and loads into the same model */
   ct_module *m = ct_model_new("cnn", CT_DEVICE_CPU, NULL);
   ct_checkpoint_meta meta = {0};
@@ -127,7 +155,8 @@ static int teardown(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest basic[] = {cmocka_unit_test(devices_lists_the_cpu), cmocka_unit_test(bad_options_are_usage_errors)};
+  const struct CMUnitTest basic[] = {cmocka_unit_test(devices_lists_the_cpu), cmocka_unit_test(every_command_has_help),
+                                     cmocka_unit_test(bad_options_are_usage_errors)};
   int fails = cmocka_run_group_tests_name("cli", basic, setup, teardown);
   if (!ct_test_data_dir()) {
     printf("SKIP: the training cases need Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -186,10 +188,10 @@ static void test_pytorch_layout(void **state) {
   assert_unchanged(m, &s);
 
   /* a checkpoint of a later format is refused */
-  ct_metadata_kv v2 = {"format", "cuttle-checkpoint-2"};
-  ct_assert_ok(ct_safetensors_save(path, 7, names, ts, 1, &v2));
+  ct_metadata_kv v3 = {"format", "cuttle-checkpoint-3"};
+  ct_assert_ok(ct_safetensors_save(path, 7, names, ts, 1, &v3));
   assert_int_equal(ct_checkpoint_load(path, m, NULL, NULL), CT_EFORMAT);
-  ct_assert_error_contains("cuttle-checkpoint-2");
+  ct_assert_error_contains("cuttle-checkpoint-3");
 
   ct_tensor_free(wi);
   ct_tensor_free(f);
@@ -240,7 +242,8 @@ static void check_resume(ct_optim_opts opts) {
   assert_string_equal(ct_safetensors_metadata(f, "epoch"), "3");
   assert_string_equal(ct_safetensors_metadata(f, "rng_offset"), "123456789012345");
   assert_string_equal(ct_safetensors_metadata(f, "optimizer.steps"), "2");
-  assert_string_equal(ct_safetensors_metadata(f, "optimizer"), opts.kind == CT_OPTIM_SGD ? "sgd" : "adam");
+  static const char *const kinds[] = {[CT_OPTIM_SGD] = "sgd", [CT_OPTIM_ADAM] = "adam", [CT_OPTIM_ADAMW] = "adamw"};
+  assert_string_equal(ct_safetensors_metadata(f, "optimizer"), kinds[opts.kind]);
   assert_string_equal(ct_safetensors_metadata(f, "best_accuracy"), "0.875");
   assert_true(ct_safetensors_find(f, opts.kind == CT_OPTIM_SGD ? "optimizer.state.0.weight.momentum_buffer"
                                                                 : "optimizer.state.2.bias.exp_avg_sq") >= 0);
@@ -254,6 +257,8 @@ static void check_resume(ct_optim_opts opts) {
   assert_int_equal(got.epoch, 3);
   assert_true(got.rng.seed == 7 && got.rng.offset == 123456789012345ULL);
   assert_int_equal(got.n_extra, 0);
+  assert_int_equal(got.has_optimizer, 1);
+  assert_int_equal(got.optimizer, opts.kind);
 
   /* the resumed run takes the same step as the uninterrupted one */
   train_step(a, oa);
@@ -292,11 +297,12 @@ static void test_optimizer_mismatch(void **state) {
   ct_assert_ok(ct_checkpoint_save(path, a, oa, NULL));
   ct_assert_ok(ct_checkpoint_save(model_only, a, NULL, NULL));
 
-  /* an SGD-with-momentum optimizer cannot take Adam's state; the model is left alone */
+  /* an SGD-with-momentum optimizer cannot take Adam's state: the error names both kinds, and the
+   * model is left alone */
   ct_optimizer *sgd = ct_assert_nonnull(ct_optimizer_new(b, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .momentum = 0.9}));
   snapshot s = snap(b);
-  assert_int_equal(ct_checkpoint_load(path, b, sgd, NULL), CT_EFORMAT);
-  ct_assert_error_contains("optimizer.state.0.weight.momentum_buffer");
+  assert_int_equal(ct_checkpoint_load(path, b, sgd, NULL), CT_EINVAL);
+  ct_assert_error_contains("holds the state of an adam optimizer, but the optimizer given is sgd");
   assert_unchanged(b, &s);
   assert_int_equal(ct_optimizer_steps(sgd), 0);
 
@@ -315,6 +321,140 @@ static void test_optimizer_mismatch(void **state) {
   ct_optimizer_free(oa);
   ct_module_free(a);
   ct_module_free(b);
+  ct_test_rmdir(dir);
+}
+
+/* AdamW is recorded as "adamw", not as the Adam whose state slots it shares: it loads into AdamW
+ * only, and the error for Adam names both. */
+static void test_adamw_kind_is_exact(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/adamw.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_optimizer *oa = ct_assert_nonnull(ct_optimizer_new(a, &(ct_optim_opts){.kind = CT_OPTIM_ADAMW, .lr = 0.01}));
+  assert_int_equal(ct_optimizer_kind(oa), CT_OPTIM_ADAMW);
+  train_step(a, oa);
+  ct_assert_ok(ct_checkpoint_save(path, a, oa, &(ct_checkpoint_meta){.epoch = 1}));
+
+  /* the kind read back, with no optimizer to load into */
+  ct_checkpoint_meta got = {0};
+  ct_assert_ok(ct_checkpoint_load(path, b, NULL, &got));
+  assert_int_equal(got.has_optimizer, 1);
+  assert_int_equal(got.optimizer, CT_OPTIM_ADAMW);
+
+  /* into Adam: refused, naming both, and nothing changes */
+  ct_module *c = mlp(4, 8, 3, 3, CT_DEVICE_CPU);
+  ct_optimizer *adam = ct_assert_nonnull(ct_optimizer_new(c, &(ct_optim_opts){.kind = CT_OPTIM_ADAM}));
+  snapshot s = snap(c);
+  assert_int_equal(ct_checkpoint_load(path, c, adam, NULL), CT_EINVAL);
+  ct_assert_error_contains(path);
+  ct_assert_error_contains("holds the state of an adamw optimizer, but the optimizer given is adam");
+  assert_unchanged(c, &s);
+  assert_int_equal(ct_optimizer_steps(adam), 0);
+
+  /* into AdamW: restored, and the next step is the uninterrupted run's */
+  ct_optimizer *ob = ct_assert_nonnull(ct_optimizer_new(b, &(ct_optim_opts){.kind = CT_OPTIM_ADAMW, .lr = 0.01}));
+  ct_assert_ok(ct_checkpoint_load(path, b, ob, NULL));
+  assert_same_optimizers(oa, ob);
+  train_step(a, oa);
+  train_step(b, ob);
+  assert_same_modules(a, b);
+
+  /* A version-1 file wrote "adam" for AdamW too, so there "adam" loads into either kind. */
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));
+  int n = ct_safetensors_count(f);
+  const char *names[32];
+  ct_tensor *ts[32];
+  assert_true(n <= 32);
+  for (int i = 0; i < n; i++) {
+    ct_safetensors_info in;
+    ct_assert_ok(ct_safetensors_info_at(f, i, &in));
+    names[i] = in.name;
+    ts[i] = ct_assert_nonnull(ct_safetensors_get(f, in.name, CT_DEVICE_CPU));
+  }
+  ct_metadata_kv v1[] = {{"format", "cuttle-checkpoint-1"}, {"optimizer", "adam"}, {"optimizer.lr", "0.01"},
+                         {"optimizer.steps", "1"}};
+  char old_path[4096];
+  snprintf(old_path, sizeof old_path, "%s/v1.safetensors", dir);
+  ct_assert_ok(ct_safetensors_save(old_path, n, names, ts, 4, v1));
+  ct_assert_ok(ct_checkpoint_load(old_path, b, ob, &got));
+  assert_int_equal(got.optimizer, CT_OPTIM_ADAM);
+  ct_assert_ok(ct_checkpoint_load(old_path, c, adam, NULL));
+  /* but never into SGD, and an unknown kind is a malformed file */
+  ct_optimizer *sgd = ct_assert_nonnull(ct_optimizer_new(c, &(ct_optim_opts){.kind = CT_OPTIM_SGD}));
+  assert_int_equal(ct_checkpoint_load(old_path, c, sgd, NULL), CT_EINVAL);
+  v1[1].value = "lion";
+  ct_assert_ok(ct_safetensors_save(old_path, n, names, ts, 4, v1));
+  assert_int_equal(ct_checkpoint_load(old_path, c, NULL, NULL), CT_EFORMAT);
+  ct_assert_error_contains("\"lion\"");
+  for (int i = 0; i < n; i++) ct_tensor_free(ts[i]);
+  ct_safetensors_close(f);
+
+  ct_optimizer_free(sgd);
+  ct_optimizer_free(adam);
+  ct_optimizer_free(ob);
+  ct_optimizer_free(oa);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_module_free(c);
+  ct_test_rmdir(dir);
+}
+
+/* SGD with momentum and SGD without are one kind; their state differs and is checked by key. */
+static void test_sgd_momentum_state(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/sgd.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_optimizer *oa = ct_assert_nonnull(ct_optimizer_new(a, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .momentum = 0.9}));
+  train_step(a, oa);
+  ct_assert_ok(ct_checkpoint_save(path, a, oa, NULL));
+  ct_optimizer *plain = ct_assert_nonnull(ct_optimizer_new(b, &(ct_optim_opts){.kind = CT_OPTIM_SGD}));
+  assert_int_equal(ct_checkpoint_load(path, b, plain, NULL), CT_EFORMAT);
+  ct_assert_error_contains("unexpected key \"optimizer.state.0.bias.momentum_buffer\"");
+  ct_optimizer *ob = ct_assert_nonnull(ct_optimizer_new(b, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .momentum = 0.9}));
+  ct_assert_ok(ct_checkpoint_load(path, b, ob, NULL));
+  assert_same_optimizers(oa, ob); /* the momentum buffers came back */
+  ct_optimizer_free(plain);
+  ct_optimizer_free(ob);
+  ct_optimizer_free(oa);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_test_rmdir(dir);
+}
+
+/* Saving over a checkpoint leaves no temporary file, and removes one that a killed save (of a
+ * process that no longer exists) left behind, but never one of a live process. */
+static void test_save_leaves_no_temporary(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096], stale[4200], live[4200];
+  snprintf(path, sizeof path, "%s/m.safetensors", dir);
+  /* pid 0x7ffffff0 is above any pid_max, so no process has it */
+  snprintf(stale, sizeof stale, "%s.tmp.%d", path, 0x7ffffff0);
+  snprintf(live, sizeof live, "%s.tmp.1", path); /* pid 1 is always alive */
+  FILE *f1 = fopen(stale, "w"), *f2 = fopen(live, "w");
+  assert_non_null(f1);
+  assert_non_null(f2);
+  fputs("torn", f1), fputs("live", f2);
+  fclose(f1), fclose(f2);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU);
+  ct_assert_ok(ct_checkpoint_save(path, a, NULL, NULL));
+  ct_assert_ok(ct_checkpoint_save(path, a, NULL, NULL));
+  assert_int_equal(access(stale, F_OK), -1);
+  assert_int_equal(access(live, F_OK), 0);
+  unlink(live);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  int files = 0;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') {
+      assert_string_equal(e->d_name, "m.safetensors");
+      files++;
+    }
+  closedir(d);
+  assert_int_equal(files, 1);
+  ct_module_free(a);
   ct_test_rmdir(dir);
 }
 
@@ -347,7 +487,9 @@ int main(void) {
       cmocka_unit_test(test_module_roundtrip),   cmocka_unit_test(test_mismatch_changes_nothing),
       cmocka_unit_test(test_pytorch_layout),     cmocka_unit_test(test_resume_adam),
       cmocka_unit_test(test_resume_adamw),       cmocka_unit_test(test_resume_sgd_momentum),
-      cmocka_unit_test(test_optimizer_mismatch), cmocka_unit_test(test_gpu_roundtrip),
+      cmocka_unit_test(test_optimizer_mismatch), cmocka_unit_test(test_adamw_kind_is_exact),
+      cmocka_unit_test(test_sgd_momentum_state), cmocka_unit_test(test_save_leaves_no_temporary),
+      cmocka_unit_test(test_gpu_roundtrip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /* tests/io/test_interop_python.c: interop with the reference safetensors implementation.
  *
- * Runs only where `python3 -c "import safetensors, numpy"` works (the interpreter is $CUTTLE_PYTHON,
- * default python3); otherwise it exits 77, which CTest counts as skipped, and says why. Nothing is
- * installed here. tests/io/interop.py writes a file with safetensors.numpy.save_file that cuttle must
+ * The interpreter is $CUTTLE_PYTHON, the build folder's venv that scripts/python_env.sh makes (with
+ * safetensors from PyPI and Debian's numpy). Where it cannot import safetensors and numpy the test
+ * fails and says how to fix it (or, with CUTTLE_INTEROP_OPTIONAL=1, is skipped). tests/io/interop.py writes a file with safetensors.numpy.save_file that cuttle must
  * read, and checks with safetensors.numpy.load_file a file that cuttle wrote. Both sides compute the
  * expected values from the same formula. bfloat16 is left out (numpy has no such dtype); the
  * hand-computed bytes in test_safetensors.c cover it. */
@@ -12,11 +12,6 @@
 #include <string.h>
 
 #include "testutil.h"
-
-static const char *python(void) {
-  const char *p = getenv("CUTTLE_PYTHON");
-  return p && *p ? p : "python3";
-}
 
 static char script[4096];
 
@@ -34,7 +29,7 @@ static double expected_value(ct_dtype dt, int i) {
 
 static int run_py(const char *mode, const char *path) {
   char cmd[9000];
-  snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s'", python(), script, mode, path);
+  snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s'", ct_test_python(), script, mode, path);
   return system(cmd);
 }
 
@@ -105,13 +100,8 @@ static void test_cuttle_writes_python_reads(void **state) {
 int main(void) {
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   snprintf(script, sizeof script, "%s/tests/io/interop.py", src ? src : ".");
-  char cmd[4200];
-  snprintf(cmd, sizeof cmd, "'%s' -c 'import safetensors, numpy' >/dev/null 2>&1", python());
-  if (system(cmd) != 0) {
-    printf("SKIP: %s cannot import safetensors and numpy (pip install safetensors numpy, or set CUTTLE_PYTHON)\n",
-           python());
-    return CT_TEST_SKIP;
-  }
+  int rc = ct_test_require_python("safetensors.numpy, numpy");
+  if (rc != 0) return rc;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_python_writes_cuttle_reads),
       cmocka_unit_test(test_cuttle_writes_python_reads),

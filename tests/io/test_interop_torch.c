@@ -1,10 +1,15 @@
-/* tests/io/test_interop_torch.c: checkpoints shared with PyTorch, both ways, checked by running
- * the same cnn on the same input in both frameworks:
- *  - a cuttle checkpoint (model + Adam state) loads into torch's nn.Sequential with
- *    load_state_dict (strict) once the "optimizer." keys are dropped, and gives cuttle's output;
- *  - a state_dict PyTorch saved with safetensors.torch loads into cuttle's cnn and gives torch's
- *    output.
- * Runs only where $CUTTLE_PYTHON (default python3) imports torch and safetensors; else skipped. */
+/* tests/io/test_interop_torch.c: checkpoints shared with PyTorch, both ways, for the mlp and the
+ * cnn, checked on real data:
+ *  - cuttle trains the model for STEPS Adam steps on the first STEPS batches of BATCH Fashion-MNIST
+ *    training images and saves a checkpoint (model and Adam state); PyTorch builds the same
+ *    nn.Sequential, loads the model part with load_state_dict(strict=True), and both sides compare
+ *    their logits of the test set's first NTEST images;
+ *  - PyTorch trains the same way and saves its state_dict with safetensors.torch; cuttle loads it
+ *    with ct_checkpoint_load and compares its logits with PyTorch's.
+ * Each comparison prints the max abs difference it measured and fails above TOL. The PyTorch side is
+ * tests/io/torch_interop.py, run by $CUTTLE_PYTHON (the build folder's venv, see
+ * scripts/python_env.sh). A missing torch or safetensors is a failure, not a skip, unless
+ * CUTTLE_INTEROP_OPTIONAL=1; the dataset missing is a skip, as in every test that reads it. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -12,98 +17,162 @@
 #include <string.h>
 #include "testutil.h"
 
-static const char *python(void) {
-  const char *p = getenv("CUTTLE_PYTHON");
-  return p && *p ? p : "python3";
-}
+/* These match torch_interop.py. */
+#define STEPS 5
+#define BATCH 64
+#define NTEST 256
+#define TOL 1e-4
 
 static char script[4096];
+static const char *data_dir;
+static ct_tensor *train_x[STEPS], *train_y[STEPS], *test_x;
 
-/* x[i] = sin(0.01 i), (4, 1, 28, 28), as torch_interop.py's fixed_input() */
-static ct_tensor *fixed_input(void) {
-  static float v[4 * 28 * 28];
-  for (int i = 0; i < 4 * 28 * 28; i++) v[i] = (float)sin(0.01 * i);
-  return ct_from_host(v, 4, (int64_t[]){4, 1, 28, 28}, CT_F32, CT_DEVICE_CPU);
+/* The training batches (in file order) and the test images, read once for all the tests. */
+static int read_data(void **state) {
+  (void)state;
+  ct_dataset *train = ct_fashion_mnist_load(data_dir, CT_SPLIT_TRAIN);
+  ct_dataset *test = ct_fashion_mnist_load(data_dir, CT_SPLIT_TEST);
+  ct_loader *lt = train ? ct_loader_new(train, &(ct_loader_opts){.batch_size = BATCH}) : NULL;
+  ct_loader *le = test ? ct_loader_new(test, &(ct_loader_opts){.batch_size = NTEST}) : NULL;
+  int ok = lt && le;
+  for (int s = 0; ok && s < STEPS; s++) ok = ct_loader_next(lt, &train_x[s], &train_y[s]) == 1;
+  ct_tensor *test_y = NULL;
+  ok = ok && ct_loader_next(le, &test_x, &test_y) == 1;
+  if (!ok) fprintf(stderr, "reading Fashion-MNIST from %s: %s\n", data_dir, ct_last_error());
+  ct_tensor_free(test_y);
+  ct_loader_free(lt), ct_loader_free(le);
+  ct_dataset_free(train), ct_dataset_free(test);
+  return ok ? 0 : -1;
 }
 
-static ct_tensor *forward(ct_module *m) {
-  ct_tensor *x = fixed_input();
+static int free_data(void **state) {
+  (void)state;
+  for (int s = 0; s < STEPS; s++) ct_tensor_free(train_x[s]), ct_tensor_free(train_y[s]);
+  ct_tensor_free(test_x);
+  return 0;
+}
+
+static double loss_on(ct_module *m, int s) {
+  ct_scope_begin();
+  ct_no_grad_begin();
+  ct_tensor *loss = ct_cross_entropy(ct_module_forward(m, train_x[s]), train_y[s], CT_REDUCTION_MEAN, 0);
+  ct_no_grad_end();
+  ct_assert_nonnull(loss);
+  double v = ct_item(loss);
+  ct_scope_end();
+  return v;
+}
+
+/* STEPS Adam steps, one per training batch; the loss of the first batch must fall. */
+static void train(const char *model, ct_module *m, ct_optimizer *opt) {
+  ct_module_train(m, 1);
+  double before = loss_on(m, 0);
+  for (int s = 0; s < STEPS; s++) {
+    ct_scope_begin();
+    ct_tensor *loss = ct_cross_entropy(ct_module_forward(m, train_x[s]), train_y[s], CT_REDUCTION_MEAN, 0);
+    ct_assert_nonnull(loss);
+    ct_assert_ok(ct_backward(loss));
+    ct_assert_ok(ct_optimizer_step(opt));
+    ct_optimizer_zero_grad(opt);
+    ct_scope_end();
+  }
+  double after = loss_on(m, 0);
+  printf("%s: cuttle trained %d steps, loss of the first batch %.4f -> %.4f\n", model, STEPS, before, after);
+  assert_true(after < before);
+}
+
+/* The logits of the test images, (NTEST, 10). */
+static ct_tensor *logits(ct_module *m) {
   ct_module_train(m, 0);
   ct_no_grad_begin();
-  ct_tensor *y = ct_module_forward(m, x);
+  ct_tensor *y = ct_module_forward(m, test_x);
   ct_no_grad_end();
-  ct_tensor_free(x);
-  return y;
+  return ct_assert_nonnull(y);
 }
 
-static void cuttle_checkpoint_loads_in_torch(void **state) {
-  (void)state;
-  char *dir = ct_test_tmpdir(), ck[4200], out[4200], cmd[16384];
-  snprintf(ck, sizeof ck, "%s/cuttle.safetensors", dir);
-  snprintf(out, sizeof out, "%s/torch_out.safetensors", dir);
-  ct_generator gen = ct_generator_new(3);
-  ct_module *m = ct_assert_nonnull(ct_model_new("cnn", CT_DEVICE_CPU, &gen));
-  ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_ADAM}));
-  ct_assert_ok(ct_optimizer_init_state(opt));
-  ct_assert_ok(ct_checkpoint_save(ck, m, opt, &(ct_checkpoint_meta){.epoch = 1, .rng = gen}));
-  snprintf(cmd, sizeof cmd, "%s %s load %s %s", python(), script, ck, out);
-  assert_int_equal(system(cmd), 0);
-  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(out));
-  ct_tensor *theirs = ct_assert_nonnull(ct_safetensors_get(f, "output", CT_DEVICE_CPU));
-  ct_tensor *ours = ct_assert_nonnull(forward(m));
-  ct_assert_close(ours, theirs, 1e-5, 1e-4);
-  ct_tensor_free(theirs), ct_tensor_free(ours);
+static ct_tensor *read_logits(const char *path) {
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));
+  ct_tensor *t = ct_assert_nonnull(ct_safetensors_get(f, "logits", CT_DEVICE_CPU));
   ct_safetensors_close(f);
+  return t;
+}
+
+/* Print the max abs difference of cuttle's and PyTorch's logits and assert it is at most TOL. */
+static void compare(const char *what, ct_tensor *ours, ct_tensor *theirs) {
+  ct_assert_close(ours, theirs, TOL, 0); /* the shapes first, and the worst element if it fails */
+  double *a = ct_test_values(ours), *b = ct_test_values(theirs), worst = 0;
+  for (int64_t i = 0; i < ct_tensor_numel(ours); i++) worst = fmax(worst, fabs(a[i] - b[i]));
+  free(a), free(b);
+  printf("%s: max abs difference of the logits of %d test images, measured by cuttle: %.3g (tolerance %g)\n", what,
+         NTEST, worst, TOL);
+  assert_true(worst <= TOL);
+}
+
+static void cuttle_trains_torch_loads(const char *model) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir()), ck[4200], ours_path[4200], theirs_path[4200], cmd[32768];
+  snprintf(ck, sizeof ck, "%s/cuttle.safetensors", dir);
+  snprintf(ours_path, sizeof ours_path, "%s/cuttle_logits.safetensors", dir);
+  snprintf(theirs_path, sizeof theirs_path, "%s/torch_logits.safetensors", dir);
+  ct_generator gen = ct_generator_new(3);
+  ct_module *m = ct_assert_nonnull(ct_model_new(model, CT_DEVICE_CPU, &gen));
+  ct_optimizer *opt =
+      ct_assert_nonnull(ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 1e-3}));
+  train(model, m, opt);
+  ct_assert_ok(ct_checkpoint_save(ck, m, opt, &(ct_checkpoint_meta){.epoch = 1, .rng = gen}));
+  ct_tensor *ours = logits(m);
+  ct_assert_ok(ct_safetensors_save(ours_path, 1, (const char *[]){"logits"}, &ours, 0, NULL));
+  snprintf(cmd, sizeof cmd, "'%s' '%s' load %s '%s' '%s' '%s' '%s'", ct_test_python(), script, model, data_dir, ck,
+           ours_path, theirs_path);
+  fflush(stdout); /* so that what cuttle printed comes before what Python prints */
+  assert_int_equal(system(cmd), 0);
+  ct_tensor *theirs = read_logits(theirs_path);
+  char what[64];
+  snprintf(what, sizeof what, "%s: cuttle trained and saved, PyTorch loaded", model);
+  compare(what, ours, theirs);
+  ct_tensor_free(theirs), ct_tensor_free(ours);
   ct_optimizer_free(opt);
   ct_module_free(m);
   ct_test_rmdir(dir);
 }
 
-static void torch_state_dict_loads_in_cuttle(void **state) {
-  (void)state;
-  char *dir = ct_test_tmpdir(), ck[4200], cmd[16384];
+static void torch_trains_cuttle_loads(const char *model) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir()), ck[4200], theirs_path[4200], cmd[32768];
   snprintf(ck, sizeof ck, "%s/torch.safetensors", dir);
-  snprintf(cmd, sizeof cmd, "%s %s save %s", python(), script, ck);
+  snprintf(theirs_path, sizeof theirs_path, "%s/torch_logits.safetensors", dir);
+  snprintf(cmd, sizeof cmd, "'%s' '%s' train %s '%s' '%s' '%s'", ct_test_python(), script, model, data_dir, ck,
+           theirs_path);
+  fflush(stdout); /* so that what cuttle printed comes before what Python prints */
   assert_int_equal(system(cmd), 0);
-  /* the file holds "expected" beside the weights: read it, then load the weights alone */
-  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(ck));
-  ct_tensor *expected = ct_assert_nonnull(ct_safetensors_get(f, "expected", CT_DEVICE_CPU));
-  int n = ct_safetensors_count(f);
-  const char **names = calloc((size_t)n, sizeof *names);
-  ct_tensor **ts = calloc((size_t)n, sizeof *ts);
-  int k = 0;
-  for (int i = 0; i < n; i++) {
-    ct_safetensors_info info;
-    ct_assert_ok(ct_safetensors_info_at(f, i, &info));
-    if (strcmp(info.name, "expected") == 0) continue;
-    names[k] = info.name;
-    ts[k++] = ct_assert_nonnull(ct_safetensors_get(f, info.name, CT_DEVICE_CPU));
-  }
-  char weights[4200];
-  snprintf(weights, sizeof weights, "%s/weights.safetensors", dir);
-  ct_assert_ok(ct_safetensors_save(weights, k, names, ts, 0, NULL));
-  ct_module *m = ct_assert_nonnull(ct_model_new("cnn", CT_DEVICE_CPU, NULL));
-  ct_assert_ok(ct_checkpoint_load(weights, m, NULL, NULL));
-  ct_tensor *ours = ct_assert_nonnull(forward(m));
-  ct_assert_close(ours, expected, 1e-5, 1e-4);
-  for (int i = 0; i < k; i++) ct_tensor_free(ts[i]);
-  free(ts), free(names);
-  ct_tensor_free(ours), ct_tensor_free(expected);
-  ct_safetensors_close(f);
+  /* A fresh model with other initial weights: only the loaded ones can give PyTorch's logits. */
+  ct_module *m = ct_assert_nonnull(ct_model_new(model, CT_DEVICE_CPU, NULL));
+  ct_checkpoint_meta meta;
+  ct_assert_ok(ct_checkpoint_load(ck, m, NULL, &meta));
+  assert_int_equal(meta.has_training_state, 0);
+  ct_tensor *ours = logits(m), *theirs = read_logits(theirs_path);
+  char what[64];
+  snprintf(what, sizeof what, "%s: PyTorch trained and saved, cuttle loaded", model);
+  compare(what, ours, theirs);
+  ct_tensor_free(theirs), ct_tensor_free(ours);
   ct_module_free(m);
   ct_test_rmdir(dir);
 }
 
+static void mlp_cuttle_to_torch(void **state) { (void)state, cuttle_trains_torch_loads("mlp"); }
+static void cnn_cuttle_to_torch(void **state) { (void)state, cuttle_trains_torch_loads("cnn"); }
+static void mlp_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle_loads("mlp"); }
+static void cnn_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle_loads("cnn"); }
+
 int main(void) {
-  char probe[8192];
-  snprintf(probe, sizeof probe, "%s -c 'import torch, safetensors' >/dev/null 2>&1", python());
-  if (system(probe) != 0) {
-    printf("SKIP: %s cannot import torch and safetensors (set CUTTLE_PYTHON to an interpreter that can)\n", python());
+  int rc = ct_test_require_python("numpy, torch, safetensors.torch");
+  if (rc != 0) return rc;
+  data_dir = ct_test_data_dir();
+  if (!data_dir) {
+    printf("SKIP: Fashion-MNIST not found (apt-get install dataset-fashion-mnist)\n");
     return CT_TEST_SKIP;
   }
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   snprintf(script, sizeof script, "%s/tests/io/torch_interop.py", src ? src : ".");
-  const struct CMUnitTest tests[] = {cmocka_unit_test(cuttle_checkpoint_loads_in_torch),
-                                     cmocka_unit_test(torch_state_dict_loads_in_cuttle)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest tests[] = {cmocka_unit_test(mlp_cuttle_to_torch), cmocka_unit_test(cnn_cuttle_to_torch),
+                                     cmocka_unit_test(mlp_torch_to_cuttle), cmocka_unit_test(cnn_torch_to_cuttle)};
+  return cmocka_run_group_tests(tests, read_data, free_data);
 }

@@ -531,17 +531,12 @@ static void test_failed_save_keeps_old_file(void **state) {
   assert_int_equal(count_dir_entries(dir), 1); /* the temp file is gone */
   free(after);
 
-  /* A temp file that someone else left at our temp path is neither used nor removed. */
+  /* A file at our temp path can only be left by an earlier process that had our pid and was
+   * killed mid-save (io.h): it is stale, so the save removes it instead of failing on it forever. */
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   write_all(tmp, "x", 1);
-  assert_int_equal(ct_safetensors_save(path, 1, &name, &big, 0, NULL), CT_EIO);
   assert_int_equal(count_dir_entries(dir), 2);
-  after = read_all(path, &n1);
-  assert_memory_equal(before, after, n0);
-  free(after);
-  unlink(tmp);
-
   ct_assert_ok(ct_safetensors_save(path, 1, &name, &big, 0, NULL));
   assert_int_equal(count_dir_entries(dir), 1);
   ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));

@@ -77,7 +77,9 @@ void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol) {
   ct_assert_nonnull(a);
   ct_assert_nonnull(b);
   char sa[128], sb[128];
-  if (ct_tensor_numel(a) != ct_tensor_numel(b)) {
+  int same = ct_tensor_ndim(a) == ct_tensor_ndim(b);
+  for (int d = 0; same && d < ct_tensor_ndim(a); d++) same = ct_tensor_shape(a)[d] == ct_tensor_shape(b)[d];
+  if (!same) {
     fprintf(stderr, "shapes differ: %s vs %s\n", ct_shape_str(a, sa, sizeof sa), ct_shape_str(b, sb, sizeof sb));
     fail();
   }
@@ -95,4 +97,22 @@ void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol) {
   free(va);
   free(vb);
   if (worst >= 0) fail();
+}
+
+const char *ct_test_python(void) {
+  const char *p = getenv("CUTTLE_PYTHON");
+  return p && *p ? p : "python3";
+}
+
+int ct_test_require_python(const char *modules) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' -c 'import %s' >/dev/null 2>&1", ct_test_python(), modules);
+  if (system(cmd) == 0) return 0;
+  const char *optional = getenv("CUTTLE_INTEROP_OPTIONAL");
+  int skip = optional && strcmp(optional, "1") == 0;
+  printf("%s: %s cannot import %s. Run scripts/python_env.sh BUILD_DIR (scripts/test.sh does), or point "
+         "CUTTLE_PYTHON (the CMake cache variable) at an interpreter that can%s\n",
+         skip ? "SKIP" : "FAIL", ct_test_python(), modules,
+         skip ? "; skipped because CUTTLE_INTEROP_OPTIONAL=1" : ", or set CUTTLE_INTEROP_OPTIONAL=1 to skip instead");
+  return skip ? CT_TEST_SKIP : 1;
 }

@@ -26,9 +26,19 @@ const char *ct_test_data_dir(void);
 char *ct_test_tmpdir(void);
 void ct_test_rmdir(char *dir);
 
-/* Every value of a and b (copied to the host as f64) within atol + rtol |b|; prints the worst. */
+/* a and b have the same shape (else the test fails, printing both) and every value of a and b
+ * (copied to the host as f64) is within atol + rtol |b|; prints the worst. A test that means to
+ * compare different shapes reshapes one of them first. */
 void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol);
 /* A host copy of t as f64 (malloc'd, numel entries). */
 double *ct_test_values(ct_tensor *t);
+
+/* The Python interpreter of the interop tests: $CUTTLE_PYTHON (tests/CMakeLists.txt sets it to the
+ * build folder's venv, which scripts/python_env.sh makes), else "python3". */
+const char *ct_test_python(void);
+/* 0 when ct_test_python() imports `modules` (a Python import list, "torch, safetensors"). Otherwise
+ * prints why and how to fix it and returns the exit code for main: 1 (a failure), or CT_TEST_SKIP
+ * when CUTTLE_INTEROP_OPTIONAL=1 says that a missing interpreter or module is acceptable here. */
+int ct_test_require_python(const char *modules);
 
 #endif

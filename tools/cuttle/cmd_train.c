@@ -2,9 +2,18 @@
  *
  * train: builds the mlp or cnn on the chosen device, trains it with the data loader's worker
  * threads, shows a progress line (images/s, loss, ETA), evaluates on the test set after each
- * epoch, appends one JSON line per epoch to --metrics, and saves a checkpoint with --save. Ctrl-C
- * finishes the current step, saves a checkpoint and exits 0. --resume continues from a
- * checkpoint (model, optimizer, epoch and RNG state). */
+ * epoch, appends one JSON line per epoch to --metrics, and saves a checkpoint with --save (after
+ * each epoch, and every --save-every steps). --resume continues from a checkpoint (model, optimizer,
+ * epoch and RNG state).
+ *
+ * Signals. Batch schedulers (SLURM, PBS, Kubernetes) send SIGTERM some time before they kill a
+ * job, as a shell's Ctrl-C sends SIGINT. The first of either finishes the current step, saves a
+ * checkpoint and exits with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), the status
+ * a shell reports for a process a signal ended, so job scripts see that the run was cut short and
+ * can requeue it with --resume. A second signal ends the process at once by that signal (its
+ * default action), leaving the last complete checkpoint as it was: checkpoints are written
+ * atomically (ct_checkpoint_save), and the handler removes the temporary file of a save in
+ * progress. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <math.h>
@@ -20,16 +29,35 @@
 #include "cuttle/io.h"
 #include "train_loop.h"
 
+/* The number of the first SIGINT or SIGTERM, 0 until one arrives. */
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
+/* What a second signal removes before the process ends, filled in before the handler is installed:
+ * the temporary name ct_safetensors_save gives a finished file just before renaming it (or writes
+ * to, without O_TMPFILE), and this process's monitor stats file. Empty strings are skipped. */
+static char doomed_tmp[4200], doomed_stats[256];
+
+static void on_signal(int sig) {
+  if (!interrupted) {
+    interrupted = sig;
+    return;
+  }
+  /* Only async-signal-safe calls from here on (POSIX signal-safety(7)): unlink, sigaction,
+   * sigprocmask, raise. */
+  if (doomed_tmp[0]) unlink(doomed_tmp);
+  if (doomed_stats[0]) unlink(doomed_stats);
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  sigaction(sig, &dfl, NULL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  raise(sig);
 }
 
 typedef struct {
   const char *model, *device, *optimizer, *schedule, *data_dir, *save, *resume, *metrics, *checkpoint;
   int epochs, workers, progress;
-  int64_t batch;
+  int64_t batch, max_steps, save_every;
   double lr;
   uint64_t seed;
 } options;
@@ -53,10 +81,19 @@ static ct_status pick_device(const char *s, ct_device *d) {
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N] [--epochs N] [--batch-size N]\n"
              "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
-             "                    [--schedule constant|step|cosine] [--save FILE] [--resume FILE] [--metrics FILE]\n"
-             "                    [--no-progress]\n"
+             "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
+             "                    [--max-steps N] [--metrics FILE] [--no-progress]\n"
              "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
-             "          --schedule cosine --workers 2 --seed 0\n");
+             "          --schedule cosine --workers 2 --seed 0\n"
+             "--save FILE       save a checkpoint after every epoch (written atomically: FILE is always whole)\n"
+             "--save-every N    also save it every N training steps (needs --save); the epoch in progress is\n"
+             "                  not counted, so --resume repeats it from its start\n"
+             "--max-steps N     stop after N training steps of this run (saving as at an interrupt; exit 0)\n"
+             "--resume FILE     continue from a checkpoint; the --optimizer must be the one it was saved with\n"
+             "exit status: 0 done, 1 failure, 2 usage error; on the first SIGINT (Ctrl-C) or SIGTERM (what batch\n"
+             "schedulers send before a kill) the current step is finished, a checkpoint saved (--save FILE, else\n"
+             "cuttle-interrupted.safetensors) and the exit status is 128+signal: 130 (SIGINT), 143 (SIGTERM);\n"
+             "a second signal ends the process at once by that signal and leaves the last checkpoint as it was\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -68,6 +105,40 @@ static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t e
   return s;
 }
 
+/* What the per-step hook (--save-every, --max-steps) needs. */
+typedef struct {
+  const options *o;
+  ct_module *m;
+  ct_optimizer *opt;
+  ct_generator *gen;
+  int64_t epoch;        /* epochs completed: what a save in the middle of an epoch records */
+  int64_t steps;        /* training steps of this run */
+  int64_t saved_steps;  /* the optimizer's step count at the last save to --save, -1 before one */
+  int hit_max_steps;
+} run_state;
+
+static ct_status save_run(run_state *r, const char *path) {
+  ct_status s = save(path, r->m, r->opt, r->epoch, r->gen);
+  if (s == CT_OK && r->o->save && strcmp(path, r->o->save) == 0) r->saved_steps = ct_optimizer_steps(r->opt);
+  return s;
+}
+
+static int after_step(void *ctx) {
+  run_state *r = ctx;
+  r->steps++;
+  if (r->o->max_steps && r->steps >= r->o->max_steps) {
+    r->hit_max_steps = 1;
+    return 1; /* the stop path saves */
+  }
+  /* After a signal the loop stops at once and the stop path saves; saving here too would only
+   * delay the exit the scheduler is waiting for. */
+  if (r->o->save_every && r->steps % r->o->save_every == 0 && !interrupted) {
+    ct_status s = save_run(r, r->o->save);
+    if (s != CT_OK) return s;
+  }
+  return 0;
+}
+
 int ct_cmd_train(int argc, char **argv) {
   options o = {.model = "cnn", .device = "auto", .optimizer = "adam", .schedule = "cosine", .epochs = 5, .workers = 2, .batch = 128, .lr = 1e-3,
                .progress = 1};
@@ -75,7 +146,8 @@ int ct_cmd_train(int argc, char **argv) {
       {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
       {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
       {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
-      {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
+      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -94,12 +166,22 @@ int ct_cmd_train(int argc, char **argv) {
       case 'M': o.metrics = optarg; break;
       case 'P': o.progress = 0; break;
       case 'L': o.schedule = optarg; break;
+      case 'x': o.max_steps = atoll(optarg); break;
+      case 'E': o.save_every = atoll(optarg); break;
       case 'h': return usage_train(stdout);
       default: return usage_train(stderr);
     }
   }
-  if (o.epochs < 1 || o.batch < 1 || o.workers < 0 || !(o.lr > 0)) {
-    fprintf(stderr, "cuttle: --epochs, --batch-size must be >= 1, --workers >= 0 and --lr > 0\n");
+  if (optind < argc) {
+    fprintf(stderr, "cuttle train: unexpected argument \"%s\"\n", argv[optind]);
+    return usage_train(stderr);
+  }
+  if (o.epochs < 1 || o.batch < 1 || o.workers < 0 || !(o.lr > 0) || o.max_steps < 0 || o.save_every < 0) {
+    fprintf(stderr, "cuttle: --epochs, --batch-size must be >= 1, --workers, --max-steps, --save-every >= 0 and --lr > 0\n");
+    return 2;
+  }
+  if (o.save_every && !o.save) {
+    fprintf(stderr, "cuttle: --save-every needs --save FILE\n");
     return 2;
   }
   ct_optim_opts oo = {.lr = o.lr};
@@ -148,6 +230,7 @@ int ct_cmd_train(int argc, char **argv) {
     ct_checkpoint_meta meta = {0};
     if (ct_checkpoint_load(o.resume, m, opt, &meta) != CT_OK) {
       fprintf(stderr, "cuttle: cannot resume: %s\n", ct_last_error());
+      if (ct_last_status() == CT_EINVAL) fprintf(stderr, "cuttle: pass the --optimizer the checkpoint was saved with\n");
       goto done;
     }
     start_epoch = meta.epoch;
@@ -166,27 +249,48 @@ int ct_cmd_train(int argc, char **argv) {
   }
   fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g (%s), batch %lld, %d workers\n", o.model, devname,
           (long long)ct_module_num_params(m), o.optimizer, o.lr, o.schedule, (long long)o.batch, o.workers);
-  struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
-  sigaction(SIGINT, &sa, &old_sa);
+  /* Where a stop by signal saves: --save, or a fixed name so that Ctrl-C never loses the run. */
+  const char *stop_path = o.save ? o.save : "cuttle-interrupted.safetensors";
+  int w = snprintf(doomed_tmp, sizeof doomed_tmp, "%s.tmp.%ld", stop_path, (long)getpid());
+  if (w < 0 || (size_t)w >= sizeof doomed_tmp) doomed_tmp[0] = 0; /* never unlink a truncated name */
+  if (ct_monitor_stats_path((int)getpid(), doomed_stats, sizeof doomed_stats) != CT_OK) doomed_stats[0] = 0;
+  ct_clear_error();
+  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, old_int, old_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
   int64_t per_epoch = ct_dataset_len(train);
+  run_state rs = {.o = &o, .m = m, .opt = opt, .gen = &gen, .saved_steps = -1};
   status = 0;
-  for (int64_t epoch = start_epoch; epoch < o.epochs && !interrupted && status == 0; epoch++) {
-    ct_optimizer_set_lr(opt, ct_sched_lr(&sched, o.lr, (int)epoch));
-    ct_cli_epoch_opts eo = {.interrupted = &interrupted, .progress = o.progress, .epoch = (int)epoch + 1,
-                            .epochs = o.epochs, .per_epoch = per_epoch, .publish = 1};
-    ct_cli_epoch_stats es;
-    if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
-      status = 1;
+  int64_t epoch = start_epoch;
+  for (; epoch < o.epochs && status == 0; epoch++) {
+    rs.epoch = epoch;
+    ct_cli_epoch_stats es = {0};
+    if (!interrupted) {
+      ct_optimizer_set_lr(opt, ct_sched_lr(&sched, o.lr, (int)epoch));
+      ct_cli_epoch_opts eo = {.interrupted = &interrupted, .progress = o.progress, .epoch = (int)epoch + 1,
+                              .epochs = o.epochs, .per_epoch = per_epoch, .publish = 1, .after_step = after_step,
+                              .ctx = &rs};
+      if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
+        status = 1;
+        break;
+      }
+    }
+    if (interrupted || rs.hit_max_steps) {
+      if (interrupted)
+        fprintf(stderr, "\n%s in epoch %lld after %lld images\n", interrupted == SIGTERM ? "terminated (SIGTERM)" : "interrupted",
+                (long long)epoch + 1, (long long)es.seen);
+      else
+        fprintf(stderr, "\nstopped after %lld steps (--max-steps) in epoch %lld\n", (long long)rs.steps, (long long)epoch + 1);
+      /* The partial epoch is not counted: resuming repeats it from its start. A stop right after an
+       * epoch's save (the signal came during the evaluation) has nothing new to save. */
+      const char *path = interrupted ? stop_path : o.save;
+      int fresh = o.save && path == o.save && rs.saved_steps == ct_optimizer_steps(opt);
+      if (path && !fresh && save_run(&rs, path) != CT_OK) status = 1;
       break;
     }
     double secs = es.seconds, loss_sum = es.loss_sum;
     int64_t seen = es.seen;
-    if (interrupted) {
-      fprintf(stderr, "\ninterrupted in epoch %lld after %lld images\n", (long long)epoch + 1, (long long)seen);
-      /* the partial epoch is not counted: resuming repeats it from its start */
-      save(o.save ? o.save : "cuttle-interrupted.safetensors", m, opt, epoch, &gen);
-      break;
-    }
     double acc = ct_cli_evaluate(m, test, dev, o.workers);
     if (acc < 0) {
       fprintf(stderr, "\ncuttle: evaluation failed: %s\n", ct_last_error());
@@ -203,9 +307,14 @@ int ct_cmd_train(int argc, char **argv) {
                   "\"device\": \"%s\"}\n", (long long)epoch + 1, train_loss, acc, ips, secs, devname);
       fflush(mf);
     }
-    if (o.save && save(o.save, m, opt, epoch + 1, &gen) != CT_OK) status = 1;
+    rs.epoch = epoch + 1;
+    if (o.save && save_run(&rs, o.save) != CT_OK) status = 1;
   }
-  sigaction(SIGINT, &old_sa, NULL);
+  /* A signal that cut the run short is the exit status (128 + its number, as a shell reports);
+   * one that came after the last epoch changed nothing. */
+  if (status == 0 && interrupted && epoch < o.epochs) status = 128 + interrupted;
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   ct_monitor_unpublish();
 done:
   if (mf) fclose(mf);

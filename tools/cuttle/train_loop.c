@@ -89,6 +89,14 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       break;
     }
     seen += b, steps++;
+    if (o->after_step) {
+      int r = o->after_step(o->ctx);
+      if (r < 0) {
+        status = r;
+        break;
+      }
+      if (r > 0) break;
+    }
     double t = now();
     if (o->publish && t - last_publish > 2.0) { /* `cuttle smi --pid` shows these allocator figures */
       ct_monitor_publish();

@@ -17,6 +17,11 @@ typedef struct {
   int epoch, epochs;                  /* 1-based epoch and the total, for the progress line */
   int64_t per_epoch;                  /* images in an epoch, for the progress line */
   int publish;                        /* ct_monitor_publish every 2 s (for `cuttle smi --pid`) */
+  /* Called after every successful step when not NULL (with ctx): 0 goes on, 1 ends the epoch after
+   * this step as *interrupted does, a negative ct_status ends it with that status. `cuttle train`
+   * uses it for --save-every and --max-steps. */
+  int (*after_step)(void *ctx);
+  void *ctx;
 } ct_cli_epoch_opts;
 
 typedef struct {
@@ -27,8 +32,8 @@ typedef struct {
 } ct_cli_epoch_stats;
 
 /* One epoch of loader's batches: forward, cross-entropy, backward, optimizer step, each step in a
- * scope. Returns CT_OK (also when interrupted), or the status of the failed step after printing
- * "cuttle: training step failed: ..." to stderr. */
+ * scope. Returns CT_OK (also when interrupted or ended by after_step), the status of the failed step
+ * after printing "cuttle: training step failed: ..." to stderr, or after_step's negative status. */
 ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader, const ct_cli_epoch_opts *o,
                              ct_cli_epoch_stats *out);
 

@@ -88,7 +88,8 @@ void ct__cpu_free(void *p, size_t nbytes) {
   if (size >= CACHE_MIN && !cache_bypassed() && cached + size <= CACHE_MAX_BYTES) {
     block *b = spare_nodes;
     if (b) spare_nodes = b->next;
-    else b = malloc(sizeof *b);
+    else b = malloc(sizeof *b); /* not ct__malloc: failing here only skips the cache, and must not
+                                   overwrite the error of the op whose temporaries are being freed */
     if (b) {
       b->p = p, b->size = size, b->next = free_list, free_list = b;
       cached += size;

@@ -154,11 +154,8 @@ static _Thread_local struct {
 
 char *ct__conv_scratch(int slot, size_t n) {
   if (n <= workspace[slot].n) return workspace[slot].p;
-  void *p = realloc(workspace[slot].p, n ? n : 1);
-  if (!p) {
-    ct__error(CT_ENOMEM, "conv2d: out of host memory for %zu bytes of scratch", n);
-    return NULL;
-  }
+  void *p = ct__realloc(workspace[slot].p, n, "conv2d's scratch");
+  if (!p) return NULL;
   workspace[slot].p = p, workspace[slot].n = n;
   return p;
 }

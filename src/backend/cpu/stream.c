@@ -14,8 +14,8 @@ ct_status ct__cpu_stream_wait_event(int index, void *stream, void *event) { retu
 
 ct_status ct__cpu_event_record(int index, void *stream, void **out) {
   struct timespec ts;
-  double *e = malloc(sizeof *e);
-  if (!e) return ct__error(CT_ENOMEM, "ct_event_record: out of host memory");
+  double *e = ct__malloc(sizeof *e, "a cpu event");
+  if (!e) return CT_ENOMEM;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   *e = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6; /* milliseconds */
   *out = e;

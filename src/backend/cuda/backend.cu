@@ -12,6 +12,7 @@ extern "C" const ct_backend ct__cuda_backend = {
     .name = "cuda",
     .kind = CT_CUDA,
     .device_count = ct__cuda_device_count,
+    .device_is_gpu = NULL, /* every CUDA device is a GPU: the registry row says so */
     .device_props = ct__cuda_device_props,
     .synchronize = ct__cuda_synchronize,
     .alloc = ct__cuda_alloc,

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Make the Python that the interop tests run (tests/io/test_interop_*.c): DIR/venv, a virtual
+# environment with Debian's PyTorch and numpy (python3-torch, installed with apt through deps.sh) and
+# safetensors from PyPI (Debian 12 packages no python3-safetensors). tests/CMakeLists.txt points
+# CUTTLE_PYTHON at DIR/venv/bin/python by default, so DIR is the build folder.
+#   scripts/python_env.sh DIR
+# Only what is missing is installed, so a second run costs one import check.
+set -eu
+cd "$(dirname "$0")/.."
+dir="${1:?usage: scripts/python_env.sh BUILD_DIR}"
+./scripts/deps.sh python3-torch python3-venv
+venv="$dir/venv"
+# Debian's interpreter by its full path: the python3 first on PATH may be another one (pyenv, conda)
+# that does not see /usr/lib/python3/dist-packages, where python3-torch puts torch.
+if [ ! -x "$venv/bin/python" ]; then
+  mkdir -p "$dir"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+if ! "$venv/bin/python" -c "import safetensors" >/dev/null 2>&1; then
+  echo "cuttle: installing safetensors into $venv"
+  # The version the interop tests were written against, so that a new release cannot change them
+  # unseen.
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "safetensors==0.8.0"
+fi
+# Fail here, with the interpreter's own message, rather than in the tests.
+"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch"

@@ -1,0 +1,242 @@
+/* src/backend/opencl/allocator.c: the caching allocator, one per device (in its context), and the
+ * device addresses that stand for buffers (opencl_backend.h).
+ *
+ * clCreateBuffer and clReleaseMemObject cost a driver call each (PoCL: a host malloc and its
+ * bookkeeping), so freed buffers are kept and handed out again. Requests are rounded up (to 512 B up
+ * to 1 MiB, to 2 MiB above) and a request takes the smallest cached buffer of at least its rounded
+ * size but at most twice it (buffers are never split). Every kernel and blocking copy runs on the
+ * device's in-order compute queue, and the compute queue waits for every non-blocking copy queued on
+ * the copy queue (a barrier, copy.c), so a buffer freed by the host while queued work still uses it
+ * is only reused by work queued after that.
+ *
+ * Each buffer sits in a slot of the allocator's slot table for as long as it exists (live or
+ * cached); the slot gives the buffer's address (slot + 1) << CT_OCL_SLOT_BITS.
+ *
+ * Statistics as the CUDA allocator's: allocated, reserved (allocated + cached), peak allocated, and
+ * the number of clCreateBuffer calls. Out of memory: a request above the device's maximum buffer
+ * size (CL_DEVICE_MAX_MEM_ALLOC_SIZE) fails at once; a request that would take reserved memory past
+ * the device's global memory, or a failed clCreateBuffer, first empties the cache and retries once;
+ * then alloc returns NULL with CT_ENOMEM, naming the bytes asked, held and the device's limits. */
+#include <string.h>
+#include "backend/opencl/opencl_backend.h"
+
+typedef struct {
+  cl_mem mem; /* NULL: a free slot */
+  size_t size;
+  int live;   /* 1: held by a tensor; 0: cached */
+} slot;
+
+struct ct__ocl_allocator {
+  int index;
+  pthread_mutex_t lock;
+  slot *slots;
+  size_t nslots, cap;
+  size_t allocated, reserved, peak, cached;
+  uint64_t num_mallocs;
+};
+
+#define KIB ((size_t)1024)
+#define MIB (KIB * KIB)
+
+static size_t round_size(size_t n) {
+  if (n == 0) n = 1;
+  if (n <= MIB) return (n + 511) & ~(size_t)511;
+  return (n + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+}
+
+static const char *human(size_t n, char *buf, size_t len) {
+  if (n >= 1024 * MIB) snprintf(buf, len, "%.2f GiB", (double)n / (double)(1024 * MIB));
+  else if (n >= MIB) snprintf(buf, len, "%.2f MiB", (double)n / (double)MIB);
+  else if (n >= KIB) snprintf(buf, len, "%.2f KiB", (double)n / (double)KIB);
+  else snprintf(buf, len, "%zu bytes", n);
+  return buf;
+}
+
+static void *addr_of(size_t s) { return (void *)(uintptr_t)(((uint64_t)s + 1) << CT_OCL_SLOT_BITS); }
+
+ct__ocl_allocator *ct__ocl_allocator_new(int index) {
+  ct__ocl_allocator *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->index = index;
+  pthread_mutex_init(&a->lock, NULL);
+  return a;
+}
+
+static ct__ocl_allocator *allocator_of(int index) {
+  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
+  return c ? c->alloc : NULL;
+}
+
+/* Release every cached buffer; the caller holds a->lock. */
+static void release_cached(ct__ocl_allocator *a) {
+  for (size_t i = 0; i < a->nslots; i++) {
+    slot *s = &a->slots[i];
+    if (!s->mem || s->live) continue;
+    clReleaseMemObject(s->mem);
+    a->reserved -= s->size;
+    a->cached -= s->size;
+    s->mem = NULL;
+    s->size = 0;
+  }
+}
+
+/* A free slot index, growing the table; (size_t)-1 when out of host memory. */
+static size_t free_slot(ct__ocl_allocator *a) {
+  for (size_t i = 0; i < a->nslots; i++)
+    if (!a->slots[i].mem) return i;
+  if (a->nslots == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    slot *ns = realloc(a->slots, cap * sizeof *ns);
+    if (!ns) return (size_t)-1;
+    a->slots = ns;
+    a->cap = cap;
+  }
+  a->slots[a->nslots] = (slot){0};
+  return a->nslots++;
+}
+
+static void *oom(ct__ocl_allocator *a, size_t nbytes, size_t size, const char *why) {
+  char b[5][32];
+  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(a->index);
+  ct__error(CT_ENOMEM,
+            "opencl:%d: out of memory: asked for %s (%zu bytes, %s after rounding); %s. cuttle's allocator holds %s "
+            "(%s allocated by tensors, the rest cached); the device allows %s per buffer and has %s of global memory. "
+            "Free tensors, call ct_empty_cache, or use smaller batches",
+            a->index, human(nbytes, b[0], 32), nbytes, human(size, b[1], 32), why, human(a->reserved, b[2], 32),
+            human(a->allocated, b[3], 32), human(d->max_alloc, b[4], 32), human(d->global_mem, b[0], 32));
+  return NULL;
+}
+
+void *ct__ocl_alloc(int index, size_t nbytes) {
+  ct__ocl_allocator *a = allocator_of(index);
+  if (!a) return NULL;
+  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
+  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  size_t size = round_size(nbytes);
+  if (nbytes > d->max_alloc || size > ((size_t)1 << CT_OCL_SLOT_BITS)) {
+    pthread_mutex_lock(&a->lock);
+    void *r = oom(a, nbytes, size, "that is more than one buffer can hold");
+    pthread_mutex_unlock(&a->lock);
+    return r;
+  }
+  if (size > d->max_alloc) size = nbytes; /* rounding must not push a legal request over the limit */
+  pthread_mutex_lock(&a->lock);
+  size_t best = (size_t)-1;
+  for (size_t i = 0; i < a->nslots; i++) {
+    slot *s = &a->slots[i];
+    if (s->mem && !s->live && s->size >= size && s->size <= 2 * size && (best == (size_t)-1 || s->size < a->slots[best].size))
+      best = i;
+  }
+  if (best != (size_t)-1) {
+    slot *s = &a->slots[best];
+    s->live = 1;
+    a->cached -= s->size;
+    a->allocated += s->size;
+    if (a->allocated > a->peak) a->peak = a->allocated;
+    pthread_mutex_unlock(&a->lock);
+    return addr_of(best);
+  }
+  if (a->reserved + size > d->global_mem) release_cached(a);
+  if (a->reserved + size > d->global_mem) {
+    void *r = oom(a, nbytes, size, "the device's global memory is taken");
+    pthread_mutex_unlock(&a->lock);
+    return r;
+  }
+  cl_int e;
+  cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, size, NULL, &e);
+  if (e != CL_SUCCESS) {
+    release_cached(a);
+    m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, size, NULL, &e);
+  }
+  if (e != CL_SUCCESS) {
+    char why[96];
+    snprintf(why, sizeof why, "clCreateBuffer failed with %s", ct__ocl_errstr(e));
+    void *r = oom(a, nbytes, size, why);
+    pthread_mutex_unlock(&a->lock);
+    return r;
+  }
+  size_t i = free_slot(a);
+  if (i == (size_t)-1) {
+    clReleaseMemObject(m);
+    pthread_mutex_unlock(&a->lock);
+    CT_FAIL_NULL(CT_ENOMEM, "opencl:%d: out of host memory for the allocator's slot table", index);
+  }
+  a->slots[i] = (slot){m, size, 1};
+  a->num_mallocs++;
+  a->reserved += size;
+  a->allocated += size;
+  if (a->allocated > a->peak) a->peak = a->allocated;
+  pthread_mutex_unlock(&a->lock);
+  return addr_of(i);
+}
+
+/* The slot of address p (which may point inside its buffer), or (size_t)-1. The caller holds a->lock. */
+static size_t slot_of(ct__ocl_allocator *a, const void *p, size_t *byte_off) {
+  uint64_t v = (uint64_t)(uintptr_t)p, s = v >> CT_OCL_SLOT_BITS;
+  if (s == 0 || s - 1 >= a->nslots || !a->slots[s - 1].mem) return (size_t)-1;
+  *byte_off = (size_t)(v & (((uint64_t)1 << CT_OCL_SLOT_BITS) - 1));
+  return (size_t)(s - 1);
+}
+
+void ct__ocl_free(int index, void *p, size_t nbytes) {
+  (void)nbytes;
+  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  if (!c || !p) return;
+  ct__ocl_allocator *a = c->alloc;
+  size_t off;
+  pthread_mutex_lock(&a->lock);
+  size_t i = slot_of(a, p, &off);
+  if (i != (size_t)-1 && a->slots[i].live) {
+    a->slots[i].live = 0;
+    a->allocated -= a->slots[i].size;
+    a->cached += a->slots[i].size;
+  }
+  pthread_mutex_unlock(&a->lock);
+}
+
+ct_status ct__ocl_resolve(int index, const void *p, cl_mem *mem, size_t *byte_offset) {
+  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  if (!c) return ct__error(CT_EINVAL, "opencl:%d: address %p belongs to no buffer (the device has no context)", index, p);
+  ct__ocl_allocator *a = c->alloc;
+  pthread_mutex_lock(&a->lock);
+  size_t i = slot_of(a, p, byte_offset);
+  *mem = i != (size_t)-1 ? a->slots[i].mem : NULL;
+  pthread_mutex_unlock(&a->lock);
+  if (!*mem) return ct__error(CT_EINVAL, "opencl:%d: address %p belongs to no buffer of this device", index, p);
+  return CT_OK;
+}
+
+ct_status ct__ocl_memory_stats(int index, ct_memory_stats *out) {
+  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  if (!c) return CT_OK; /* no context yet: nothing allocated, zeros */
+  ct__ocl_allocator *a = c->alloc;
+  pthread_mutex_lock(&a->lock);
+  out->allocated = a->allocated;
+  out->reserved = a->reserved;
+  out->peak_allocated = a->peak;
+  out->num_device_mallocs = a->num_mallocs;
+  pthread_mutex_unlock(&a->lock);
+  return CT_OK;
+}
+
+ct_status ct__ocl_empty_cache(int index) {
+  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  if (!c) return CT_OK;
+  /* queued work may still use a cached buffer's memory only through a live one; finish first anyway,
+   * so that the memory is back with the driver when this returns */
+  CT_OCL_TRY(clFinish(c->compute), "clFinish", index);
+  CT_OCL_TRY(clFinish(c->copy), "clFinish (copy queue)", index);
+  pthread_mutex_lock(&c->alloc->lock);
+  release_cached(c->alloc);
+  pthread_mutex_unlock(&c->alloc->lock);
+  return CT_OK;
+}
+
+ct_status ct__ocl_reset_peak(int index) {
+  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  if (!c) return CT_OK;
+  pthread_mutex_lock(&c->alloc->lock);
+  c->alloc->peak = c->alloc->allocated;
+  pthread_mutex_unlock(&c->alloc->lock);
+  return CT_OK;
+}

@@ -1,0 +1,198 @@
+/* src/backend/opencl/context.c: the per-device contexts of the OpenCL backend, and what every
+ * launcher shares: resolving tensors to (buffer, offset) arguments, the strided iterator's host
+ * half, launching a kernel, and temporaries.
+ *
+ * A context holds what cuttle keeps for one device: a cl_context, an in-order compute queue (every
+ * kernel, CLBlast call and blocking copy, so that work is ordered without events), a copy queue for
+ * the non-blocking copies from and to pinned host memory (ordered against the compute queue by
+ * events, copy.c), the program and its kernels, and the caching allocator. ct_synchronize finishes
+ * both queues. Both are created with profiling on, so that events can be timed. Contexts
+ * are created on first use, one per device, under one lock, and live until the process ends; the
+ * table of them is the backend's only state besides the device list (device.c). */
+#include <string.h>
+#include "backend/opencl/opencl_backend.h"
+
+static ct__ocl_ctx *ctx_table[CT_OCL_MAX_DEVICES];
+static pthread_mutex_t ctx_table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void ctx_destroy(ct__ocl_ctx *c) {
+  if (c->compute) clReleaseCommandQueue(c->compute);
+  if (c->copy) clReleaseCommandQueue(c->copy);
+  if (c->context) clReleaseContext(c->context);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+static ct__ocl_ctx *ctx_create(int index) {
+  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
+  ct__ocl_ctx *c = calloc(1, sizeof *c);
+  if (!c) CT_FAIL_NULL(CT_ENOMEM, "opencl:%d: out of host memory for the device context", index);
+  c->index = index;
+  c->info = d;
+  pthread_mutex_init(&c->lock, NULL);
+  cl_int e;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
+  const char *what = "clCreateContext";
+  c->context = clCreateContext(props, 1, &d->device, NULL, NULL, &e);
+  /* profiling on: events recorded on these queues are timed (ct_event_elapsed_ms, event.c) */
+  const cl_command_queue_properties qp = CL_QUEUE_PROFILING_ENABLE;
+  if (e == CL_SUCCESS) what = "clCreateCommandQueue", c->compute = clCreateCommandQueue(c->context, d->device, qp, &e);
+  if (e == CL_SUCCESS) c->copy = clCreateCommandQueue(c->context, d->device, qp, &e);
+  if (e == CL_SUCCESS && !(c->alloc = ct__ocl_allocator_new(index)))
+    e = CL_OUT_OF_HOST_MEMORY, what = "the allocator";
+  if (e != CL_SUCCESS) {
+    ct__error(CT_EBACKEND, "opencl:%d (%s): %s failed while creating the device context: %s", index, d->name, what,
+              ct__ocl_errstr(e));
+    ctx_destroy(c);
+    return NULL;
+  }
+  return c;
+}
+
+ct__ocl_ctx *ct__ocl_ctx_peek(int index) {
+  if (index < 0 || index >= CT_OCL_MAX_DEVICES) return NULL;
+  pthread_mutex_lock(&ctx_table_lock);
+  ct__ocl_ctx *c = ctx_table[index];
+  pthread_mutex_unlock(&ctx_table_lock);
+  return c;
+}
+
+ct__ocl_ctx *ct__ocl_ctx_get(int index) {
+  int n = ct__ocl_device_count();
+  if (index < 0 || index >= n)
+    CT_FAIL_NULL(CT_EDEVICE, "opencl:%d does not exist: this machine has %d OpenCL device%s", index, n, n == 1 ? "" : "s");
+  pthread_mutex_lock(&ctx_table_lock);
+  if (!ctx_table[index]) ctx_table[index] = ctx_create(index);
+  ct__ocl_ctx *c = ctx_table[index];
+  pthread_mutex_unlock(&ctx_table_lock);
+  return c;
+}
+
+ct_status ct__ocl_synchronize(int index) {
+  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
+  if (!c) return ct_last_status();
+  CT_OCL_TRY(clFinish(c->compute), "clFinish (compute queue)", index);
+  CT_OCL_TRY(clFinish(c->copy), "clFinish (copy queue)", index);
+  return CT_OK;
+}
+
+ct_status ct__ocl_buf_of(const ct_tensor *t, ct__ocl_buf *out) {
+  size_t byte_off;
+  ct_status s = ct__ocl_resolve(t->device.index, ct__ptr(t), &out->mem, &byte_off);
+  if (s != CT_OK) return s;
+  out->off = (cl_long)(byte_off / ct_dtype_size(t->dtype));
+  out->dt = (cl_int)t->dtype;
+  return CT_OK;
+}
+
+void ct__ocl_iter_init(ct__ocl_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
+  memset(it, 0, sizeof *it);
+  int n = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1) continue; /* a size-1 dim never moves any operand */
+    if (n > 0) {
+      int merge = 1;
+      for (int k = 0; k < nops; k++) {
+        int64_t s = strides[k] ? strides[k][d] : 0;
+        if (it->stride[k][n - 1] != s * shape[d]) merge = 0;
+      }
+      if (merge) {
+        it->size[n - 1] *= shape[d];
+        for (int k = 0; k < nops; k++) it->stride[k][n - 1] = strides[k] ? strides[k][d] : 0;
+        continue;
+      }
+    }
+    it->size[n] = shape[d];
+    for (int k = 0; k < nops; k++) it->stride[k][n] = strides[k] ? strides[k][d] : 0;
+    n++;
+  }
+  if (n == 0) it->size[0] = 1, n = 1; /* one element: one dim of size 1 keeps the kernel's loop simple */
+  it->ndim = n;
+}
+
+ct__ocl_arg ct__ocl_real_arg(int index, double v, ct__ocl_real *slot) {
+  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
+  if (d && d->fp64) {
+    slot->d = v;
+    return (ct__ocl_arg){sizeof(cl_double), &slot->d};
+  }
+  slot->f = (cl_float)v;
+  return (ct__ocl_arg){sizeof(cl_float), &slot->f};
+}
+
+ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const ct__ocl_arg *args) {
+  if (n == 0) return CT_OK;
+  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
+  if (!c) return ct_last_status();
+  pthread_mutex_lock(&c->lock);
+  cl_kernel k = ct__ocl_kernel(c, name);
+  cl_int e = k ? CL_SUCCESS : CL_INVALID_KERNEL;
+  int bad = -1;
+  for (int i = 0; k && i < nargs && e == CL_SUCCESS; i++)
+    if ((e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value)) != CL_SUCCESS) bad = i;
+  if (k && e == CL_SUCCESS) e = clEnqueueNDRangeKernel(c->compute, k, 1, NULL, &n, NULL, 0, NULL, NULL);
+  pthread_mutex_unlock(&c->lock);
+  if (!k) return ct_last_status();
+  if (e != CL_SUCCESS) {
+    if (bad >= 0) return ct__error(CT_EBACKEND, "opencl:%d: kernel %s: argument %d: %s", index, name, bad, ct__ocl_errstr(e));
+    return ct__error(CT_EBACKEND, "opencl:%d: launching kernel %s over %zu work-items failed: %s", index, name, n,
+                     ct__ocl_errstr(e));
+  }
+  return CT_OK;
+}
+
+/* ---- temporaries */
+int ct__ocl_is_contiguous(const ct_tensor *t) {
+  int64_t expect = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->stride[d] != expect) return 0;
+    expect *= t->shape[d];
+  }
+  return 1;
+}
+
+static void tmp_release(ct_storage *s) { (void)s; }
+
+ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *shape, ct_dtype dt) {
+  memset(tmp, 0, sizeof *tmp);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  size_t nbytes = (size_t)n * ct_dtype_size(dt);
+  void *p = ct__ocl_alloc(index, nbytes);
+  if (!p) return ct_last_status();
+  tmp->s.refs = 1;
+  tmp->s.data = p;
+  tmp->s.nbytes = nbytes;
+  tmp->s.device = CT_DEVICE_OPENCL(index);
+  tmp->s.backend = &ct__opencl_backend;
+  tmp->s.release = tmp_release;
+  tmp->t.refs = 1;
+  tmp->t.ndim = ndim;
+  for (int d = 0; d < ndim; d++) tmp->t.shape[d] = shape[d];
+  ct__contiguous_strides(ndim, shape, tmp->t.stride);
+  tmp->t.dtype = dt;
+  tmp->t.device = CT_DEVICE_OPENCL(index);
+  tmp->t.storage = &tmp->s;
+  tmp->owned = 1;
+  return CT_OK;
+}
+
+ct_status ct__ocl_tmp_cast(ct__ocl_tmp *tmp, ct_tensor *t, ct_dtype dt) {
+  if (t->dtype == dt && ct__ocl_is_contiguous(t)) {
+    memset(tmp, 0, sizeof *tmp);
+    tmp->t = *t; /* a borrowed header: same storage, nothing to free */
+    return CT_OK;
+  }
+  CT_OCL_CHECK(ct__ocl_tmp_new(tmp, t->device.index, t->ndim, t->shape, dt));
+  ct_status s = ct__ocl_copy(&tmp->t, t);
+  if (s != CT_OK) ct__ocl_tmp_free(tmp);
+  return s;
+}
+
+ct_status ct__ocl_tmp_contiguous(ct__ocl_tmp *tmp, ct_tensor *t) { return ct__ocl_tmp_cast(tmp, t, t->dtype); }
+
+void ct__ocl_tmp_free(ct__ocl_tmp *tmp) {
+  if (tmp->owned && tmp->s.data) ct__ocl_free(tmp->s.device.index, tmp->s.data, tmp->s.nbytes);
+  tmp->owned = 0;
+  tmp->s.data = NULL;
+}

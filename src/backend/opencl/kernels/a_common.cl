@@ -1,0 +1,73 @@
+/* src/backend/opencl/kernels/a_common.cl: what every kernel file shares (first in the program, by
+ * its name): typed loads and stores by runtime dtype tag, and the strided iterator.
+ *
+ * The host prepends a prelude (src/backend/opencl/program.c) that defines REAL (double where the
+ * device has cl_khr_fp64, else float), the dtype tags DT_* with ct_dtype's values, CT_MAX_DIMS, and
+ * the ops.def formulas as functions. Buffers are passed as (__global uchar *base, long off): off
+ * counts elements of the operand's dtype, since cuttle's tensors carry their offset in elements. */
+
+/* Element i (from the buffer's start, in elements) of a buffer of dtype dt, as REAL. */
+REAL ld(__global const uchar *p, long i, int dt) {
+  switch (dt) {
+    case DT_F32: return (REAL)((__global const float *)p)[i];
+#ifdef CT_FP64
+    case DT_F64: return ((__global const double *)p)[i];
+#endif
+    case DT_F16: return (REAL)vload_half(i, (__global const half *)p);
+    case DT_BF16: return (REAL)as_float(((uint)((__global const ushort *)p)[i]) << 16);
+    case DT_I32: return (REAL)((__global const int *)p)[i];
+    case DT_I64: return (REAL)((__global const long *)p)[i];
+    case DT_U8: return (REAL)p[i];
+    case DT_BOOL: return p[i] != 0 ? (REAL)1 : (REAL)0;
+  }
+  return (REAL)0;
+}
+
+/* Clamp v into [lo, hi] and truncate, NaN giving 0: the CPU's conversion to an integer dtype. */
+long to_long(REAL v, REAL lo, REAL hi) {
+  if (isnan(v)) return 0;
+  if (v < lo) v = lo;
+  if (v > hi) v = hi;
+  return (long)v;
+}
+
+/* bfloat16 bits of f, rounded to nearest even; a NaN stays a quiet NaN (as ct_f32_to_bf16). */
+ushort f32_to_bf16(float f) {
+  uint u = as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ushort)(u >> 16);
+}
+
+/* Store v as element i of a buffer of dtype dt, converted as the CPU's ct__store converts. */
+void st(__global uchar *p, long i, int dt, REAL v) {
+  switch (dt) {
+    case DT_F32: ((__global float *)p)[i] = (float)v; break;
+#ifdef CT_FP64
+    case DT_F64: ((__global double *)p)[i] = v; break;
+#endif
+    case DT_F16: vstore_half_rte((float)v, i, (__global half *)p); break;
+    case DT_BF16: ((__global ushort *)p)[i] = f32_to_bf16((float)v); break;
+    case DT_I32: ((__global int *)p)[i] = (int)to_long(v, (REAL)-2147483648.0, (REAL)2147483647.0); break;
+    case DT_I64: ((__global long *)p)[i] = to_long(v, (REAL)-9223372036854775808.0, (REAL)9223372036854774784.0); break;
+    case DT_U8: p[i] = (uchar)(to_long(v, (REAL)-1e18, (REAL)1e18) & 0xff); break;
+    case DT_BOOL: p[i] = v != 0; break;
+  }
+}
+
+/* The strided iterator: up to 4 operands over ndim merged dims (host: ct__ocl_iter_init). Linear
+ * index i of the output's shape gives each operand's element offset (without its base offset). */
+typedef struct {
+  long ndim;
+  long size[CT_MAX_DIMS];
+  long stride[4][CT_MAX_DIMS];
+} ct_iter;
+
+void iter_offsets(const ct_iter *it, long i, int nops, long *off) {
+  for (int k = 0; k < nops; k++) off[k] = 0;
+  for (int d = (int)it->ndim - 1; d >= 0; d--) {
+    long idx = i % it->size[d];
+    i /= it->size[d];
+    for (int k = 0; k < nops; k++) off[k] += idx * it->stride[k][d];
+  }
+}

@@ -1,0 +1,186 @@
+/* src/backend/opencl/opencl_backend.h: what the OpenCL backend's files share: the per-device
+ * context, the device "pointers", temporaries, the strided iterator and the kernel launcher. The
+ * backend's folder is the only place that includes CL headers.
+ *
+ * Device pointers. OpenCL buffers are cl_mem handles, not addresses, but cuttle's storage holds a
+ * void * and the core computes element addresses as data + offset * itemsize (ct__ptr) before it
+ * calls memcpy. So each buffer gets a window of a virtual address space: the allocator gives a
+ * buffer slot s the address (s + 1) << CT_OCL_SLOT_BITS, and ct__ocl_resolve turns any address
+ * inside the window back into (cl_mem, byte offset). Nothing ever dereferences these addresses;
+ * ct_tensor_data returns NULL for a device tensor. A buffer is therefore at most 2^36 bytes (64 GiB). */
+#ifndef CUTTLE_OPENCL_BACKEND_H
+#define CUTTLE_OPENCL_BACKEND_H
+
+#include <CL/cl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include "backend/backend.h"
+
+#define CT_OCL_MAX_DEVICES 64
+#define CT_OCL_SLOT_BITS 36
+#define CT_OCL_MAX_KERNELS 32
+
+typedef struct ct__ocl_allocator ct__ocl_allocator;
+
+/* One OpenCL device: fixed facts from enumeration (device.c). */
+typedef struct {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_device_type type;
+  char name[256], vendor[128], driver[64];
+  size_t global_mem, max_alloc;
+  int fp16, fp64;
+} ct__ocl_devinfo;
+
+/* The context of one device, created on first use (context.c) and kept until the process ends. */
+typedef struct {
+  int index;
+  const ct__ocl_devinfo *info;
+  cl_context context;
+  cl_command_queue compute; /* in order: every kernel, CLBlast call and blocking copy */
+  cl_command_queue copy;    /* in order: the non-blocking copies from and to pinned host memory (copy.c) */
+  pthread_mutex_t lock;     /* guards the program, the kernel table and every clSetKernelArg/enqueue pair */
+  cl_program program;       /* built on first launch (program.c) */
+  int nkernels;
+  struct {
+    const char *name;
+    cl_kernel k;
+  } kernels[CT_OCL_MAX_KERNELS];
+  ct__ocl_allocator *alloc;
+} ct__ocl_ctx;
+
+/* ---- devices (device.c) */
+int ct__ocl_device_count(void);
+const ct__ocl_devinfo *ct__ocl_devinfo_get(int index); /* NULL when index is out of range */
+ct_status ct__ocl_device_props(int index, ct_device_props *out);
+int ct__ocl_device_is_gpu(int index);
+const char *ct__ocl_errstr(cl_int e);
+
+/* ---- contexts (context.c): NULL with CT_EDEVICE / CT_EBACKEND set on failure */
+ct__ocl_ctx *ct__ocl_ctx_get(int index);
+ct__ocl_ctx *ct__ocl_ctx_peek(int index); /* the context when it exists, else NULL (no error) */
+ct_status ct__ocl_synchronize(int index);
+
+/* ---- the program (program.c): the kernel `name` of the device's program, built or loaded from
+ * the on-disk cache on first use. The caller holds ctx->lock. */
+cl_kernel ct__ocl_kernel(ct__ocl_ctx *ctx, const char *name);
+/* The ops.def formulas as OpenCL C functions (elementwise.c), for the program's prelude. */
+size_t ct__ocl_ops_source(char *buf, size_t n);
+
+/* ---- memory (allocator.c) */
+void *ct__ocl_alloc(int index, size_t nbytes);
+void ct__ocl_free(int index, void *p, size_t nbytes);
+/* The buffer holding address p of device index and p's byte offset in it; CT_EINVAL for an address
+ * that is no live buffer's (a bug). */
+ct_status ct__ocl_resolve(int index, const void *p, cl_mem *mem, size_t *byte_offset);
+ct_status ct__ocl_memory_stats(int index, ct_memory_stats *out);
+ct_status ct__ocl_empty_cache(int index);
+ct_status ct__ocl_reset_peak(int index);
+ct__ocl_allocator *ct__ocl_allocator_new(int index);
+
+/* ---- pinned host memory (pinned.c): the vtable's pinned_* entries, and whether [p, p + nbytes)
+ * lies inside a live pinned block (only then may a copy from or to it be asynchronous); a block
+ * found is marked as used by a queued copy, so that freeing it fences the copy queues */
+void *ct__ocl_pinned_alloc(size_t nbytes);
+void ct__ocl_pinned_free(void *p, size_t nbytes);
+void ct__ocl_pinned_stats(ct_memory_stats *out);
+void ct__ocl_pinned_empty_cache(void);
+int ct__ocl_pinned_use(const void *p, size_t nbytes);
+
+/* ---- streams and events (event.c): the vtable's stream_* and event_* entries */
+ct_status ct__ocl_stream_new(int index, void **out);
+void ct__ocl_stream_free(int index, void *stream);
+ct_status ct__ocl_stream_synchronize(int index, void *stream);
+ct_status ct__ocl_stream_wait_event(int index, void *stream, void *event);
+ct_status ct__ocl_event_record(int index, void *stream, void **out);
+ct_status ct__ocl_event_synchronize(int index, void *event);
+int ct__ocl_event_query(int index, void *event);
+ct_status ct__ocl_event_elapsed_ms(int index, void *start, void *end, double *ms);
+void ct__ocl_event_free(int index, void *event);
+
+/* ---- copies (copy.c) */
+ct_status ct__ocl_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking);
+ct_status ct__ocl_copy(ct_tensor *dst, ct_tensor *src);
+ct_status ct__ocl_fill(ct_tensor *dst, double value);
+
+/* ---- a tensor operand as kernel arguments: its buffer and its element offset from the buffer's start */
+typedef struct {
+  cl_mem mem;
+  cl_long off;
+  cl_int dt;
+} ct__ocl_buf;
+ct_status ct__ocl_buf_of(const ct_tensor *t, ct__ocl_buf *out);
+
+/* ---- the strided iterator (host half; kernels/a_common.cl has the device half) */
+typedef struct {
+  cl_long ndim;
+  cl_long size[CT_MAX_DIMS];
+  cl_long stride[4][CT_MAX_DIMS];
+} ct__ocl_iter;
+/* Merge dims of shape where every operand is contiguous across them; strides[k] NULL: zeros. */
+void ct__ocl_iter_init(ct__ocl_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides);
+
+/* ---- launching: kernel `name` over n work-items with nargs arguments (sizes and values) */
+typedef struct {
+  size_t size;
+  const void *value;
+} ct__ocl_arg;
+#define CT_OCL_ARG(x) ((ct__ocl_arg){sizeof(x), &(x)})
+ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const ct__ocl_arg *args);
+/* REAL, the kernels' compute type, for scalar arguments: a double where the device has fp64 */
+typedef union {
+  cl_double d;
+  cl_float f;
+} ct__ocl_real;
+ct__ocl_arg ct__ocl_real_arg(int index, double v, ct__ocl_real *slot);
+
+/* ---- temporaries: a contiguous device tensor living on the stack of a kernel launcher */
+typedef struct {
+  ct_storage s;
+  ct_tensor t;
+  int owned;
+} ct__ocl_tmp;
+int ct__ocl_is_contiguous(const ct_tensor *t);
+ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *shape, ct_dtype dt);
+/* t itself (borrowed header) when contiguous, else a contiguous copy */
+ct_status ct__ocl_tmp_contiguous(ct__ocl_tmp *tmp, ct_tensor *t);
+/* a contiguous copy of t in dtype dt (t's own header when it already is one) */
+ct_status ct__ocl_tmp_cast(ct__ocl_tmp *tmp, ct_tensor *t, ct_dtype dt);
+void ct__ocl_tmp_free(ct__ocl_tmp *tmp);
+
+/* ---- kernels by family (one file each); each returns CT_OK or sets the error */
+ct_status ct__ocl_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x);
+ct_status ct__ocl_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y);
+ct_status ct__ocl_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
+ct_status ct__ocl_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b);
+ct_status ct__ocl_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
+ct_status ct__ocl_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
+ct_status ct__ocl_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
+ct_status ct__ocl_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+ct_status ct__ocl_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
+                                  const ct_conv2d_opts *o);
+ct_status ct__ocl_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
+ct_status ct__ocl_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
+ct_status ct__ocl_softmax(ct_tensor *y, ct_tensor *x, int log);
+ct_status ct__ocl_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
+ct_status ct__ocl_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
+ct_status ct__ocl_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__ocl_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+ct_status ct__ocl_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
+ct_status ct__ocl_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
+ct_status ct__ocl_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
+ct_status ct__ocl_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
+
+#define CT_OCL_CHECK(x)           \
+  do {                            \
+    ct_status s_ = (x);           \
+    if (s_ != CT_OK) return s_;   \
+  } while (0)
+
+#define CT_OCL_TRY(call, what, index)                                                                        \
+  do {                                                                                                       \
+    cl_int e_ = (call);                                                                                      \
+    if (e_ != CL_SUCCESS) return ct__error(CT_EBACKEND, "opencl:%d: %s failed: %s", (index), (what), ct__ocl_errstr(e_)); \
+  } while (0)
+
+#endif

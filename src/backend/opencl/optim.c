@@ -1,0 +1,36 @@
+/* src/backend/opencl/optim.c: the launchers of the fused Adam/AdamW and SGD updates
+ * (kernels/optim.cl) over contiguous p, g and state of one floating dtype. */
+#include "backend/opencl/opencl_backend.h"
+
+ct_status ct__ocl_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a) {
+  ct__ocl_buf pb, gb, mb, vb;
+  CT_OCL_CHECK(ct__ocl_buf_of(p, &pb));
+  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
+  CT_OCL_CHECK(ct__ocl_buf_of(m, &mb));
+  CT_OCL_CHECK(ct__ocl_buf_of(v, &vb));
+  int i = p->device.index;
+  ct__ocl_real r[7];
+  cl_int dec = a->decoupled;
+  ct__ocl_arg args[] = {CT_OCL_ARG(pb.mem), CT_OCL_ARG(pb.off), CT_OCL_ARG(gb.mem), CT_OCL_ARG(gb.off), CT_OCL_ARG(mb.mem),
+                        CT_OCL_ARG(mb.off), CT_OCL_ARG(vb.mem), CT_OCL_ARG(vb.off), CT_OCL_ARG(pb.dt),
+                        ct__ocl_real_arg(i, a->lr, &r[0]), ct__ocl_real_arg(i, a->beta1, &r[1]), ct__ocl_real_arg(i, a->beta2, &r[2]),
+                        ct__ocl_real_arg(i, a->eps, &r[3]), ct__ocl_real_arg(i, a->weight_decay, &r[4]), CT_OCL_ARG(dec),
+                        ct__ocl_real_arg(i, a->bias_correction1, &r[5]), ct__ocl_real_arg(i, a->bias_correction2, &r[6])};
+  return ct__ocl_launch(i, "adam_step", (size_t)ct_tensor_numel(p), 17, args);
+}
+
+ct_status ct__ocl_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a) {
+  ct__ocl_buf pb, gb, bb;
+  CT_OCL_CHECK(ct__ocl_buf_of(p, &pb));
+  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
+  bb = pb; /* a valid buffer argument when there is no momentum buffer */
+  if (buf) CT_OCL_CHECK(ct__ocl_buf_of(buf, &bb));
+  int i = p->device.index;
+  ct__ocl_real r[4];
+  cl_int has = buf != NULL, nest = a->nesterov, first = a->first_step;
+  ct__ocl_arg args[] = {CT_OCL_ARG(pb.mem), CT_OCL_ARG(pb.off), CT_OCL_ARG(gb.mem), CT_OCL_ARG(gb.off), CT_OCL_ARG(bb.mem),
+                        CT_OCL_ARG(bb.off), CT_OCL_ARG(has), CT_OCL_ARG(pb.dt), ct__ocl_real_arg(i, a->lr, &r[0]),
+                        ct__ocl_real_arg(i, a->momentum, &r[1]), ct__ocl_real_arg(i, a->dampening, &r[2]),
+                        ct__ocl_real_arg(i, a->weight_decay, &r[3]), CT_OCL_ARG(nest), CT_OCL_ARG(first)};
+  return ct__ocl_launch(i, "sgd_step", (size_t)ct_tensor_numel(p), 14, args);
+}
