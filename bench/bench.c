@@ -20,6 +20,7 @@ static const struct {
     {"norms", ct_bench_norms, "1000 matmul norms: one ct_item each vs kept on the device, with the copy ledger"},
     {"bandwidth", ct_bench_bandwidth, "host<->device copy bandwidth, pageable vs pinned, 4 KiB to 1 GiB"},
     {"train", ct_bench_train, "mlp/cnn training on Fashion-MNIST: images/s and accuracy, optionally vs PyTorch"},
+    {"two-devices", ct_bench_two_devices, "two matmuls on two devices at once vs one after the other on one"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
@@ -27,7 +28,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: cuttle bench <benchmark> [options]   (cuttle bench <benchmark> --help for its options)\n\n"
              "benchmarks:\n");
   for (size_t i = 0; i < NSUB; i++) fprintf(f, "  %-13s %s\n", subcommands[i].name, subcommands[i].help);
-  fprintf(f, "\ncommon options: --device cpu|cuda:N|auto, --quick (a small fast configuration), --csv FILE\n");
+  fprintf(f, "\ncommon options: --device cpu|cuda:N|opencl:N|auto, --quick (a small fast configuration), --csv FILE\n");
 }
 
 int ct_cmd_bench(int argc, char **argv) {
@@ -95,21 +96,10 @@ int ct_bench_time(ct_bench_fn fn, void *ctx, ct_device dev, const ct_bench_opts 
 }
 
 int ct_bench_device(const char *s, ct_device *out) {
-  if (strcmp(s, "auto") == 0) {
-    *out = ct_device_best(CT_BEST_MOST_FREE_MEMORY);
-    return 0;
-  }
-  if (ct_device_parse(s, out) != CT_OK) {
-    fprintf(stderr, "cuttle bench: %s\n", ct_last_error());
-    return 1;
-  }
-  if (!ct_device_available(*out)) {
-    char name[32];
-    fprintf(stderr, "cuttle bench: device %s is not available (%d cuda device(s)); use --device cpu or auto\n",
-            ct_device_str(*out, name, sizeof name), ct_device_count(CT_CUDA));
-    return 1;
-  }
-  return 0;
+  ct_status st = ct_cli_device("cuttle bench", s, out);
+  /* a missing device has already said why; a malformed name says it here */
+  if (st != CT_OK && st != CT_EDEVICE) fprintf(stderr, "cuttle bench: %s\n", ct_last_error());
+  return st != CT_OK;
 }
 
 const char *ct_bench_bytes(size_t n, char *buf, size_t cap) {

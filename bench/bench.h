@@ -15,6 +15,7 @@ int ct_bench_matmul_sweep(int argc, char **argv);
 int ct_bench_norms(int argc, char **argv);
 int ct_bench_bandwidth(int argc, char **argv);
 int ct_bench_train(int argc, char **argv);
+int ct_bench_two_devices(int argc, char **argv);
 
 /* Seconds on the monotonic clock. */
 double ct_bench_now(void);
@@ -40,8 +41,9 @@ typedef struct {
  * the device work. Returns 0, or nonzero when fn or the synchronization failed. */
 int ct_bench_time(ct_bench_fn fn, void *ctx, ct_device dev, const ct_bench_opts *o, ct_bench_result *out);
 
-/* Parse --device: "auto" (the best GPU, else the CPU), "cpu", "cuda:N", "gpu:N". Prints an error
- * and returns nonzero when the string is malformed or the device is missing. */
+/* Parse --device: "auto" (the best GPU, else the CPU), "cpu", "cuda:N", "gpu:N", "opencl:N", through
+ * the CLI's own reading (ct_cli_device in tools/cuttle/commands.h). Prints an error and returns
+ * nonzero when the string is malformed or the device is missing. */
 int ct_bench_device(const char *s, ct_device *out);
 
 /* "n/a (no GPU)" and friends are plain text cells; numbers are formatted by the caller. */

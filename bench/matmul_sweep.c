@@ -1,8 +1,9 @@
 /* bench/matmul_sweep.c: `cuttle bench matmul-sweep`: float32 n x n matmul for n = 16, 32, ... on
- * the CPU and on a GPU, the GPU twice: compute only (inputs already there) and with the copies (both
- * inputs host-to-device and the result device-to-host with ct_to, from pageable memory), so the
- * table shows from which n the GPU wins, with and without paying for the transfers. Without a GPU
- * the GPU columns say so. */
+ * the CPU and on a device (a CUDA GPU or an OpenCL device, "dev" in the table), the device twice:
+ * compute only (inputs already there) and with the copies (both inputs host-to-device and the
+ * result device-to-host with ct_to, from pageable memory), so the table shows from which n the
+ * device wins, with and without paying for the transfers. Without a device the device columns say
+ * so. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdlib.h>
@@ -33,8 +34,8 @@ static int run_with_copies(void *p) {
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: cuttle bench matmul-sweep [--device cuda:N|auto|cpu] [--max-n N] [--cpu-max-n N] [--quick] [--csv FILE]\n"
-             "defaults: --device auto (the GPU columns use it; cpu = CPU only), --max-n 8192 with a GPU, 4096 without,\n"
+  fprintf(f, "usage: cuttle bench matmul-sweep [--device cuda:N|opencl:N|auto|cpu] [--max-n N] [--cpu-max-n N] [--quick] [--csv FILE]\n"
+             "defaults: --device auto (the dev columns use it; cpu = CPU only), --max-n 8192 with a device, 4096 without,\n"
              "          --cpu-max-n 4096 (the CPU is not timed above it); --quick: --max-n 512\n");
   return f == stdout ? 0 : 2;
 }
@@ -76,9 +77,10 @@ int ct_bench_matmul_sweep(int argc, char **argv) {
   }
   char gname[32], title[160];
   ct_device_str(gpu, gname, sizeof gname);
-  snprintf(title, sizeof title, "matmul-sweep: float32 n x n, median ms (GFLOP/s), CPU vs %s", have_gpu ? gname : "no GPU");
-  const char *heads[] = {"n", "CPU ms", "CPU GFLOP/s", "GPU compute ms", "GPU compute GFLOP/s", "GPU+copies ms",
-                         "GPU+copies GFLOP/s", "faster"};
+  snprintf(title, sizeof title, "matmul-sweep: float32 n x n, median ms (GFLOP/s), CPU vs %s (dev)",
+           have_gpu ? gname : "no device");
+  const char *heads[] = {"n", "CPU ms", "CPU GFLOP/s", "dev compute ms", "dev compute GFLOP/s", "dev+copies ms",
+                         "dev+copies GFLOP/s", "faster"};
   ct_bench_table *t = ct_bench_table_new(title, 8, heads);
   ct_generator gen = ct_generator_new(3);
   int status = 0, win_compute = 0, win_copies = 0;
@@ -111,26 +113,26 @@ int ct_bench_matmul_sweep(int argc, char **argv) {
       snprintf(g1, sizeof g1, "%.4f", gpu_ms), snprintf(g2, sizeof g2, "%.1f", flops / gpu_ms * 1e-6);
       snprintf(p1, sizeof p1, "%.4f", cp_ms), snprintf(p2, sizeof p2, "%.1f", flops / cp_ms * 1e-6);
     } else {
-      for (char *b[] = {g1, g2, p1, p2}, **q = b; q < b + 4; q++) snprintf(*q, 32, "n/a (no GPU)");
+      for (char *b[] = {g1, g2, p1, p2}, **q = b; q < b + 4; q++) snprintf(*q, 32, "n/a (no device)");
     }
     if (!have_gpu) snprintf(fast, sizeof fast, "CPU (only)");
-    else if (cpu_ms < 0) snprintf(fast, sizeof fast, "GPU (CPU not timed)");
+    else if (cpu_ms < 0) snprintf(fast, sizeof fast, "dev (CPU not timed)");
     else {
       int wc = gpu_ms < cpu_ms, wp = cp_ms < cpu_ms;
       if (wc && !win_compute) win_compute = n;
       if (wp && !win_copies) win_copies = n;
-      snprintf(fast, sizeof fast, "%s", wp ? "GPU, even with copies" : wc ? "GPU compute only" : "CPU");
+      snprintf(fast, sizeof fast, "%s", wp ? "dev, even with copies" : wc ? "dev compute only" : "CPU");
     }
     ct_bench_table_rowf(t, "%d|%s|%s|%s|%s|%s|%s|%s", n, c1, c2, g1, g2, p1, p2, fast);
   }
   ct_bench_table_print(t, stdout);
   if (have_gpu && !status) {
-    if (win_compute) printf("the GPU is faster from n = %d (compute only)", win_compute);
-    else printf("the GPU is never faster (compute only) up to n = %d", max_n < cpu_max_n ? max_n : cpu_max_n);
+    if (win_compute) printf("%s is faster from n = %d (compute only)", gname, win_compute);
+    else printf("%s is never faster (compute only) up to n = %d", gname, max_n < cpu_max_n ? max_n : cpu_max_n);
     if (win_copies) printf(", from n = %d with the copies\n", win_copies);
     else printf(", never with the copies\n");
   } else if (!status) {
-    printf("no GPU: the GPU columns are n/a\n");
+    printf("no device: the device columns are n/a\n");
   }
   if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);

@@ -54,7 +54,7 @@ static int run_path(void *p) {
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: cuttle bench norms [--device cpu|cuda:N|auto] [--count N] [--size N] [--quick] [--csv FILE]\n"
+  fprintf(f, "usage: cuttle bench norms [--device cpu|cuda:N|opencl:N|auto] [--count N] [--size N] [--quick] [--csv FILE]\n"
              "defaults: --device auto --count 1000 --size 100 (--quick: --count 100)\n");
   return f == stdout ? 0 : 2;
 }

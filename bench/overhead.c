@@ -25,7 +25,7 @@ static int run_op(void *p) {
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: cuttle bench overhead [--device cpu|cuda:N|auto] [--iters N] [--quick] [--csv FILE]\n"
+  fprintf(f, "usage: cuttle bench overhead [--device cpu|cuda:N|opencl:N|auto] [--iters N] [--quick] [--csv FILE]\n"
              "defaults: --device cpu --iters 20000 (--quick: 2000); the matmul runs a tenth as many\n");
   return f == stdout ? 0 : 2;
 }

@@ -109,7 +109,7 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, ep
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: cuttle bench train [--model mlp|cnn|all] [--device cpu|cuda:N|auto] [--epochs N] [--threads N]\n"
+  fprintf(f, "usage: cuttle bench train [--model mlp|cnn|all] [--device cpu|cuda:N|opencl:N|auto] [--epochs N] [--threads N]\n"
              "                          [--workers N] [--data-dir DIR] [--pytorch] [--python PATH] [--script FILE]\n"
              "                          [--limit N] [--no-progress] [--quick] [--csv FILE]\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2\n"

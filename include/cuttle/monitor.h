@@ -64,11 +64,13 @@ typedef struct {
 
 /* One device of a cuttle process: its allocator's view beside the driver's. */
 typedef struct {
-  char device[32];       /* "cpu", "cuda:0" */
+  char device[32];       /* "cpu", "cuda:0", "opencl:0" (as ct_device_str prints it) */
   int64_t allocated;     /* bytes cuttle's allocator hands out to live tensors, or -1 */
   int64_t reserved;      /* bytes the allocator holds from the system (allocated + cached), or -1 */
   int64_t driver_used;   /* CPU: the process's resident set (VmRSS); GPU: NVML's per-process
                             figure on that GPU; -1 when unknown */
+  int64_t peak_allocated; /* the highest allocated since the start or ct_reset_peak_memory_stats,
+                             from the backend's ct_memory_stats_get; -1 when unknown */
 } ct_monitor_proc_device;
 
 typedef struct {
@@ -118,20 +120,23 @@ char *ct_monitor_render(const ct_monitor_snapshot *s, ct_monitor_format format);
  * *reserved bytes held from the system (allocated plus cache). When no allocator has registered
  * statistics for d's kind (see ct__monitor_set_allocator_stats), the CPU reports the whole
  * process's malloc heap (glibc mallinfo2: in use, and obtained from the system), which includes
- * memory that is not cuttle's. Errors: CT_EINVAL for NULL outputs; CT_EUNSUPPORTED for a GPU whose
- * allocator has not registered; CT_EDEVICE when the registered allocator does not know d. */
+ * memory that is not cuttle's, and another device reports its backend's figures
+ * (ct_memory_stats_get). Errors: CT_EINVAL for NULL outputs; CT_EUNSUPPORTED for a device whose
+ * allocator has not registered and whose backend has no figures (it does not exist here);
+ * CT_EDEVICE when the registered allocator does not know d. */
 ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *reserved);
 
 /* Write this process's allocator statistics (the CPU, then cuda:0, cuda:1, ... for as long as the
- * allocator knows them) to its stats file (ct_monitor_stats_path), atomically (a temporary file in
+ * allocator knows them, then each device of another backend that this process has allocated on,
+ * such as opencl:0) to its stats file (ct_monitor_stats_path), atomically (a temporary file in
  * the same folder, then rename), so that `cuttle smi --pid PID` can show them. Cheap enough to
  * call once per training step. The format, version 1, is text, one record a line:
  *     cuttle-stats 1
  *     pid 12345
  *     time 1732312345.250          (seconds since the epoch, when written)
- *     cpu 1048576 2097152          (device, allocated bytes, reserved bytes)
- *     cuda:0 524288 1048576
- * Readers ignore lines they do not know. Errors: CT_EIO when the file cannot be written. */
+ *     cpu 1048576 2097152 -1       (device, allocated bytes, reserved bytes, peak allocated or -1)
+ *     cuda:0 524288 1048576 786432
+ * Readers ignore lines they do not know; a line without the fourth figure has an unknown peak. Errors: CT_EIO when the file cannot be written. */
 ct_status ct_monitor_publish(void);
 
 /* Remove this process's stats file (call at exit). Errors: CT_EIO when it exists and cannot be

@@ -5,10 +5,9 @@
  * retain_graph. Iterative, so deep graphs cannot overflow the C stack. */
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "ops/ops_internal.h"
 
 void ct__tensor_decref(ct_tensor *t);
-ct_status ct__add_into(ct_tensor *acc, ct_tensor *g); /* ops/elementwise.c: acc += g in place */
 
 typedef struct {
   ct_tensor **v;

@@ -24,6 +24,7 @@ ct_status ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_
   for (int i = 0; i < n_in; i++)
     if (in[i] && in[i]->requires_grad) n->in[i] = ct_tensor_retain(in[i]);
   out->grad_fn = n;
+  out->grad_fn_release = ct__node_free;
   out->requires_grad = true;
   *node = n;
   return CT_OK;

@@ -39,8 +39,4 @@ void ct__node_free(ct_node *n);
  * with CT_ENOMEM when the view header cannot be allocated. */
 ct_tensor *ct__detached(ct_tensor *t);
 
-/* g summed over broadcast dims down to shape (ndim, shape) and cast to dt: how an op's gradient
- * fits an input that was broadcast or promoted. Returns g itself (one more reference) when it fits. */
-ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt);
-
 #endif

@@ -3,6 +3,7 @@
  * that overflows int64 or a byte count that overflows), a dtype, a device that does not exist.
  * Each message names the function, the argument and the fix. */
 #include <stdio.h>
+#include <string.h>
 #include "core/internal.h"
 
 void *ct__null_arg(const char *op, const char *arg) {
@@ -42,11 +43,15 @@ int ct__check_dtype(const char *op, ct_dtype dt) {
 }
 
 int ct__check_device(const char *op, ct_device dev) {
-  char name[32];
+  char name[32], kind[32];
   if (ct_device_available(dev)) return 1;
-  return ct__error(CT_EDEVICE, "%s: device %s does not exist on this machine (it has %d cuda device(s)); pass "
+  /* The kind's registry name ("opencl"), so that the count names the kind the caller asked for. */
+  ct_device_str((ct_device){dev.kind, 1}, kind, sizeof kind);
+  kind[strcspn(kind, ":")] = 0;
+  int known = (unsigned)dev.kind < CT_DEVICE_KIND_COUNT;
+  return ct__error(CT_EDEVICE, "%s: device %s does not exist on this machine (it has %d %s device(s)); pass "
                    "CT_DEVICE_CPU, or ct_try_gpu(i), which falls back to the CPU",
-                   op, ct_device_str(dev, name, sizeof name), ct_device_count(CT_CUDA)),
+                   op, ct_device_str(dev, name, sizeof name), known ? ct_device_count(dev.kind) : 0, kind),
          0;
 }
 

@@ -27,6 +27,22 @@ ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) 
 ct_tensor *ct_ones(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) { return full("ct_ones", ndim, shape, 1, dt, dev); }
 ct_tensor *ct_scalar(double value, ct_dtype dt, ct_device dev) { return full("ct_scalar", 0, NULL, value, dt, dev); }
 
+/* Fill the new contiguous tensor t from the host bytes data (t's size): a blocking copy through
+ * the backend's memcpy onto a device, counted in the ledger and announced to the sync-debug mode
+ * under the name op. The core's own path, so that no constructor needs ct_to (an op). */
+static ct_status upload(const char *op, ct_tensor *t, const void *data) {
+  size_t nbytes = t->storage->nbytes;
+  ct_status s = CT_OK;
+  if (nbytes && t->device.kind != CT_CPU) {
+    char what[96];
+    snprintf(what, sizeof what, "blocking host-to-device copy of %zu bytes from pageable memory", nbytes);
+    s = ct__sync_point(op, t->device, what);
+  }
+  if (s == CT_OK && nbytes) s = t->storage->backend->memcpy(t->device.index, t->storage->data, data, nbytes, 0, 0);
+  if (s == CT_OK && t->device.kind != CT_CPU) ct__ledger_copy(CT_DEVICE_CPU, t->device, nbytes, false, true);
+  return s;
+}
+
 ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_device dev) {
   if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
     CT_FAIL_NULL(CT_EINVAL, "arange: need finite bounds and a nonzero step, got start %g end %g step %g", start, end, step);
@@ -40,7 +56,11 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_devi
   size_t es = ct_dtype_size(dt);
   for (int64_t i = 0; i < n; i++) ct__store((char *)ct__ptr(h) + i * es, dt, start + (double)i * step);
   if (dev.kind == CT_CPU) return h;
-  ct_tensor *d = ct_to(h, dev, 0);
+  ct_tensor *d = ct__alloc(1, &n, dt, dev);
+  if (d && n > 0 && upload("arange", d, ct__ptr(h)) != CT_OK) { /* an empty range moves no bytes and counts no copy */
+    ct_tensor_free(d);
+    d = NULL;
+  }
   ct_tensor_free(h);
   return d;
 }
@@ -51,17 +71,7 @@ ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dty
     return NULL;
   if (!data && numel > 0) CT_FAIL_NULL(CT_EINVAL, "ct_from_host: data is NULL for %lld elements", (long long)numel);
   ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
-  if (!t) return NULL;
-  size_t nbytes = t->storage->nbytes;
-  ct_status s = CT_OK;
-  if (nbytes && dev.kind != CT_CPU) {
-    char what[96];
-    snprintf(what, sizeof what, "blocking host-to-device copy of %zu bytes from pageable memory", nbytes);
-    s = ct__sync_point("ct_from_host", dev, what);
-  }
-  if (s == CT_OK && nbytes) s = t->storage->backend->memcpy(dev.index, t->storage->data, data, nbytes, 0, 0);
-  if (s == CT_OK && dev.kind != CT_CPU) ct__ledger_copy(CT_DEVICE_CPU, dev, nbytes, false, true);
-  if (s != CT_OK) {
+  if (t && upload("ct_from_host", t, data) != CT_OK) {
     ct_tensor_free(t);
     return NULL;
   }

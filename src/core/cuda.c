@@ -2,7 +2,7 @@
  * memory, streams and events. Each function validates its arguments and calls the backend's vtable
  * entry (backend.h), so the devices differ only in their backend, never by #ifdef or by a kind's
  * name here: which backend pins host memory is asked of the registry (ct__pinning_backend). The
- * sync-debug mode lives in copy.c, beside the copies it watches. */
+ * sync-debug mode lives in sync_debug.c and the ledger in ledger.c. */
 #include <stdio.h>
 #include <string.h>
 #include "backend/backend.h"
@@ -82,9 +82,10 @@ int ct_allow_tf32(void) { return __atomic_load_n(&allow_tf32, __ATOMIC_RELAXED);
  * queues), so copies with them are blocking. For the CPU (memory not meant for one device yet), the
  * first backend in registry order that pins. */
 const ct_backend *ct__pinning_backend(ct_device d) {
+  if (!ct_device_available(d)) return NULL; /* cpu:3 no more exists than cuda:99 */
   if (d.kind != CT_CPU) {
     const ct_backend *be = ct__backend(d.kind);
-    return be && be->pinned_alloc && ct_device_available(d) ? be : NULL;
+    return be && be->pinned_alloc ? be : NULL;
   }
   for (int k = 0; k < CT_DEVICE_KIND_COUNT; k++) {
     const ct_backend *be = ct__backend((ct_device_kind)k);
@@ -116,7 +117,7 @@ ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt) {
 
 ct_tensor *ct_empty_pinned_for(ct_device d, int ndim, const int64_t *shape, ct_dtype dt) {
   char name[32];
-  if (d.kind != CT_CPU && !ct_device_available(d))
+  if (!ct_device_available(d))
     CT_FAIL_NULL(CT_EDEVICE, "ct_empty_pinned_for: device %s does not exist on this machine (%d device(s) of its kind)",
                  ct_device_str(d, name, sizeof name), ct_device_count(d.kind));
   return empty_pinned("ct_empty_pinned_for", ct__pinning_backend(d), ndim, shape, dt);

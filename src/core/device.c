@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "backend/backend.h"
-#include "monitor/monitor_internal.h"
 
 /* The registry: one row per device kind, naming it for parsing and printing ("cpu"; "cuda" with
  * the alias "gpu"; "opencl"), with its backend when that is built in (else NULL) and whether its
@@ -75,7 +74,7 @@ ct_status ct_device_parse(const char *s, ct_device *out) {
 char *ct_device_str(ct_device d, char *buf, size_t n) {
   if (!buf) return ct__error(CT_EINVAL, "ct_device_str: buf is NULL (pass a buffer of 32 bytes)"), NULL;
   const registry_row *r = row_of(d.kind);
-  if (d.kind == CT_CPU) snprintf(buf, n, "cpu");
+  if (d.kind == CT_CPU && d.index == 0) snprintf(buf, n, "cpu"); /* the one CPU prints as it is parsed */
   else if (r) snprintf(buf, n, "%s:%d", r->name, d.index);
   else snprintf(buf, n, "device%d:%d", (int)d.kind, d.index);
   return buf;

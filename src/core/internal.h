@@ -38,6 +38,9 @@ struct ct_tensor {
   /* autograd */
   bool requires_grad;
   struct ct_node *grad_fn; /* owned; NULL for a leaf */
+  /* Frees grad_fn; set by autograd with grad_fn, so that the core frees a node without knowing
+   * what a node is (core is the ground floor: it includes nothing from autograd). */
+  void (*grad_fn_release)(struct ct_node *n);
   ct_tensor *grad;         /* owned; accumulated gradient of a leaf */
   ct_tensor *bw_grad;      /* owned; gradient being accumulated during one backward pass */
   int bw_pending;          /* consumers not yet processed during one backward pass */
@@ -136,14 +139,23 @@ char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
  * Returns CT_OK or CT_EDEVICE with the message the design asks for. */
 ct_status ct__same_device(const char *op, int n, ct_tensor *const *ts, const char *const *names);
 
-/* The NumPy broadcast of two shapes into (nd, out); 0 with CT_ESHAPE naming them when impossible. */
-int ct__broadcast_shape(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nd, int64_t *out);
-/* torch.result_type of two tensors (0-dim tensors weigh less). */
-ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b);
-
-/* ---- the ledger */
+/* ---- the ledger (src/core/ledger.c): count one copy of nbytes from src to dst (pinned: the host
+ * side was page-locked; synchronous: the host waited for it), or one synchronization point. */
 void ct__ledger_copy(ct_device src, ct_device dst, size_t nbytes, bool pinned, bool synchronous);
 void ct__ledger_sync(void);
+
+/* ---- copies (src/core/copy.c): copy the contiguous src into the contiguous dst of the same dtype
+ * and size, across devices or within one. A host<->device copy is asynchronous only when
+ * non_blocking is asked and the host side was pinned by the device's own backend; the ledger and
+ * the sync-debug mode (under the name op) are told which it was. Between two devices without a
+ * direct path the bytes go through the host, counted as two copies. */
+ct_status ct__copy_between(const char *op, ct_tensor *dst, ct_tensor *src, int non_blocking);
+
+/* ---- device choice (src/core/best.c): the index in props[0..n) of the best device by policy, -1
+ * when n <= 0. CT_BEST_MOST_FREE_MEMORY: the most free_memory. CT_BEST_LEAST_UTILIZATION: the
+ * lowest known utilization (an unknown one, -1, ranks after every known one), ties broken by more
+ * free memory. Remaining ties go to the lowest index, so the choice is stable. Pure, for tests. */
+int ct__best_index(const ct_device_props *props, int n, ct_best_policy policy);
 
 /* ---- sync-debug (ct_set_sync_debug_mode): what an implicit synchronization with device kind
  * does under mode: 0 nothing, 1 warn, 2 fail. Pure, for tests. */

@@ -146,8 +146,6 @@ ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64
   return v;
 }
 
-void ct__node_free(struct ct_node *n); /* autograd/node.c */
-
 ct_tensor *ct_tensor_retain(ct_tensor *t) {
   if (!t) return ct__null_arg("ct_tensor_retain", "t");
   incref(&t->refs);
@@ -159,7 +157,7 @@ void ct__scope_release_one(ct_tensor *t); /* scope.c */
 /* Destroy when the last reference goes. Called by ct_tensor_free and by scopes. */
 void ct__tensor_decref(ct_tensor *t) {
   if (decref(&t->refs) > 0) return;
-  if (t->grad_fn) ct__node_free(t->grad_fn);
+  if (t->grad_fn) t->grad_fn_release(t->grad_fn);
   if (t->grad) ct__tensor_decref(t->grad);
   if (t->bw_grad) ct__tensor_decref(t->bw_grad);
   storage_release(t->storage);
@@ -234,8 +232,10 @@ ct_status ct__same_device(const char *op, int n, ct_tensor *const *ts, const cha
         if (ts[j] && k < sizeof msg)
           k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s on %s", j ? ", " : "", names[j],
                                 ct_device_str(ts[j]->device, dev, sizeof dev));
-      return ct__error(CT_EDEVICE, "%s); cuttle never copies implicitly: move them to one device first, e.g. %s = ct_to(%s, %s, 0)",
-                       msg, names[i], names[i], ts[first]->device.kind == CT_CPU ? "CT_DEVICE_CPU" : "CT_DEVICE_CUDA(i)");
+      return ct__error(CT_EDEVICE,
+                       "%s); cuttle never copies implicitly: move them to one device first, e.g. %s = ct_to(%s, dev, 0) "
+                       "with dev the device \"%s\" (ct_device_parse)",
+                       msg, names[i], names[i], ct_device_str(ts[first]->device, dev, sizeof dev));
     }
   }
   return CT_OK;

@@ -795,21 +795,32 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
     s = ct__error(CT_EIO, "ct_safetensors_save: fsync of %s failed: %s", tmp, strerror(errno));
     goto fail;
   }
+  /* Without O_TMPFILE the file was written under tmp and is complete now, so it can be closed
+   * before the rename; an unnamed file is closed after it, since its name comes through its fd. */
+  if (!anonymous) {
+    int rc = close(fd);
+    fd = -1;
+    if (rc != 0) {
+      s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", tmp, strerror(errno));
+      goto fail;
+    }
+  }
+  /* From the link to the rename, two system calls back to back, the complete file has the temporary
+   * name: the only window in which a SIGKILL leaves a file behind, which the next save beside path
+   * removes (remove_stale_temps). Nothing else runs in it, to keep it that short. */
   if (anonymous && link_anonymous(fd, tmp) != 0) {
     s = ct__error(CT_EIO, "ct_safetensors_save: cannot link the written file as %s: %s", tmp, strerror(errno));
     goto fail;
   }
-  int rc = close(fd);
-  fd = -1;
-  if (rc != 0) {
-    s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", tmp, strerror(errno));
-    goto fail;
-  }
-  /* From here to the rename, the complete file has the temporary name: the only window in which a
-   * SIGKILL leaves a file behind, which the next save beside path removes (remove_stale_temps). */
   if (rename(tmp, path) != 0) {
     s = ct__error(CT_EIO, "ct_safetensors_save: cannot rename %s to %s: %s", tmp, path, strerror(errno));
     goto fail;
+  }
+  if (fd >= 0) {
+    int rc = close(fd);
+    fd = -1;
+    if (rc != 0) /* the data was fsync'ed above, so a failing close loses nothing; still report it */
+      s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", path, strerror(errno));
   }
   /* Make the rename itself durable: fsync the directory that holds path. */
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

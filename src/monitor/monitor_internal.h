@@ -20,11 +20,6 @@ int ct__nvml_gpu_count(void);
  * bus order. Errors: CT_EUNSUPPORTED without a driver, CT_EDEVICE when no NVML device matches. */
 ct_status ct__nvml_fill_props(int cuda_index, ct_device_props *p);
 
-/* The index in props[0..n) of the best device by policy, -1 when n <= 0.
- * CT_BEST_MOST_FREE_MEMORY: the most free_memory. CT_BEST_LEAST_UTILIZATION: the lowest known
- * utilization (an unknown one, -1, ranks after every known one), ties broken by more free memory.
- * Remaining ties go to the lowest index, so the choice is stable. */
-int ct__best_index(const ct_device_props *props, int n, ct_best_policy policy);
 
 /* ---- registered by allocators and the CUDA backend (optional; the monitor works without them) */
 

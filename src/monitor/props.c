@@ -19,7 +19,9 @@ int ct__nvml_gpu_count(void) {
 }
 
 ct_status ct__nvml_fill_props(int cuda_index, ct_device_props *p) {
-  if (!p || cuda_index < 0) return ct__error(CT_EINVAL, "ct__nvml_fill_props: bad arguments (cuda:%d)", cuda_index);
+  char name[32];
+  if (!p || cuda_index < 0)
+    return ct__error(CT_EINVAL, "ct__nvml_fill_props: bad arguments (%s)", ct_device_str(CT_DEVICE_CUDA(cuda_index), name, sizeof name));
   ct_monitor_snapshot snap;
   memset(&snap, 0, sizeof snap);
   ct__nvml nv;
@@ -35,8 +37,8 @@ ct_status ct__nvml_fill_props(int cuda_index, ct_device_props *p) {
     if (want >= 0 ? ct__pci_key(snap.gpus[i].pci_bus_id) == want : snap.gpus[i].cuda_index == cuda_index) g = &snap.gpus[i];
   }
   if (!g) {
-    s = ct__error(CT_EDEVICE, "no NVML device for cuda:%d%s%s (NVML lists %d GPUs; check CUDA_VISIBLE_DEVICES)",
-                  cuda_index, want >= 0 ? " at PCI bus id " : "", want >= 0 ? p->pci_bus_id : "", snap.ngpus);
+    s = ct__error(CT_EDEVICE, "no NVML device for %s%s%s (NVML lists %d GPUs; check CUDA_VISIBLE_DEVICES)",
+                  ct_device_str(CT_DEVICE_CUDA(cuda_index), name, sizeof name), want >= 0 ? " at PCI bus id " : "", want >= 0 ? p->pci_bus_id : "", snap.ngpus);
   } else {
     snprintf(p->pci_bus_id, sizeof p->pci_bus_id, "%s", g->pci_bus_id);
     snprintf(p->uuid, sizeof p->uuid, "%.63s", g->uuid); /* GPU UUIDs are 40 characters */

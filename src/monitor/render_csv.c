@@ -72,8 +72,10 @@ char *ct__render_csv(const ct_monitor_snapshot *s) {
   ct__sb_printf(&b, "\n");
   for (int i = 0; s->proc.pid > 0 && i < s->proc.ndevices; i++) {
     const ct_monitor_proc_device *d = &s->proc.devices[i];
-    int idx = -1;
-    sscanf(d->device, "cuda:%d", &idx);
+    ct_device dev;
+    int idx = -1; /* the cuda_index column: only a CUDA device has one */
+    if (ct_device_parse(d->device, &dev) != CT_OK) ct_clear_error();
+    else if (dev.kind == CT_CUDA) idx = dev.index;
     ct__sb_printf(&b, "process");
     num(&b, idx);
     ct__sb_printf(&b, ",N/A,%s", d->device); /* nvml_index, name = the device */

@@ -86,6 +86,7 @@ char *ct__render_json(const ct_monitor_snapshot *s) {
       str(&b, "device", d->device);
       num(&b, "allocated_bytes", d->allocated, 1);
       num(&b, "reserved_bytes", d->reserved, 1);
+      num(&b, "peak_allocated_bytes", d->peak_allocated, 1);
       num(&b, "driver_used_bytes", d->driver_used, 0);
       ct__sb_printf(&b, "}");
     }

@@ -65,17 +65,17 @@ static void cpu_row(ct__sbuf *b, const ct_monitor_cpu *c) {
 }
 
 static void proc_rows(ct__sbuf *b, const ct_monitor_proc *p) {
-  char a[32], r[32], d[32];
+  char a[32], r[32], pk[32], d[32];
   ct__sb_printf(b, "\nProcess %d: ", p->pid);
   if (p->stats_found)
     ct__sb_printf(b, "cuttle allocator stats from %.1f s ago\n", p->stats_age_s);
   else
     ct__sb_printf(b, "no cuttle stats (the process has not called ct_monitor_publish): N/A\n");
-  ct__sb_printf(b, "  %-8s %14s %14s %14s\n", "device", "allocated", "reserved", "driver sees");
+  ct__sb_printf(b, "  %-10s %14s %14s %14s %14s\n", "device", "allocated", "reserved", "peak", "driver sees");
   for (int i = 0; i < p->ndevices; i++) {
     const ct_monitor_proc_device *x = &p->devices[i];
-    ct__sb_printf(b, "  %-8s %14s %14s %14s\n", x->device, mib(x->allocated, a, sizeof a), mib(x->reserved, r, sizeof r),
-                  mib(x->driver_used, d, sizeof d));
+    ct__sb_printf(b, "  %-10s %14s %14s %14s %14s\n", x->device, mib(x->allocated, a, sizeof a), mib(x->reserved, r, sizeof r),
+                  mib(x->peak_allocated, pk, sizeof pk), mib(x->driver_used, d, sizeof d));
   }
 }
 

@@ -24,15 +24,15 @@ static void read_proc(int pid, ct_monitor_snapshot *s) {
   if (!p->stats_found) {
     p->ndevices = 0;
     ct_monitor_proc_device *d = &p->devices[p->ndevices++];
-    snprintf(d->device, sizeof d->device, "cpu");
-    d->allocated = d->reserved = -1;
+    ct_device_str(CT_DEVICE_CPU, d->device, sizeof d->device);
+    d->allocated = d->reserved = d->peak_allocated = -1;
     for (int g = 0; g < s->ngpus && p->ndevices < CT_MONITOR_MAX_PROC_DEVICES; g++) {
       if (s->gpus[g].cuda_index < 0) continue;
       for (int k = 0; k < s->gpus[g].process_count; k++) {
         if ((int)s->gpus[g].processes[k].pid != pid) continue;
         d = &p->devices[p->ndevices++];
-        snprintf(d->device, sizeof d->device, "cuda:%d", s->gpus[g].cuda_index);
-        d->allocated = d->reserved = -1;
+        ct_device_str(CT_DEVICE_CUDA(s->gpus[g].cuda_index), d->device, sizeof d->device);
+        d->allocated = d->reserved = d->peak_allocated = -1;
         break;
       }
     }
@@ -40,10 +40,13 @@ static void read_proc(int pid, ct_monitor_snapshot *s) {
   for (int i = 0; i < p->ndevices; i++) {
     ct_monitor_proc_device *d = &p->devices[i];
     d->driver_used = -1;
-    int idx;
-    if (strcmp(d->device, "cpu") == 0) {
+    ct_device dev;
+    if (ct_device_parse(d->device, &dev) != CT_OK) {
+      ct_clear_error(); /* a row this version cannot name has no driver figure */
+    } else if (dev.kind == CT_CPU) {
       d->driver_used = ct__proc_rss("/proc", pid);
-    } else if (sscanf(d->device, "cuda:%d", &idx) == 1) {
+    } else if (dev.kind == CT_CUDA) { /* NVML, the driver's view, knows only NVIDIA GPUs */
+      int idx = dev.index;
       /* The publishing process's cuda:N is this snapshot's cuda:N only when both see the same
        * CUDA_VISIBLE_DEVICES; smi is normally run from the same environment. */
       for (int g = 0; g < s->ngpus; g++) {

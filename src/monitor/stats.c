@@ -46,8 +46,18 @@ ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *res
     *reserved = mi.arena + mi.hblkhd;
     return CT_OK;
   }
-  return ct__error(CT_EUNSUPPORTED, "ct_monitor_allocator_stats: no allocator statistics for cuda:%d in this "
-                   "process (the CUDA allocator registers them when it is first used)", d.index);
+  /* No allocator registered for this kind: its backend's caching allocator has the figures, asked
+   * through the registry like any device property. */
+  char name[32];
+  ct_memory_stats ms;
+  if (ct_device_available(d) && ct_memory_stats_get(d, &ms) == CT_OK) {
+    *allocated = ms.allocated;
+    *reserved = ms.reserved;
+    return CT_OK;
+  }
+  return ct__error(CT_EUNSUPPORTED, "ct_monitor_allocator_stats: no allocator statistics for %s in this process (the "
+                   "device does not exist here, or its allocator has not registered them yet)",
+                   ct_device_str(d, name, sizeof name));
 }
 
 /* The folder for stats files: $XDG_RUNTIME_DIR when it is a folder, else /tmp. */
@@ -65,25 +75,41 @@ ct_status ct_monitor_stats_path(int pid, char *buf, size_t n) {
   return CT_OK;
 }
 
-/* Fill out->devices with what this process's allocators say (allocated/reserved), CPU first. */
+/* Append d's row to out when its allocator answers; 0 when it does not (the end of that kind's
+ * devices). A device of a kind whose allocator has not registered (registered 0) is listed only
+ * once this process has allocated there, so that every device the machine has is not a row. */
+static int gather_one(ct_monitor_proc *out, ct_device d, int registered) {
+  size_t a = 0, r = 0;
+  if (ct_monitor_allocator_stats(d, &a, &r) != CT_OK) {
+    ct_clear_error(); /* an absent device is the normal end of the list, not an error */
+    return 0;
+  }
+  ct_memory_stats ms = {0};
+  int64_t peak = -1;
+  if (d.kind != CT_CPU && ct_memory_stats_get(d, &ms) == CT_OK) peak = (int64_t)ms.peak_allocated;
+  else ct_clear_error();
+  if (!registered && ms.reserved == 0 && ms.peak_allocated == 0) return 1;
+  ct_monitor_proc_device *pd = &out->devices[out->ndevices++];
+  ct_device_str(d, pd->device, sizeof pd->device);
+  pd->allocated = (int64_t)a;
+  pd->reserved = (int64_t)r;
+  pd->peak_allocated = peak;
+  pd->driver_used = -1;
+  return 1;
+}
+
+/* Fill out->devices with what this process's allocators say (allocated/reserved/peak): the CPU,
+ * then each other kind in registry order. A kind whose allocator registered is asked for devices
+ * 0, 1, ... until it knows no more; another kind for each device its backend counts. */
 static void gather_self(ct_monitor_proc *out) {
   out->ndevices = 0;
-  for (int i = -1; i < CT_MONITOR_MAX_PROC_DEVICES - 1; i++) {
-    ct_device d = i < 0 ? CT_DEVICE_CPU : CT_DEVICE_CUDA(i);
-    size_t a = 0, r = 0;
-    if (ct_monitor_allocator_stats(d, &a, &r) != CT_OK) {
-      ct_clear_error(); /* an absent device is the normal end of the list, not an error */
-      if (i < 0) continue;
-      break;
-    }
-    ct_monitor_proc_device *pd = &out->devices[out->ndevices++];
-    if (i < 0)
-      snprintf(pd->device, sizeof pd->device, "cpu");
-    else
-      snprintf(pd->device, sizeof pd->device, "cuda:%d", i);
-    pd->allocated = (int64_t)a;
-    pd->reserved = (int64_t)r;
-    pd->driver_used = -1;
+  gather_one(out, CT_DEVICE_CPU, 1);
+  for (int k = 0; k < CT_DEVICE_KIND_COUNT; k++) {
+    if (k == CT_CPU) continue;
+    int registered = __atomic_load_n(&stats_fn[k], __ATOMIC_ACQUIRE) != NULL;
+    int n = registered ? CT_MONITOR_MAX_PROC_DEVICES : ct_device_count((ct_device_kind)k);
+    for (int i = 0; i < n && out->ndevices < CT_MONITOR_MAX_PROC_DEVICES; i++)
+      if (!gather_one(out, (ct_device){(ct_device_kind)k, i}, registered)) break;
   }
 }
 
@@ -103,7 +129,8 @@ ct_status ct_monitor_publish(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   fprintf(f, "cuttle-stats 1\npid %d\ntime %lld.%03ld\n", (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000);
   for (int i = 0; i < p.ndevices; i++)
-    fprintf(f, "%s %lld %lld\n", p.devices[i].device, (long long)p.devices[i].allocated, (long long)p.devices[i].reserved);
+    fprintf(f, "%s %lld %lld %lld\n", p.devices[i].device, (long long)p.devices[i].allocated, (long long)p.devices[i].reserved,
+            (long long)p.devices[i].peak_allocated);
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
     int e = errno;
@@ -128,6 +155,15 @@ ct_status ct_monitor_unpublish(void) {
   return CT_OK;
 }
 
+/* 1 when name is a device as ct_device_str prints it ("cpu", "cuda:0", "opencl:1"): the registry
+ * parses it and prints it back the same. */
+static int known_device(const char *name) {
+  ct_device d;
+  char back[32];
+  if (ct_device_parse(name, &d) != CT_OK) return ct_clear_error(), 0;
+  return d.index >= 0 && strcmp(ct_device_str(d, back, sizeof back), name) == 0;
+}
+
 /* Parse one stats file; 1 when it is a valid version-1 file of pid. */
 static int parse_file(const char *path, int pid, ct_monitor_proc *out) {
   FILE *f = fopen(path, "r");
@@ -142,14 +178,15 @@ static int parse_file(const char *path, int pid, ct_monitor_proc *out) {
     long long a, r;
     if (sscanf(line, "pid %d", &file_pid) == 1) continue;
     if (sscanf(line, "time %lf", &t) == 1) continue;
-    if (sscanf(line, "%31s %lld %lld", dev, &a, &r) == 3 && out->ndevices < CT_MONITOR_MAX_PROC_DEVICES) {
-      int idx, used = 0;
-      if (strcmp(dev, "cpu") != 0 && !(sscanf(dev, "cuda:%d%n", &idx, &used) == 1 && dev[used] == 0 && idx >= 0))
-        continue; /* a device this version does not know */
+    long long peak = -1;
+    int got = sscanf(line, "%31s %lld %lld %lld", dev, &a, &r, &peak);
+    if (got >= 3 && out->ndevices < CT_MONITOR_MAX_PROC_DEVICES) {
+      if (!known_device(dev)) continue; /* a device this version does not know */
       ct_monitor_proc_device *pd = &out->devices[out->ndevices++];
       snprintf(pd->device, sizeof pd->device, "%s", dev);
       pd->allocated = a;
       pd->reserved = r;
+      pd->peak_allocated = got == 4 ? peak : -1;
       pd->driver_used = -1;
     }
   }

@@ -1,10 +1,10 @@
 /* src/ops/elementwise.c: the front-ends of the elementwise ops (ops.def): broadcasting, dtype
- * promotion, device checks, and the autograd rules; plus the helpers autograd itself uses
- * (sum_to, add_into). */
+ * promotion, device checks, and the autograd rules, plus fill_ and zero_. The helpers other
+ * families and autograd share with it are in ops_internal.c. */
 #include <math.h>
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "ops/ops_internal.h"
 
 static const char *const binary_names[] = {
 #define CT_BINARY(E, name, fwd, da, db) #name,
@@ -15,38 +15,6 @@ static const char *const unary_names[] = {
 #define CT_UNARY(E, name, fwd, deriv) #name,
 #include "ops/ops.def"
 };
-
-/* The broadcast shape of a and b (NumPy rules), or 0 with CT_ESHAPE naming both shapes. */
-int ct__broadcast_shape(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nd, int64_t *out) {
-  int n = na > nb ? na : nb;
-  for (int i = 0; i < n; i++) {
-    int64_t x = i < n - na ? 1 : sa[i - (n - na)], y = i < n - nb ? 1 : sb[i - (n - nb)];
-    if (x != y && x != 1 && y != 1) {
-      char a[160], b[160];
-      ct__error(CT_ESHAPE, "%s: shapes %s and %s cannot be broadcast together (dim %d: %lld vs %lld)", op,
-                ct__shape_str(na, sa, a, sizeof a), ct__shape_str(nb, sb, b, sizeof b), i, (long long)x, (long long)y);
-      return 0;
-    }
-    out[i] = x == 1 ? y : x;
-  }
-  *nd = n;
-  return 1;
-}
-
-static int category(ct_dtype dt) { return dt == CT_BOOL ? 0 : ct_dtype_is_floating(dt) ? 2 : 1; }
-
-/* torch.result_type for two tensors: a 0-dim tensor only decides the dtype when it is of a higher
- * category (bool < integer < floating) than the other operand. */
-ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b) {
-  int za = a->ndim == 0, zb = b->ndim == 0;
-  if (za != zb) {
-    const ct_tensor *z = za ? a : b, *d = za ? b : a;
-    if (category(z->dtype) > category(d->dtype))
-      return category(z->dtype) == 2 && d->dtype != CT_F64 ? (z->dtype == CT_F64 ? CT_F32 : z->dtype) : z->dtype;
-    return d->dtype;
-  }
-  return ct_promote_types(a->dtype, b->dtype);
-}
 
 /* t expanded to shape and cast to dt (a view when no cast is needed). */
 static ct_tensor *prepare(ct_tensor *t, ct_dtype dt, int nd, const int64_t *shape) {
@@ -265,39 +233,6 @@ ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi) {
   if (n) n->dv[0] = lo, n->dv[1] = hi;
   return out;
 }
-
-/* ---- helpers for autograd and optimizers */
-ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt) {
-  int lead = g->ndim - ndim, dims[CT_MAX_DIMS], nd = 0;
-  if (lead < 0) CT_FAIL_NULL(CT_ESHAPE, "internal: gradient has fewer dims than its input");
-  for (int i = 0; i < g->ndim; i++)
-    if (i < lead || (shape[i - lead] == 1 && g->shape[i] != 1)) dims[nd++] = i;
-  ct_tensor *r;
-  if (nd == 0 && lead == 0) {
-    r = ct__retain_tracked(g);
-  } else {
-    ct_tensor *s = ct_sum(g, nd, dims, 1);
-    r = s ? ct_reshape(s, ndim, shape) : NULL;
-    ct_tensor_free(s);
-  }
-  if (r && r->dtype != dt) {
-    ct_tensor *c = ct_cast(r, dt);
-    ct_tensor_free(r);
-    r = c;
-  }
-  return r;
-}
-
-/* acc += g in place (same device; g broadcasts to acc). */
-ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b) {
-  ct_tensor *be_ = ct_expand(b, out->ndim, out->shape);
-  if (!be_) return ct_last_status();
-  ct_status s = out->storage->backend->binary(op, out, a, be_);
-  ct_tensor_free(be_);
-  return s;
-}
-
-ct_status ct__add_into(ct_tensor *acc, ct_tensor *g) { return ct__binary_into(CT_BINARY_ADD, acc, acc, g); }
 
 ct_status ct_fill_(ct_tensor *t, double value) {
   if (!t) return ct__error(CT_EINVAL, "fill_: NULL tensor");

@@ -3,7 +3,7 @@
  *   ga = g @ b^T,  gb = a^T @ g. */
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "ops/ops_internal.h"
 
 static ct_tensor *bmm(ct_tensor *a, ct_tensor *b);
 

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "ops/ops_internal.h"
 
 /* Mark reduced dims in keep[] and build out's keepdim shape. 0 with CT_ESHAPE on a bad dim. */
 static int reduce_dims(const char *op, ct_tensor *x, int ndims, const int *dims, int *red, int64_t *kshape) {
@@ -78,8 +78,8 @@ static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int 
   int64_t count = 1;
   for (int d = 0; d < x->ndim; d++)
     if (red[d]) count *= x->shape[d];
-  ct_tensor *out = ct__alloc(x->ndim, ks, dt, x->device);
-  ct_status s = out ? x->storage->backend->reduce(CT_REDUCE_SUM, out, NULL, x) : ct_last_status();
+  ct_tensor *out = ct__sum_keepdim(x, red, dt);
+  ct_status s = out ? CT_OK : ct_last_status();
   if (s == CT_OK && mean) {
     ct_tensor *c = ct_scalar(count ? 1.0 / (double)count : NAN, dt, x->device);
     s = c ? ct__binary_into(CT_BINARY_MUL, out, out, c) : ct_last_status();

@@ -241,6 +241,7 @@ static void test_status_device(void **state) {
   P(ct_device_str, CT_EINVAL, ct_device_str(CT_DEVICE_CPU, NULL, 32));
   N(ct_device_str, strcmp(ct_device_str(CT_DEVICE_CPU, buf, sizeof buf), "cpu") == 0);
   N(ct_device_str, ct_device_str(bad_kind, buf, sizeof buf) == buf); /* prints something, never crashes */
+  N(ct_device_str, strcmp(ct_device_str(cpu3, buf, sizeof buf), "cpu:3") == 0); /* errors must name the real device */
   N(ct_device_eq, !ct_device_eq(cuda7, CT_DEVICE_CPU) && ct_device_eq(cpu3, cpu3));
   V(ct_device_count, CT_EINVAL, ct_device_count((ct_device_kind)99) == 0);
   V(ct_device_count, CT_EINVAL, ct_device_count((ct_device_kind)-1) == 0);
@@ -342,6 +343,9 @@ static void test_dtypes_constructors(void **state) {
   T(ct_empty_pinned_for, CT_EINVAL, ct_empty_pinned_for(CT_DEVICE_CPU, 2, s_over, CT_F32));
   T(ct_empty_pinned_for, CT_EDTYPE, ct_empty_pinned_for(CT_DEVICE_CPU, 2, s23, (ct_dtype)99));
   N(ct_device_can_pin, !ct_device_can_pin(cuda7) && !ct_device_can_pin(bad_kind));
+  N(ct_device_can_pin, !ct_device_can_pin(cpu3) && !ct_device_can_pin(cpu_neg));
+  TA(ct_empty_pinned_for, CT_EDEVICE, "cpu:3", ct_empty_pinned_for(cpu3, 2, s23, CT_F32));
+  TA(ct_empty_pinned_for, CT_EDEVICE, "cpu:-1", ct_empty_pinned_for(cpu_neg, 2, s23, CT_F32));
 
   /* random numbers: the dtype must fit the distribution; randint's range must fit 2^32 */
   T(ct_rand, CT_EDTYPE, ct_rand(2, s23, 0, 1, CT_I64, CT_DEVICE_CPU, &g));
@@ -441,6 +445,7 @@ static void test_tensor_api(void **state) {
   T(ct_to, CT_EDEVICE, ct_to(F.a, cuda7, 0));
   T(ct_to, CT_EDEVICE, ct_to(F.a, cuda7, CT_NON_BLOCKING));
   T(ct_to, CT_EDEVICE, ct_to(F.a, cpu3, CT_COPY));
+  TA(ct_to, CT_EDEVICE, "cpu:3", ct_to(F.a, cpu3, 0));
   T(ct_to, CT_EDEVICE, ct_to(F.a, cpu_neg, 0));
   T(ct_to, CT_EDEVICE, ct_to(F.a, bad_kind, 0));
   T(ct_to, CT_EINVAL, ct_to(F.a, CT_DEVICE_CPU, 1 << 7));

@@ -42,7 +42,8 @@ static void devices_lists_the_cpu(void **state) {
 static void every_command_has_help(void **state) {
   (void)state;
   static const char *const cmds[] = {"devices", "train", "eval", "smi", "bench", "bench gemm", "bench overhead",
-                                     "bench matmul-sweep", "bench norms", "bench bandwidth", "bench train"};
+                                     "bench matmul-sweep", "bench norms", "bench bandwidth", "bench train",
+                                     "bench two-devices"};
   char out[16384];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int rc = run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);
@@ -100,6 +101,10 @@ static void train_save_eval_resume(void **state) {
   char want[64];
   snprintf(want, sizeof want, "test_acc %.2f%%", 100 * acc);
   if (!strstr(out, want)) fprintf(stderr, "eval said: %s (wanted %s)\n", out, want);
+  assert_non_null(strstr(out, want));
+  /* and so does eval on an OpenCL device (PoCL in CI) from the checkpoint the CPU wrote */
+  assert_int_equal(run(out, sizeof out, "%s eval --model mlp --device opencl:0 --checkpoint %s", cuttle, ck), 0);
+  if (!strstr(out, want)) fprintf(stderr, "eval on opencl:0 said: %s (wanted %s)\n", out, want);
   assert_non_null(strstr(out, want));
   /* resume continues with epoch 2 */
   assert_int_equal(run(out, sizeof out, "%s train --model mlp --epochs 2 --no-progress --resume %s --metrics %s", cuttle, ck,

@@ -188,10 +188,25 @@ static void test_integer_inputs(void **state) {
   ct_tensor_free(x), ct_tensor_free(y), ct_tensor_free(z), ct_tensor_free(e), ct_tensor_free(s), ct_tensor_free(h);
 }
 
+/* A convolution over zero input channels is the bias alone, as in torch.nn.functional.conv2d
+ * (its scratch is empty, which once read as out of memory). */
+static void test_conv2d_no_input_channels(void **state) {
+  (void)state;
+  ct_tensor *x = ct_assert_nonnull(ct_zeros(4, (int64_t[]){2, 0, 5, 5}, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *w = ct_assert_nonnull(ct_zeros(4, (int64_t[]){3, 0, 3, 3}, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *b = ct_assert_nonnull(ct_from_host((float[]){1.5f, -2.f, 0.25f}, 1, (int64_t[]){3}, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *y = ct_assert_nonnull(ct_conv2d(x, w, b, NULL));
+  assert_int_equal(ct_tensor_numel(y), 2 * 3 * 3 * 3);
+  double *v = ct_test_values(y);
+  for (int i = 0; i < 2 * 3 * 9; i++) assert_true(v[i] == (double)((float[]){1.5f, -2.f, 0.25f})[(i / 9) % 3]);
+  free(v);
+  ct_tensor_free(x), ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(y);
+}
+
 int main(void) {
   const struct CMUnitTest more[] = {cmocka_unit_test(test_table_covers_ops), cmocka_unit_test(test_dropout_training),
                                     cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
-                                    cmocka_unit_test(test_integer_inputs)};
+                                    cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels)};
   size_t nmore = sizeof more / sizeof more[0];
   struct CMUnitTest *tests = calloc((size_t)OC_NCASES + nmore, sizeof *tests);
   for (int i = 0; i < OC_NCASES; i++)

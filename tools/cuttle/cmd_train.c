@@ -62,24 +62,10 @@ typedef struct {
   uint64_t seed;
 } options;
 
-static ct_status pick_device(const char *s, ct_device *d) {
-  if (strcmp(s, "auto") == 0) {
-    *d = ct_device_best(CT_BEST_MOST_FREE_MEMORY);
-    return CT_OK;
-  }
-  ct_status st = ct_device_parse(s, d);
-  if (st != CT_OK) return st;
-  if (!ct_device_available(*d)) {
-    char name[32];
-    fprintf(stderr, "cuttle: device %s is not available (%d cuda device(s)); use --device cpu or auto\n",
-            ct_device_str(*d, name, sizeof name), ct_device_count(CT_CUDA));
-    return CT_EDEVICE;
-  }
-  return CT_OK;
-}
+static ct_status pick_device(const char *s, ct_device *d) { return ct_cli_device("cuttle", s, d); }
 
 static int usage_train(FILE *f) {
-  fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N] [--epochs N] [--batch-size N]\n"
+  fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
              "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
              "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
              "                    [--max-steps N] [--metrics FILE] [--no-progress]\n"
@@ -339,7 +325,7 @@ int ct_cmd_eval(int argc, char **argv) {
       case 'd': device = optarg; break;
       case 'D': data_dir = optarg; break;
       default:
-        fprintf(c == 'h' ? stdout : stderr, "usage: cuttle eval --checkpoint FILE [--model mlp|cnn] [--device auto|cpu|cuda:N] [--data-dir DIR]\n");
+        fprintf(c == 'h' ? stdout : stderr, "usage: cuttle eval --checkpoint FILE [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--data-dir DIR]\n");
         return c == 'h' ? 0 : 2;
     }
   }

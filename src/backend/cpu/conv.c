@@ -153,6 +153,8 @@ static _Thread_local struct {
 } workspace[CT_CONV_SCRATCH_SLOTS];
 
 char *ct__conv_scratch(int slot, size_t n) {
+  /* an empty convolution (no input channels) still gets a block: NULL means out of memory */
+  if (n == 0) n = 1;
   if (n <= workspace[slot].n) return workspace[slot].p;
   void *p = ct__realloc(workspace[slot].p, n, "conv2d's scratch");
   if (!p) return NULL;

@@ -16,7 +16,9 @@
  * the number of clCreateBuffer calls. Out of memory: a request above the device's maximum buffer
  * size (CL_DEVICE_MAX_MEM_ALLOC_SIZE) fails at once; a request that would take reserved memory past
  * the device's global memory, or a failed clCreateBuffer, first empties the cache and retries once;
- * then alloc returns NULL with CT_ENOMEM, naming the bytes asked, held and the device's limits. */
+ * then alloc returns NULL with CT_ENOMEM, naming the bytes asked, held and the device's limits. A
+ * driver that reports running out of memory later, at an enqueue (ct__ocl_call_error), gets the same
+ * figures. */
 #include <string.h>
 #include "backend/opencl/opencl_backend.h"
 
@@ -86,7 +88,7 @@ static size_t free_slot(ct__ocl_allocator *a) {
     if (!a->slots[i].mem) return i;
   if (a->nslots == a->cap) {
     size_t cap = a->cap ? 2 * a->cap : 64;
-    slot *ns = realloc(a->slots, cap * sizeof *ns);
+    slot *ns = ct__realloc(a->slots, cap * sizeof *ns, "the OpenCL allocator's slot table");
     if (!ns) return (size_t)-1;
     a->slots = ns;
     a->cap = cap;
@@ -96,15 +98,33 @@ static size_t free_slot(ct__ocl_allocator *a) {
 }
 
 static void *oom(ct__ocl_allocator *a, size_t nbytes, size_t size, const char *why) {
-  char b[5][32];
+  char b[6][32];
   const ct__ocl_devinfo *d = ct__ocl_devinfo_get(a->index);
   ct__error(CT_ENOMEM,
             "opencl:%d: out of memory: asked for %s (%zu bytes, %s after rounding); %s. cuttle's allocator holds %s "
             "(%s allocated by tensors, the rest cached); the device allows %s per buffer and has %s of global memory. "
             "Free tensors, call ct_empty_cache, or use smaller batches",
             a->index, human(nbytes, b[0], 32), nbytes, human(size, b[1], 32), why, human(a->reserved, b[2], 32),
-            human(a->allocated, b[3], 32), human(d->max_alloc, b[4], 32), human(d->global_mem, b[0], 32));
+            human(a->allocated, b[3], 32), human(d->max_alloc, b[4], 32), human(d->global_mem, b[5], 32));
   return NULL;
+}
+
+int ct__ocl_is_oom(cl_int e) {
+  return e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES || e == CL_OUT_OF_HOST_MEMORY;
+}
+
+ct_status ct__ocl_call_error(int index, const char *what, cl_int e) {
+  if (!ct__ocl_is_oom(e)) return ct__error(CT_EBACKEND, "opencl:%d: %s failed: %s", index, what, ct__ocl_errstr(e));
+  ct_memory_stats st = {0};
+  ct__ocl_memory_stats(index, &st);
+  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
+  char b[3][32];
+  return ct__error(CT_ENOMEM,
+                   "opencl:%d: out of memory: %s failed with %s. cuttle's allocator holds %s (%s allocated by tensors, the "
+                   "rest cached); the device has %s of global memory. Free tensors, call ct_empty_cache, or use smaller "
+                   "batches",
+                   index, what, ct__ocl_errstr(e), human(st.reserved, b[0], 32), human(st.allocated, b[1], 32),
+                   human(d ? d->global_mem : 0, b[2], 32));
 }
 
 void *ct__ocl_alloc(int index, size_t nbytes) {
@@ -156,10 +176,10 @@ void *ct__ocl_alloc(int index, size_t nbytes) {
     return r;
   }
   size_t i = free_slot(a);
-  if (i == (size_t)-1) {
+  if (i == (size_t)-1) { /* ct__realloc set CT_ENOMEM */
     clReleaseMemObject(m);
     pthread_mutex_unlock(&a->lock);
-    CT_FAIL_NULL(CT_ENOMEM, "opencl:%d: out of host memory for the allocator's slot table", index);
+    return NULL;
   }
   a->slots[i] = (slot){m, size, 1};
   a->num_mallocs++;

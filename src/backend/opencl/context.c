@@ -57,6 +57,30 @@ ct__ocl_ctx *ct__ocl_ctx_peek(int index) {
   return c;
 }
 
+/* Work still queued when the process exits would run while the driver's static destructors do:
+ * PoCL compiles each kernel lazily, on its worker threads, when the kernel first runs, with an LLVM
+ * whose statics exit is tearing down ("Failed to create kernel compiler pass", then SIGSEGV). So
+ * every queue is finished at exit, by a handler that must run before those destructors. atexit
+ * handlers run in reverse order of registration, and LLVM registers many of its statics only
+ * during its first compilation, so the handler is registered after the process's first kernel has
+ * run to completion (ct__ocl_exit_guard), not when the driver is loaded. The table is read without
+ * its lock, as a thread that held it would never give it back during exit. */
+static void finish_at_exit(void) {
+  for (int i = 0; i < CT_OCL_MAX_DEVICES; i++) {
+    ct__ocl_ctx *c = ctx_table[i];
+    if (!c) continue;
+    clFinish(c->compute);
+    clFinish(c->copy);
+  }
+}
+
+void ct__ocl_exit_guard(ct__ocl_ctx *c) {
+  static int registered;
+  if (__atomic_load_n(&registered, __ATOMIC_ACQUIRE)) return;
+  clFinish(c->compute); /* once per process: the first kernel, and the compiler with it, has run */
+  if (!__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) atexit(finish_at_exit);
+}
+
 ct__ocl_ctx *ct__ocl_ctx_get(int index) {
   int n = ct__ocl_device_count();
   if (index < 0 || index >= n)
@@ -133,10 +157,12 @@ ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const
   if (k && e == CL_SUCCESS) e = clEnqueueNDRangeKernel(c->compute, k, 1, NULL, &n, NULL, 0, NULL, NULL);
   pthread_mutex_unlock(&c->lock);
   if (!k) return ct_last_status();
+  if (e == CL_SUCCESS) ct__ocl_exit_guard(c);
   if (e != CL_SUCCESS) {
-    if (bad >= 0) return ct__error(CT_EBACKEND, "opencl:%d: kernel %s: argument %d: %s", index, name, bad, ct__ocl_errstr(e));
-    return ct__error(CT_EBACKEND, "opencl:%d: launching kernel %s over %zu work-items failed: %s", index, name, n,
-                     ct__ocl_errstr(e));
+    char what[160];
+    if (bad >= 0) snprintf(what, sizeof what, "setting argument %d of kernel %s", bad, name);
+    else snprintf(what, sizeof what, "launching kernel %s over %zu work-items", name, n);
+    return ct__ocl_call_error(index, what, e);
   }
   return CT_OK;
 }
@@ -158,7 +184,9 @@ ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *
   int64_t n = 1;
   for (int d = 0; d < ndim; d++) n *= shape[d];
   size_t nbytes = (size_t)n * ct_dtype_size(dt);
-  void *p = ct__ocl_alloc(index, nbytes);
+  /* through the core's device fault-injection point, as every tensor's memory, so that the tests
+   * that fail each allocation in turn reach the launchers' temporaries too */
+  void *p = ct__device_alloc(&ct__opencl_backend, CT_DEVICE_OPENCL(index), nbytes ? nbytes : 1);
   if (!p) return ct_last_status();
   tmp->s.refs = 1;
   tmp->s.data = p;

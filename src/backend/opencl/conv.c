@@ -27,7 +27,7 @@ static conv_geom geometry(const ct_tensor *x, const ct_tensor *w, int64_t Ho, in
   return g;
 }
 
-/* Images per chunk: the most whose scratch (rows_per_col rows of M columns) fits the budget, at least 1. */
+/* Images per chunk: the most whose scratch (rows rows of L columns per image) fits the budget, at least 1. */
 static int64_t chunk_images(int64_t N, int64_t rows, int64_t L, size_t es) {
   int64_t per_image = rows * L * (int64_t)es, nb = per_image > 0 ? CONV_SCRATCH_BYTES / per_image : N;
   if (nb < 1) nb = 1;
@@ -48,6 +48,8 @@ static ct_status gemm(ct__ocl_ctx *c, ct_dtype dt, int ta, int tb, int64_t M, in
                       cm, coff, ldc, &c->compute, NULL);
   pthread_mutex_unlock(&c->lock);
   if (st == CLBlastSuccess) return CT_OK;
+  if (ct__ocl_is_oom((cl_int)st)) /* CLBlast's codes above -1000 are OpenCL's */
+    return ct__ocl_call_error(c->index, dt == CT_F32 ? "conv2d: CLBlastSgemm" : "conv2d: CLBlastDgemm", (cl_int)st);
   return ct__error(CT_EBACKEND, "opencl:%d: conv2d: CLBlast %cgemm (%lld x %lld x %lld) failed with status %d%s%s", c->index,
                    dt == CT_F32 ? 'S' : 'D', (long long)M, (long long)N, (long long)K, (int)st, st > -1000 ? ": " : "",
                    st > -1000 ? ct__ocl_errstr((cl_int)st) : "");
@@ -100,8 +102,9 @@ ct_status ct__ocl_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
   for (int64_t n0 = 0; n0 < N && s == CT_OK; n0 += nb) {
     g.n0 = n0, g.nb = n0 + nb <= N ? nb : N - n0;
     int64_t M = g.nb * L;
-    s = im2col(idx, &cb, &xb, &g, Kall);
-    for (int64_t gi = 0; gi < G && s == CT_OK; gi++)
+    /* no input channels (K = 0): the products are empty sums, and CLBlast takes no empty GEMM */
+    s = K == 0 ? ct__ocl_fill(&yt.t, 0) : im2col(idx, &cb, &xb, &g, Kall);
+    for (int64_t gi = 0; gi < G && K > 0 && s == CT_OK; gi++)
       s = gemm(c, dt, 0, 0, Og, M, K, wb.mem, (size_t)(wb.off + gi * Og * K), (size_t)K, cb.mem, (size_t)(cb.off + gi * K * M),
                (size_t)M, 0.0, ytb.mem, (size_t)(ytb.off + gi * Og * M), (size_t)M);
     if (s == CT_OK) s = swap01(idx, yb.mem, yb.off + n0 * O * L, ytb.mem, ytb.off, (cl_int)dt, O, g.nb, L, b ? &bb : NULL);

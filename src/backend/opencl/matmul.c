@@ -63,12 +63,15 @@ ct_status ct__ocl_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
       else
         st = CLBlastDgemm(CLBlastLayoutRowMajor, fa, fb, (size_t)M, (size_t)N, (size_t)K, 1.0, ab.mem, oa, lda, bb.mem, obb, ldb,
                           0.0, ob.mem, oo, (size_t)N, &c->compute, NULL);
-      if (st != CLBlastSuccess)
+      if (st != CLBlastSuccess && ct__ocl_is_oom((cl_int)st)) /* CLBlast's codes above -1000 are OpenCL's */
+        s = ct__ocl_call_error(idx, out->dtype == CT_F32 ? "CLBlastSgemm" : "CLBlastDgemm", (cl_int)st);
+      else if (st != CLBlastSuccess)
         s = ct__error(CT_EBACKEND, "opencl:%d: CLBlast %cgemm (%lld x %lld x %lld) failed with status %d%s%s", idx,
                       out->dtype == CT_F32 ? 'S' : 'D', (long long)M, (long long)N, (long long)K, (int)st,
                       st > -1000 ? ": " : "", st > -1000 ? ct__ocl_errstr((cl_int)st) : "");
     }
     pthread_mutex_unlock(&c->lock);
+    if (s == CT_OK) ct__ocl_exit_guard(c);
   }
   ct__ocl_tmp_free(&ta);
   ct__ocl_tmp_free(&tb);

@@ -77,6 +77,13 @@ ct_status ct__ocl_memory_stats(int index, ct_memory_stats *out);
 ct_status ct__ocl_empty_cache(int index);
 ct_status ct__ocl_reset_peak(int index);
 ct__ocl_allocator *ct__ocl_allocator_new(int index);
+/* 1 when the OpenCL status e says the driver ran out of memory (CL_MEM_OBJECT_ALLOCATION_FAILURE,
+ * CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY). PoCL and most drivers create buffers lazily, so
+ * these come back from the first enqueue that touches a buffer as often as from clCreateBuffer. */
+int ct__ocl_is_oom(cl_int e);
+/* The error of the failed OpenCL call `what` on device index: CT_ENOMEM with the allocator's
+ * figures when e is an out-of-memory status (ct__ocl_is_oom), else CT_EBACKEND. Returns the status. */
+ct_status ct__ocl_call_error(int index, const char *what, cl_int e);
 
 /* ---- pinned host memory (pinned.c): the vtable's pinned_* entries, and whether [p, p + nbytes)
  * lies inside a live pinned block (only then may a copy from or to it be asynchronous); a block
@@ -127,6 +134,10 @@ typedef struct {
 } ct__ocl_arg;
 #define CT_OCL_ARG(x) ((ct__ocl_arg){sizeof(x), &(x)})
 ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const ct__ocl_arg *args);
+/* Called after each successful enqueue of a kernel (cuttle's or CLBlast's): the first time in the
+ * process, waits for the compute queue and registers the at-exit handler that finishes every queue
+ * (context.c says why it must come after the first compilation). */
+void ct__ocl_exit_guard(ct__ocl_ctx *c);
 /* REAL, the kernels' compute type, for scalar arguments: a double where the device has fp64 */
 typedef union {
   cl_double d;
@@ -177,10 +188,10 @@ ct_status ct__ocl_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_
     if (s_ != CT_OK) return s_;   \
   } while (0)
 
-#define CT_OCL_TRY(call, what, index)                                                                        \
-  do {                                                                                                       \
-    cl_int e_ = (call);                                                                                      \
-    if (e_ != CL_SUCCESS) return ct__error(CT_EBACKEND, "opencl:%d: %s failed: %s", (index), (what), ct__ocl_errstr(e_)); \
+#define CT_OCL_TRY(call, what, index)                                    \
+  do {                                                                   \
+    cl_int e_ = (call);                                                  \
+    if (e_ != CL_SUCCESS) return ct__ocl_call_error((index), (what), e_); \
   } while (0)
 
 #endif

@@ -1,6 +1,7 @@
-/* src/monitor/best.c: the choice behind ct_device_best, as a pure function of the devices'
- * properties so that it can be tested without GPUs. */
-#include "monitor/monitor_internal.h"
+/* src/core/best.c: the choice behind ct_device_best, as a pure function of the devices'
+ * properties so that it can be tested without GPUs. It lives in the core beside the registry that
+ * calls it (the monitor only reads the same properties). */
+#include "core/internal.h"
 
 /* 1 when a should be chosen over b under policy (strictly better; ties keep the earlier one). */
 static int better(const ct_device_props *a, const ct_device_props *b, ct_best_policy policy) {

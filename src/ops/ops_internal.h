@@ -1,0 +1,29 @@
+/* src/ops/ops_internal.h: the helpers several op families share (broadcasting, dtype promotion,
+ * the raw sum, writing into an existing tensor), and those autograd's engine calls. They live in
+ * one small file so that the families (elementwise.c, reduce.c, matmul.c) need not import each
+ * other for them. Not installed; only src/ includes it. */
+#ifndef CUTTLE_OPS_INTERNAL_H
+#define CUTTLE_OPS_INTERNAL_H
+
+#include "backend/backend.h"
+
+/* The NumPy broadcast of two shapes into (nd, out); 0 with CT_ESHAPE naming them when impossible. */
+int ct__broadcast_shape(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nd, int64_t *out);
+/* torch.result_type of two tensors (0-dim tensors weigh less). */
+ct_dtype ct__result_type(const ct_tensor *a, const ct_tensor *b);
+
+/* x summed over the dims with red[d] set, those dims kept with size 1, into a new tensor of dtype
+ * dt: the kernel of ct_sum without its checks and without a tape node. NULL with the error set. */
+ct_tensor *ct__sum_keepdim(ct_tensor *x, const int *red, ct_dtype dt);
+
+/* out = op(a, b) in place, with b broadcast to out's shape (same device). */
+ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
+/* acc += g in place (same device; g broadcasts to acc): how the backward pass accumulates. */
+ct_status ct__add_into(ct_tensor *acc, ct_tensor *g);
+
+/* g summed over broadcast dims down to shape (ndim, shape) and cast to dt: how an op's gradient
+ * fits an input that was broadcast or promoted. Returns g itself (one more reference) when it fits.
+ * Records nothing: the backward pass calls it under no-grad. */
+ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt);
+
+#endif
