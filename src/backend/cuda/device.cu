@@ -10,15 +10,7 @@
 
 #include "backend/cuda/common.cuh"
 
-extern "C" {
-/* src/monitor: NVML's view of a device, and the hooks that let `cuttle smi` follow CUDA's order
- * and show the caching allocator's figures (see monitor_internal.h). */
-ct_status ct__nvml_fill_props(int cuda_index, ct_device_props *p);
-typedef ct_status (*ct__allocator_stats_fn)(ct_device d, size_t *allocated, size_t *reserved);
-void ct__monitor_set_allocator_stats(ct_device_kind kind, ct__allocator_stats_fn fn);
-typedef int (*ct__cuda_bus_ids_fn)(char (*ids)[32], int cap);
-void ct__monitor_set_cuda_bus_ids(ct__cuda_bus_ids_fn fn);
-}
+#include "monitor/hooks.h"
 
 static int cuda_bus_ids(char (*ids)[32], int cap) {
   int n = 0;
