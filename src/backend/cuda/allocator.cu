@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cuda/common.cuh"
+#include "backend/caching.h"
 
 struct ct__cuda_allocator {
   int device;
@@ -38,23 +39,6 @@ struct ct__cuda_allocator {
   uint64_t num_mallocs;
 };
 
-#define KIB ((size_t)1024)
-#define MIB (KIB * KIB)
-
-static size_t round_size(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= MIB) return (n + 511) & ~(size_t)511;
-  return (n + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-}
-
-/* "1.50 GiB" */
-static const char *human(size_t n, char *buf, size_t len) {
-  if (n >= 1024 * MIB) snprintf(buf, len, "%.2f GiB", (double)n / (double)(1024 * MIB));
-  else if (n >= MIB) snprintf(buf, len, "%.2f MiB", (double)n / (double)MIB);
-  else if (n >= KIB) snprintf(buf, len, "%.2f KiB", (double)n / (double)KIB);
-  else snprintf(buf, len, "%zu bytes", n);
-  return buf;
-}
 
 struct ct__cuda_allocator *ct__cuda_allocator_new(int dev) {
   ct__cuda_allocator *a = new (std::nothrow) ct__cuda_allocator();
@@ -90,7 +74,7 @@ void *ct__cuda_alloc(int dev, size_t nbytes) {
   if (!ctx) return NULL;
   ct__cuda_allocator *a = ctx->alloc;
   std::lock_guard<std::mutex> g(a->lock);
-  size_t size = a->no_cache ? (nbytes ? nbytes : 1) : round_size(nbytes);
+  size_t size = a->no_cache ? (nbytes ? nbytes : 1) : ct__cache_round(nbytes);
   if (!a->no_cache) {
     auto it = a->free_blocks.lower_bound(size);
     if (it != a->free_blocks.end() && it->first <= 2 * size) {
@@ -124,8 +108,8 @@ void *ct__cuda_alloc(int dev, size_t nbytes) {
                 "cuda:%d out of memory: requested %s (%zu bytes); the device has %s free of %s total; cuttle has "
                 "reserved %s, of which %s is allocated to tensors (the cache was emptied and the allocation "
                 "retried). Free tensors you no longer need, or use a smaller batch",
-                dev, human(size, b1, sizeof b1), nbytes, human(free_b, b2, sizeof b2), human(total_b, b3, sizeof b3),
-                human(a->reserved, b4, sizeof b4), human(a->allocated, b5, sizeof b5));
+                dev, ct__bytes_human(size, b1, sizeof b1), nbytes, ct__bytes_human(free_b, b2, sizeof b2), ct__bytes_human(total_b, b3, sizeof b3),
+                ct__bytes_human(a->reserved, b4, sizeof b4), ct__bytes_human(a->allocated, b5, sizeof b5));
     else
       ct__error(CT_EBACKEND, "cuda: cudaMalloc(%zu) failed on cuda:%d: %s (requested %zu bytes)", size, dev,
                 cudaGetErrorString(e), nbytes);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/common.cuh"
+#include "backend/caching.h"
 
 namespace {
 struct pblock {
@@ -36,13 +37,6 @@ std::unordered_map<void *, size_t> live;           /* block -> its rounded size 
 size_t allocated, reserved;
 uint64_t num_allocs;
 
-const size_t KIB = 1024, MIB = 1024 * 1024;
-
-size_t round_size(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= MIB) return (n + 4 * KIB - 1) / (4 * KIB) * (4 * KIB);
-  return (n + MIB - 1) / MIB * MIB;
-}
 
 /* 1 when every copy that may use b has finished; completed events are destroyed. */
 bool idle(pblock &b) {
@@ -72,7 +66,7 @@ void release_all_cached() {
 }  // namespace
 
 void *ct__cuda_pinned_alloc(size_t nbytes) {
-  size_t size = round_size(nbytes);
+  size_t size = ct__cache_round_pinned(nbytes);
   std::lock_guard<std::mutex> g(lock);
   for (auto it = free_blocks.lower_bound(size); it != free_blocks.end() && it->first <= 2 * size; ++it) {
     std::vector<pblock> &v = it->second;

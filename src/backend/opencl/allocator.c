@@ -20,6 +20,7 @@
  * driver that reports running out of memory later, at an enqueue (ct__ocl_call_error), gets the same
  * figures. */
 #include <string.h>
+#include "backend/caching.h"
 #include "backend/opencl/opencl_backend.h"
 
 typedef struct {
@@ -37,22 +38,6 @@ struct ct__ocl_allocator {
   uint64_t num_mallocs;
 };
 
-#define KIB ((size_t)1024)
-#define MIB (KIB * KIB)
-
-static size_t round_size(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= MIB) return (n + 511) & ~(size_t)511;
-  return (n + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-}
-
-static const char *human(size_t n, char *buf, size_t len) {
-  if (n >= 1024 * MIB) snprintf(buf, len, "%.2f GiB", (double)n / (double)(1024 * MIB));
-  else if (n >= MIB) snprintf(buf, len, "%.2f MiB", (double)n / (double)MIB);
-  else if (n >= KIB) snprintf(buf, len, "%.2f KiB", (double)n / (double)KIB);
-  else snprintf(buf, len, "%zu bytes", n);
-  return buf;
-}
 
 static void *addr_of(size_t s) { return (void *)(uintptr_t)(((uint64_t)s + 1) << CT_OCL_SLOT_BITS); }
 
@@ -104,8 +89,8 @@ static void *oom(ct__ocl_allocator *a, size_t nbytes, size_t size, const char *w
             "opencl:%d: out of memory: asked for %s (%zu bytes, %s after rounding); %s. cuttle's allocator holds %s "
             "(%s allocated by tensors, the rest cached); the device allows %s per buffer and has %s of global memory. "
             "Free tensors, call ct_empty_cache, or use smaller batches",
-            a->index, human(nbytes, b[0], 32), nbytes, human(size, b[1], 32), why, human(a->reserved, b[2], 32),
-            human(a->allocated, b[3], 32), human(d->max_alloc, b[4], 32), human(d->global_mem, b[5], 32));
+            a->index, ct__bytes_human(nbytes, b[0], 32), nbytes, ct__bytes_human(size, b[1], 32), why, ct__bytes_human(a->reserved, b[2], 32),
+            ct__bytes_human(a->allocated, b[3], 32), ct__bytes_human(d->max_alloc, b[4], 32), ct__bytes_human(d->global_mem, b[5], 32));
   return NULL;
 }
 
@@ -123,8 +108,8 @@ ct_status ct__ocl_call_error(int index, const char *what, cl_int e) {
                    "opencl:%d: out of memory: %s failed with %s. cuttle's allocator holds %s (%s allocated by tensors, the "
                    "rest cached); the device has %s of global memory. Free tensors, call ct_empty_cache, or use smaller "
                    "batches",
-                   index, what, ct__ocl_errstr(e), human(st.reserved, b[0], 32), human(st.allocated, b[1], 32),
-                   human(d ? d->global_mem : 0, b[2], 32));
+                   index, what, ct__ocl_errstr(e), ct__bytes_human(st.reserved, b[0], 32), ct__bytes_human(st.allocated, b[1], 32),
+                   ct__bytes_human(d ? d->global_mem : 0, b[2], 32));
 }
 
 void *ct__ocl_alloc(int index, size_t nbytes) {
@@ -132,7 +117,7 @@ void *ct__ocl_alloc(int index, size_t nbytes) {
   if (!a) return NULL;
   const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
   ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
-  size_t size = round_size(nbytes);
+  size_t size = ct__cache_round(nbytes);
   if (nbytes > d->max_alloc || size > ((size_t)1 << CT_OCL_SLOT_BITS)) {
     pthread_mutex_lock(&a->lock);
     void *r = oom(a, nbytes, size, "that is more than one buffer can hold");

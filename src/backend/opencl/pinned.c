@@ -31,6 +31,7 @@
  * alive until the copy ended. A block no copy used needs no fence and is idle at once when freed. One process-wide allocator (pinned memory is host memory, not any one device's), guarded
  * by one mutex. */
 #include <string.h>
+#include "backend/caching.h"
 #include "backend/opencl/opencl_backend.h"
 
 typedef struct {
@@ -50,14 +51,6 @@ static size_t allocated, reserved;
 static uint64_t num_allocs;
 static cl_command_queue map_queue; /* on opencl:0's context; only maps and unmaps */
 
-#define KIB ((size_t)1024)
-#define MIB (KIB * KIB)
-
-static size_t round_size(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= MIB) return (n + 4 * KIB - 1) / (4 * KIB) * (4 * KIB);
-  return (n + MIB - 1) / MIB * MIB;
-}
 
 /* 1 when every copy that may use b has finished; completed markers are released. The caller holds
  * `lock`. A marker whose status cannot be read, or that failed, no longer guards a running copy. */
@@ -124,7 +117,7 @@ static void *create_block(ct__ocl_ctx *c, size_t size, cl_mem *mem, cl_int *err)
 void *ct__ocl_pinned_alloc(size_t nbytes) {
   ct__ocl_ctx *c = ct__ocl_ctx_get(0);
   if (!c) return NULL;
-  size_t size = round_size(nbytes);
+  size_t size = ct__cache_round_pinned(nbytes);
   pthread_mutex_lock(&lock);
   pblock *best = NULL;
   for (size_t i = 0; i < nblocks; i++) {
