@@ -16,7 +16,7 @@ struct ct__ocl_raw_gemm {
 
 static int square_f32(const ct_tensor *t, int64_t n) {
   return t->device.kind == CT_OPENCL && t->dtype == CT_F32 && t->ndim == 2 && t->shape[0] == n && t->shape[1] == n &&
-         ct__ocl_is_contiguous(t);
+         ct_tensor_is_contiguous(t);
 }
 
 ct__ocl_raw_gemm *ct__ocl_raw_gemm_new(ct_tensor *c, ct_tensor *a, ct_tensor *b) {

@@ -168,15 +168,6 @@ ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const
 }
 
 /* ---- temporaries */
-int ct__ocl_is_contiguous(const ct_tensor *t) {
-  int64_t expect = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->stride[d] != expect) return 0;
-    expect *= t->shape[d];
-  }
-  return 1;
-}
-
 static void tmp_release(ct_storage *s) { (void)s; }
 
 ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *shape, ct_dtype dt) {
@@ -206,7 +197,7 @@ ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *
 }
 
 ct_status ct__ocl_tmp_cast(ct__ocl_tmp *tmp, ct_tensor *t, ct_dtype dt) {
-  if (t->dtype == dt && ct__ocl_is_contiguous(t)) {
+  if (t->dtype == dt && ct_tensor_is_contiguous(t)) {
     memset(tmp, 0, sizeof *tmp);
     tmp->t = *t; /* a borrowed header: same storage, nothing to free */
     return CT_OK;

@@ -35,7 +35,7 @@ ct_status ct__ocl_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor 
   ct_status s = ct__ocl_tmp_cast(&ic, index, CT_I64);
   if (s != CT_OK) return ct__ocl_tmp_free(&gc), s;
   ct__ocl_buf xb, yb, ib;
-  if (!ct__ocl_is_contiguous(gx)) s = ct__error(CT_EINVAL, "opencl: index_add needs a contiguous gradient (a bug in the caller)");
+  if (!ct_tensor_is_contiguous(gx)) s = ct__error(CT_EINVAL, "opencl: index_add needs a contiguous gradient (a bug in the caller)");
   if (s == CT_OK && (s = ct__ocl_buf_of(gx, &xb)) == CT_OK && (s = ct__ocl_buf_of(&gc.t, &yb)) == CT_OK &&
       (s = ct__ocl_buf_of(&ic.t, &ib)) == CT_OK) {
     cl_long outer, inner, n = gy->shape[dim], gs = gx->shape[dim];

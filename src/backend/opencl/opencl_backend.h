@@ -151,7 +151,6 @@ typedef struct {
   ct_tensor t;
   int owned;
 } ct__ocl_tmp;
-int ct__ocl_is_contiguous(const ct_tensor *t);
 ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *shape, ct_dtype dt);
 /* t itself (borrowed header) when contiguous, else a contiguous copy */
 ct_status ct__ocl_tmp_contiguous(ct__ocl_tmp *tmp, ct_tensor *t);
