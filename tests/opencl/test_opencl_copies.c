@@ -379,12 +379,7 @@ static void test_two_devices_at_once(void **state) {
 }
 
 int main(void) {
-  setenv("POCL_DEVICES", "pthread pthread", 0); /* before the first OpenCL call: PoCL reads it once */
-  if (ct_device_count(CT_OPENCL) < 2) {
-    fprintf(stderr, "need two OpenCL devices (PoCL with POCL_DEVICES=\"pthread pthread\"), found %d; scripts/deps.sh "
-                    "installs pocl-opencl-icd. This test must not skip.\n", ct_device_count(CT_OPENCL));
-    return 1;
-  }
+  if (!ct_test_require_opencl(2)) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_non_blocking_from_pinned),
       cmocka_unit_test(test_pageable_non_blocking_is_synchronous),

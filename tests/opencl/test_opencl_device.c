@@ -205,12 +205,7 @@ static void test_mlp_training_matches_cpu(void **state) {
 }
 
 int main(void) {
-  setenv("POCL_DEVICES", "pthread pthread", 0); /* before the first OpenCL call: PoCL reads it once */
-  if (ct_device_count(CT_OPENCL) < 2) {
-    fprintf(stderr, "need two OpenCL devices (PoCL with POCL_DEVICES=\"pthread pthread\"), found %d; scripts/deps.sh "
-                    "installs pocl-opencl-icd. This test must not skip.\n", ct_device_count(CT_OPENCL));
-    return 1;
-  }
+  if (!ct_test_require_opencl(2)) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enumeration_and_props), cmocka_unit_test(test_copies_and_ledger),
       cmocka_unit_test(test_allocator_and_oom),     cmocka_unit_test(test_module_round_trip),

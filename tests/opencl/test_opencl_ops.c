@@ -5,10 +5,6 @@
 #include "../ops/op_device.h"
 
 int main(void) {
-  setenv("POCL_DEVICES", "pthread pthread", 0); /* before the first OpenCL call: PoCL reads it once */
-  if (ct_device_count(CT_OPENCL) == 0) {
-    fprintf(stderr, "no OpenCL device: scripts/deps.sh installs PoCL (pocl-opencl-icd); this test must not skip\n");
-    return 1;
-  }
+  if (!ct_test_require_opencl(1)) return 1;
   return od_run_table(CT_DEVICE_OPENCL(0), "ops_opencl");
 }

@@ -136,11 +136,7 @@ static void test_checkpoint_device_to_cpu_and_back(void **state) {
 }
 
 int main(void) {
-  setenv("POCL_DEVICES", "pthread pthread", 0); /* before the first OpenCL call: PoCL reads it once */
-  if (ct_device_count(CT_OPENCL) == 0) {
-    fprintf(stderr, "no OpenCL device: scripts/deps.sh installs PoCL (pocl-opencl-icd); this test must not skip\n");
-    return 1;
-  }
+  if (!ct_test_require_opencl(1)) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cnn_losses_match_cpu),
       cmocka_unit_test(test_checkpoint_device_to_cpu_and_back),

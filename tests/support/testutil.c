@@ -116,3 +116,12 @@ int ct_test_require_python(const char *modules) {
          skip ? "; skipped because CUTTLE_INTEROP_OPTIONAL=1" : ", or set CUTTLE_INTEROP_OPTIONAL=1 to skip instead");
   return skip ? CT_TEST_SKIP : 1;
 }
+
+int ct_test_require_opencl(int need) {
+  setenv("POCL_DEVICES", "pthread pthread", 0);
+  int n = ct_device_count(CT_OPENCL);
+  if (n >= need) return 1;
+  fprintf(stderr, "need %d OpenCL device%s (PoCL with POCL_DEVICES=\"pthread pthread\"), found %d; scripts/deps.sh installs "
+                  "pocl-opencl-icd. This test must not skip.\n", need, need == 1 ? "" : "s", n);
+  return 0;
+}

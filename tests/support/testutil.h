@@ -41,4 +41,11 @@ const char *ct_test_python(void);
  * when CUTTLE_INTEROP_OPTIONAL=1 says that a missing interpreter or module is acceptable here. */
 int ct_test_require_python(const char *modules);
 
+/* The OpenCL tests' start: asks PoCL for two devices (POCL_DEVICES="pthread pthread", unless the
+ * environment says otherwise; it must be set before the first OpenCL call, as PoCL reads it once)
+ * and returns 1 when at least need OpenCL devices exist. Otherwise it says why on stderr and
+ * returns 0, and the test fails rather than skips: scripts/deps.sh installs PoCL wherever the tests
+ * run, and only GPU-only tests may skip. */
+int ct_test_require_opencl(int need);
+
 #endif
