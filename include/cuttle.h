@@ -1,6 +1,7 @@
 /* cuttle.h: the whole public API of cuttle, a deep-learning runtime in C. */
 #ifndef CUTTLE_H
 #define CUTTLE_H
+#include "cuttle/version.h"
 #include "cuttle/status.h"
 #include "cuttle/device.h"
 #include "cuttle/tensor.h"

@@ -8,6 +8,8 @@
 #ifndef CUTTLE_AUTOGRAD_H
 #define CUTTLE_AUTOGRAD_H
 
+#include "cuttle/export.h"
+
 #include "cuttle/tensor.h"
 
 #ifdef __cplusplus
@@ -16,39 +18,39 @@ extern "C" {
 
 /* Mark a leaf tensor as requiring grad (floating dtypes only; errors: CT_EDTYPE, CT_EAUTOGRAD for
  * a non-leaf). */
-ct_status ct_requires_grad_(ct_tensor *t, int requires_grad);
-int ct_requires_grad(const ct_tensor *t); /* 0 with CT_EINVAL for NULL, as ct_is_leaf */
+CT_API ct_status ct_requires_grad_(ct_tensor *t, int requires_grad);
+CT_API int ct_requires_grad(const ct_tensor *t); /* 0 with CT_EINVAL for NULL, as ct_is_leaf */
 /* 1 for a tensor created by the user rather than by a recorded op. */
-int ct_is_leaf(const ct_tensor *t);
+CT_API int ct_is_leaf(const ct_tensor *t);
 /* The accumulated gradient of a leaf (borrowed: owned by t), or NULL before any backward. */
-ct_tensor *ct_grad(ct_tensor *t);
+CT_API ct_tensor *ct_grad(ct_tensor *t);
 /* Drop the accumulated gradient (set_to_none, PyTorch's default in zero_grad). ct_grad, ct_zero_grad,
  * ct_grad_fn_name and ct_detach set CT_EINVAL for a NULL t (and return NULL). */
-void ct_zero_grad(ct_tensor *t);
+CT_API void ct_zero_grad(ct_tensor *t);
 /* The name of the op that produced t ("add", "matmul"), or NULL for a leaf. */
-const char *ct_grad_fn_name(const ct_tensor *t);
+CT_API const char *ct_grad_fn_name(const ct_tensor *t);
 /* A new tensor sharing t's storage, cut from the graph (torch.detach). */
-ct_tensor *ct_detach(ct_tensor *t);
+CT_API ct_tensor *ct_detach(ct_tensor *t);
 
 /* Backpropagate from root, a one-element floating tensor, with seed gradient 1.
  * Errors: CT_EAUTOGRAD when root has no graph or more than one element; CT_ENOMEM (or a backend's
  * error) when a gradient cannot be computed. The graph is freed in every case. After a failure,
  * each leaf's .grad is either as it was or holds part of this pass's contribution: zero the
  * gradients (ct_zero_grad, ct_optimizer_zero_grad) before running the step again. */
-ct_status ct_backward(ct_tensor *root);
+CT_API ct_status ct_backward(ct_tensor *root);
 
 /* Grad mode is per thread and on by default. ct_no_grad_begin turns it off until the matching
  * ct_no_grad_end (they nest), like `with torch.no_grad():`. */
-void ct_no_grad_begin(void);
-void ct_no_grad_end(void);
-int ct_grad_enabled(void);
+CT_API void ct_no_grad_begin(void);
+CT_API void ct_no_grad_end(void);
+CT_API int ct_grad_enabled(void);
 
 /* Compare analytic gradients with central finite differences in float64 (torch.autograd.gradcheck).
  * fn maps the n inputs (f64 leaves that require grad) to one output tensor; the check reduces the
  * output to sum(out * w) for a fixed random w. Returns CT_OK, or CT_EAUTOGRAD with the worst element
  * in the message when |analytic - numeric| > atol + rtol |numeric|. */
 typedef ct_tensor *(*ct_gradcheck_fn)(ct_tensor *const *inputs, void *ctx);
-ct_status ct_gradcheck(ct_gradcheck_fn fn, void *ctx, int n, ct_tensor *const *inputs, double eps, double atol,
+CT_API ct_status ct_gradcheck(ct_gradcheck_fn fn, void *ctx, int n, ct_tensor *const *inputs, double eps, double atol,
                        double rtol);
 
 #ifdef __cplusplus

@@ -17,6 +17,8 @@
 #ifndef CUTTLE_CUDA_H
 #define CUTTLE_CUDA_H
 
+#include "cuttle/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "cuttle/device.h"
@@ -45,16 +47,16 @@ typedef struct {
  * not exist yet (nothing allocated) reports zeros. Errors: CT_EINVAL (out NULL), CT_EDEVICE (d
  * does not exist on this machine: a GPU in a build without CUDA or on a machine without one; *out
  * is zeroed then). */
-ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out);
+CT_API ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out);
 
 /* Return the cached (free) blocks of device d to the system (cudaFree or clReleaseMemObject on a
  * device, free on the CPU, where every backend's pinned host cache is emptied too). Blocks held by tensors stay. Synchronizes a GPU
  * (cudaFree does). Errors: CT_EDEVICE (d does not exist). */
-ct_status ct_empty_cache(ct_device d);
+CT_API ct_status ct_empty_cache(ct_device d);
 
 /* Make peak_allocated of device d equal to allocated now (torch.cuda.reset_peak_memory_stats).
  * Errors: CT_EDEVICE (d does not exist). */
-ct_status ct_reset_peak_memory_stats(ct_device d);
+CT_API ct_status ct_reset_peak_memory_stats(ct_device d);
 
 /* ---------------------------------------------------------------------------------------------
  * TensorFloat-32 (torch.backends.cuda.matmul.allow_tf32, off by default). On: float32 matmul and
@@ -62,9 +64,9 @@ ct_status ct_reset_peak_memory_stats(ct_device d);
  * relative error, several times faster). Off: float32 results agree with the CPU to float32
  * rounding. Process-wide; has no effect on the CPU or without the CUDA backend (the switch is still
  * remembered). */
-void ct_set_allow_tf32(int on);
+CT_API void ct_set_allow_tf32(int on);
 /* 1 when TF32 is allowed, else 0. */
-int ct_allow_tf32(void);
+CT_API int ct_allow_tf32(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Pinned (page-locked) host memory. A copy to or from it can be asynchronous (CT_NON_BLOCKING) and
@@ -86,26 +88,26 @@ int ct_allow_tf32(void);
  * pinned (see above; by the first backend that pins). Ownership as for ct_empty (the caller's, or
  * the open scope's). Errors: those of ct_empty (CT_EINVAL for a bad shape, CT_EDTYPE), CT_ENOMEM
  * (the message gives the pinned bytes requested and held), CT_EBACKEND (a driver error). */
-ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt);
+CT_API ct_tensor *ct_empty_pinned(int ndim, const int64_t *shape, ct_dtype dt);
 
 /* As ct_empty_pinned, pinned by the backend of device d, so that copies between the tensor and d
  * (and d's other devices of the same kind) can be asynchronous; d the CPU means ct_empty_pinned. An
  * ordinary CPU tensor when d's backend cannot pin. Errors: those of ct_empty_pinned, CT_EDEVICE (d
  * does not exist). */
-ct_tensor *ct_empty_pinned_for(ct_device d, int ndim, const int64_t *shape, ct_dtype dt);
+CT_API ct_tensor *ct_empty_pinned_for(ct_device d, int ndim, const int64_t *shape, ct_dtype dt);
 
 /* 1 when ct_empty_pinned_for(d, ...) gives pinned memory (for the CPU: when ct_empty_pinned does),
  * else 0 (also for a device that does not exist). */
-int ct_device_can_pin(ct_device d);
+CT_API int ct_device_can_pin(ct_device d);
 
 /* 1 when t is a CPU tensor whose storage is pinned, else 0 (also for NULL). */
-int ct_tensor_is_pinned(const ct_tensor *t);
+CT_API int ct_tensor_is_pinned(const ct_tensor *t);
 
 /* t itself (one more reference) when it is already pinned, else a contiguous pinned copy of t
  * (same shape and dtype, pinned as ct_empty_pinned; where nothing pins an ordinary contiguous copy) that shares
  * nothing with t. The copy is not recorded by autograd. NULL returns NULL. Errors: CT_EDEVICE (t
  * is not a CPU tensor), those of ct_empty_pinned. */
-ct_tensor *ct_pin_memory(ct_tensor *t);
+CT_API ct_tensor *ct_pin_memory(ct_tensor *t);
 
 /* ---------------------------------------------------------------------------------------------
  * Streams and events (torch.cuda.Stream / torch.cuda.Event, kept small). cuttle's own ops always
@@ -119,44 +121,44 @@ typedef struct ct_event ct_event;
 /* A new stream on device d (cudaStreamNonBlocking: it does not wait for the legacy default stream).
  * The caller frees it with ct_stream_free. Errors (NULL): CT_EDEVICE (d does not exist),
  * CT_EBACKEND, CT_ENOMEM. */
-ct_stream *ct_stream_new(ct_device d);
+CT_API ct_stream *ct_stream_new(ct_device d);
 /* Release s; work already queued on it still runs. NULL is allowed. */
-void ct_stream_free(ct_stream *s);
+CT_API void ct_stream_free(ct_stream *s);
 /* The device of s (s not NULL). */
-ct_device ct_stream_device(const ct_stream *s);
+CT_API ct_device ct_stream_device(const ct_stream *s);
 /* The backend's stream handle: a cudaStream_t for a GPU, a cl_command_queue (in order, profiling on)
  * for an OpenCL device, NULL for the CPU (or s NULL). Borrowed: it lives as long as s. */
-void *ct_stream_native(ct_stream *s);
+CT_API void *ct_stream_native(ct_stream *s);
 /* Wait until all work queued on s has finished (a synchronization point, counted in the ledger).
  * Errors: CT_EINVAL (s NULL), CT_EBACKEND. */
-ct_status ct_stream_synchronize(ct_stream *s);
+CT_API ct_status ct_stream_synchronize(ct_stream *s);
 /* Make all work queued on s after this call wait until e has completed; s NULL means the compute
  * stream of e's device (so cuttle's ops wait for work recorded on another stream). The host does
  * not wait. Errors: CT_EINVAL (e NULL), CT_EDEVICE (s and e live on different kinds of device, or
  * on two different OpenCL devices, whose contexts cannot share events: wait on the host with
  * ct_event_synchronize), CT_EBACKEND. */
-ct_status ct_stream_wait_event(ct_stream *s, ct_event *e);
+CT_API ct_status ct_stream_wait_event(ct_stream *s, ct_event *e);
 
 /* A new event recorded on the compute stream of device d, after all work queued there so far (on a
  * GPU that includes the non-blocking copies, which the compute stream waits for). The caller frees
  * it with ct_event_free. Errors (NULL): CT_EDEVICE (d does not exist), CT_EBACKEND, CT_ENOMEM. */
-ct_event *ct_event_record(ct_device d);
+CT_API ct_event *ct_event_record(ct_device d);
 /* The same on stream s. Errors (NULL): CT_EINVAL (s NULL), CT_EBACKEND, CT_ENOMEM. */
-ct_event *ct_stream_record_event(ct_stream *s);
+CT_API ct_event *ct_stream_record_event(ct_stream *s);
 /* Release e (also before it completed). NULL is allowed. */
-void ct_event_free(ct_event *e);
+CT_API void ct_event_free(ct_event *e);
 /* Block the host until e has completed (an explicit synchronization point, counted in the ledger;
  * never reported by the sync-debug mode). Errors: CT_EINVAL (e NULL), CT_EBACKEND. */
-ct_status ct_event_synchronize(ct_event *e);
+CT_API ct_status ct_event_synchronize(ct_event *e);
 /* 1 when e has completed, 0 when its work is still queued, a negative ct_status on error
  * (CT_EINVAL for NULL, CT_EBACKEND). Never blocks. */
-int ct_event_query(ct_event *e);
+CT_API int ct_event_query(ct_event *e);
 /* The milliseconds of device time between start and end (recorded in that order on one device),
  * into *ms. Waits for end first (a synchronization point). Resolution: about 0.5 us on a GPU, the
  * monotonic clock on the CPU, the device's profiling clock on OpenCL (the end of the work before
  * each event). Errors: CT_EINVAL (a NULL argument), CT_EDEVICE (the two events are
  * on different devices), CT_EBACKEND. */
-ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms);
+CT_API ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms);
 
 /* ---------------------------------------------------------------------------------------------
  * Sync-debug (torch.cuda.set_sync_debug_mode). An implicit synchronization is a call that blocks
@@ -173,8 +175,8 @@ enum {
 };
 /* Set the process-wide mode (one of the values above; the environment variable
  * CUTTLE_SYNC_DEBUG=0/1/2 sets the initial one). Errors: CT_EINVAL for another value. */
-ct_status ct_set_sync_debug_mode(int mode);
-int ct_get_sync_debug_mode(void);
+CT_API ct_status ct_set_sync_debug_mode(int mode);
+CT_API int ct_get_sync_debug_mode(void);
 
 #ifdef __cplusplus
 }

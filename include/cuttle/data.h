@@ -14,6 +14,8 @@
 #ifndef CUTTLE_DATA_H
 #define CUTTLE_DATA_H
 
+#include "cuttle/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "cuttle/device.h"
@@ -57,7 +59,7 @@ typedef struct {
 } ct_idx;
 
 /* The element size in bytes of an IDX type code; 0 for an unknown code. */
-size_t ct_idx_type_size(int type);
+CT_API size_t ct_idx_type_size(int type);
 
 /* Parse an IDX file held in memory (already gunzipped): buf of n bytes. name is only used in error
  * messages (NULL reads "<buffer>"). On success *out holds a copy of the data in host byte order
@@ -66,23 +68,23 @@ size_t ct_idx_type_size(int type);
  * message: "wrong magic" (the first two bytes are not zero), "unknown type code", "0 dimensions" /
  * "more than 8 dimensions", "truncated header", "truncated data" (fewer bytes than the header
  * says), "trailing bytes" (more bytes than the header says); CT_ENOMEM. Never reads outside buf. */
-ct_status ct_idx_parse(const uint8_t *buf, size_t n, const char *name, ct_idx *out);
+CT_API ct_status ct_idx_parse(const uint8_t *buf, size_t n, const char *name, ct_idx *out);
 
 /* Read and parse the IDX file at path: gzip-compressed (.gz, any name) or raw, detected by content
  * (zlib's gzread reads both). Errors: CT_EINVAL (NULL argument); CT_EIO when the file cannot be
  * opened or read (the message names the path and strerror); CT_EFORMAT for a corrupt or truncated
  * gzip stream and every error of ct_idx_parse, naming the path; CT_ENOMEM. */
-ct_status ct_idx_load(const char *path, ct_idx *out);
+CT_API ct_status ct_idx_load(const char *path, ct_idx *out);
 
 /* Release idx->data and zero *idx. NULL and an already freed (zeroed) ct_idx are allowed. */
-void ct_idx_free(ct_idx *idx);
+CT_API void ct_idx_free(ct_idx *idx);
 
 /* The IDX data as a new contiguous tensor on dev with shape idx->shape: u8 as CT_U8, i32 as
  * CT_I32, f32 as CT_F32, f64 as CT_F64, i8 and i16 widened to CT_I32. Ownership as in tensor.h
  * (the caller's, or the open scope's). Errors: CT_EINVAL (NULL or empty ct_idx, an unknown type, a
  * shape that is invalid or disagrees with numel and nbytes), CT_EDEVICE, those of
  * ct_from_host. */
-ct_tensor *ct_idx_to_tensor(const ct_idx *idx, ct_device dev);
+CT_API ct_tensor *ct_idx_to_tensor(const ct_idx *idx, ct_device dev);
 
 /* ---------------------------------------------------------------------------------------------
  * Datasets */
@@ -95,22 +97,22 @@ typedef struct ct_dataset ct_dataset;
  * n >= 0; c, h, w >= 1; std != 0; num_classes >= 1.
  * Errors: CT_EINVAL (bad sizes, std == 0, NULL arrays with n > 0, a label out of range: the message
  * gives its index and value), CT_ENOMEM. The caller frees the result with ct_dataset_free. */
-ct_dataset *ct_dataset_from_u8(const uint8_t *images, const int64_t *labels, int64_t n, int c, int h, int w,
+CT_API ct_dataset *ct_dataset_from_u8(const uint8_t *images, const int64_t *labels, int64_t n, int c, int h, int w,
                                int num_classes, float mean, float std);
 
 /* Release a dataset. NULL is allowed. Loaders reading it must be freed first. */
-void ct_dataset_free(ct_dataset *ds);
+CT_API void ct_dataset_free(ct_dataset *ds);
 
 /* Accessors. A NULL ds sets CT_EINVAL and gives -1 (len, num_classes) or NULL (pixels, labels). */
-int64_t ct_dataset_len(const ct_dataset *ds);                  /* number of samples N */
-void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]); /* (C, H, W) */
-int ct_dataset_num_classes(const ct_dataset *ds);
-const uint8_t *ct_dataset_pixels(const ct_dataset *ds);        /* (N, C, H, W) u8, borrowed */
-const int64_t *ct_dataset_labels(const ct_dataset *ds);        /* (N) int64, borrowed */
+CT_API int64_t ct_dataset_len(const ct_dataset *ds);                  /* number of samples N */
+CT_API void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]); /* (C, H, W) */
+CT_API int ct_dataset_num_classes(const ct_dataset *ds);
+CT_API const uint8_t *ct_dataset_pixels(const ct_dataset *ds);        /* (N, C, H, W) u8, borrowed */
+CT_API const int64_t *ct_dataset_labels(const ct_dataset *ds);        /* (N) int64, borrowed */
 
 /* Sample i, normalized: x receives C*H*W float32 values, *y the label (either may be NULL).
  * Errors: CT_EINVAL when i is outside [0, N). */
-ct_status ct_dataset_get(const ct_dataset *ds, int64_t i, float *x, int64_t *y);
+CT_API ct_status ct_dataset_get(const ct_dataset *ds, int64_t i, float *x, int64_t *y);
 
 /* ---------------------------------------------------------------------------------------------
  * Fashion-MNIST (Xiao, Rasul, Vollgraf 2017, https://github.com/zalandoresearch/fashion-mnist):
@@ -137,10 +139,10 @@ typedef enum {
  * and the package to install) or unreadable; CT_EFORMAT, naming the file, for every error of
  * ct_idx_load, a magic other than 0x00000803 (images) / 0x00000801 (labels), images that are not
  * 28x28, image and label counts that differ, a label >= 10; CT_ENOMEM. */
-ct_dataset *ct_fashion_mnist_load(const char *data_dir, ct_split split);
+CT_API ct_dataset *ct_fashion_mnist_load(const char *data_dir, ct_split split);
 
 /* The class name of a Fashion-MNIST label ("T-shirt/top", ..., "Ankle boot"); "?" out of range. */
-const char *ct_fashion_mnist_class_name(int64_t label);
+CT_API const char *ct_fashion_mnist_class_name(int64_t label);
 
 /* ---------------------------------------------------------------------------------------------
  * Loader */
@@ -170,22 +172,22 @@ typedef struct {
  * threads start here and wait for the first epoch. The caller frees it with ct_loader_free.
  * Errors: CT_EINVAL (ds NULL, batch_size < 0, num_workers outside [0, 64], prefetch_factor < 0),
  * CT_EDEVICE (opts->device does not exist), CT_ENOMEM, CT_EBACKEND (a thread could not start). */
-ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts);
+CT_API ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts);
 
 /* Stop the workers (also in the middle of an epoch: batches being prepared are finished and
  * dropped) and release everything. Tensors already returned stay valid. NULL is allowed. */
-void ct_loader_free(ct_loader *l);
+CT_API void ct_loader_free(ct_loader *l);
 
 /* Batches per epoch: ceil(N / B), or floor(N / B) with drop_last; -1 with CT_EINVAL for NULL (as
  * ct_loader_epoch). */
-int64_t ct_loader_len(const ct_loader *l);
+CT_API int64_t ct_loader_len(const ct_loader *l);
 
 /* The epoch the loader is in (or will start with its next ct_loader_next): 0 at first. */
-int64_t ct_loader_epoch(const ct_loader *l);
+CT_API int64_t ct_loader_epoch(const ct_loader *l);
 
 /* Abandon the current epoch, if any, and make the next ct_loader_next start epoch `epoch` (its
  * shuffle uses seed + epoch). Errors: CT_EINVAL (l NULL, epoch < 0). */
-ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch);
+CT_API ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch);
 
 /* The next batch of the current epoch: *x (B, C, H, W) float32 and *y (B) int64 on opts.device
  * (with pin_memory on a GPU or OpenCL device their copies may still be in flight: ops on the device are ordered after
@@ -195,7 +197,7 @@ ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch);
  * Returns 1 with a batch; 0 at the end of the epoch (with *x and *y NULL; the following call starts
  * the next epoch); a negative ct_status on error (*x and *y NULL): CT_EINVAL (NULL argument), the
  * errors of ct_from_host and ct_to. Call from one thread at a time. */
-int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y);
+CT_API int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y);
 
 #ifdef __cplusplus
 }

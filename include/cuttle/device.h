@@ -7,6 +7,8 @@
 #ifndef CUTTLE_DEVICE_H
 #define CUTTLE_DEVICE_H
 
+#include "cuttle/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "cuttle/status.h"
@@ -32,23 +34,23 @@ typedef struct {
  * >= 0) into *out. "cuda", "gpu" and "opencl" mean index 0. The names come from the device
  * registry (src/core/device.c), one row per backend, whether or not that backend is built in. Parsing does not check that the device exists.
  * Errors: CT_EINVAL for a NULL or malformed string (the message quotes it and lists the forms). */
-ct_status ct_device_parse(const char *s, ct_device *out);
+CT_API ct_status ct_device_parse(const char *s, ct_device *out);
 
 /* Write the canonical name ("cpu", "cuda:1", "opencl:0") into buf of size n (32 bytes always suffice) and
  * return buf; NULL with CT_EINVAL when buf is NULL. */
-char *ct_device_str(ct_device d, char *buf, size_t n);
+CT_API char *ct_device_str(ct_device d, char *buf, size_t n);
 
 /* 1 when a and b are the same device, else 0. */
-int ct_device_eq(ct_device a, ct_device b);
+CT_API int ct_device_eq(ct_device a, ct_device b);
 
 /* The number of devices of a kind: 1 for CT_CPU; for CT_CUDA the number of visible GPUs, 0 when
  * the CUDA backend is not compiled in, no driver is installed, or any CUDA runtime call fails while
  * probing (cudaGetDeviceCount returns error 35 on a machine with no driver, which counts as zero).
  * 0 with CT_EINVAL for a kind that is not a ct_device_kind. */
-int ct_device_count(ct_device_kind kind);
+CT_API int ct_device_count(ct_device_kind kind);
 
 /* 1 when the device exists on this machine (its index is below ct_device_count), else 0. */
-int ct_device_available(ct_device d);
+CT_API int ct_device_available(ct_device d);
 
 typedef struct {
   char name[256];            /* "NVIDIA H100 80GB HBM3", or the CPU model name */
@@ -74,18 +76,18 @@ enum { CT_DEVICE_TYPE_UNKNOWN = 0, CT_DEVICE_TYPE_CPU, CT_DEVICE_TYPE_GPU, CT_DE
 
 /* Fill *out with the properties of d. Errors: CT_EDEVICE when d does not exist (the message names
  * it and says how many devices of its kind there are). */
-ct_status ct_device_props_get(ct_device d, ct_device_props *out);
+CT_API ct_status ct_device_props_get(ct_device d, ct_device_props *out);
 
 /* The GPUs, in the order try_gpu and try_all_gpus number them: every CUDA GPU, then every OpenCL
  * device whose type is GPU. An OpenCL device of type CPU or accelerator (PoCL's) is never chosen
  * here; it is used only when named ("opencl:0"). */
 
 /* GPU i when it exists, else the CPU (d2l's try_gpu). Never fails. */
-ct_device ct_try_gpu(int i);
+CT_API ct_device ct_try_gpu(int i);
 
 /* Every GPU, or just the CPU when there is none (d2l's try_all_gpus). Writes at most cap devices to
  * out and returns how many there are (which may exceed cap). */
-int ct_try_all_gpus(ct_device *out, int cap);
+CT_API int ct_try_all_gpus(ct_device *out, int cap);
 
 typedef enum {
   CT_BEST_MOST_FREE_MEMORY = 0, /* the GPU with the most free memory */
@@ -93,7 +95,7 @@ typedef enum {
 } ct_best_policy;
 
 /* The best GPU by policy, or the CPU when there is no GPU. Never fails. */
-ct_device ct_device_best(ct_best_policy policy);
+CT_API ct_device ct_device_best(ct_best_policy policy);
 
 /* Block the host until all work cuttle queued on d has finished: on a GPU the compute stream (every
  * op) and the copy stream (non-blocking copies; after ct_to(..., CT_NON_BLOCKING) the result may be
@@ -102,7 +104,7 @@ ct_device ct_device_best(ct_best_policy policy);
  * ledger as a synchronization point; an explicit wait, so never reported by the sync-debug mode.
  * Errors: CT_EDEVICE for a missing device, CT_EBACKEND for a driver error (also one left by an
  * earlier asynchronous kernel). */
-ct_status ct_synchronize(ct_device d);
+CT_API ct_status ct_synchronize(ct_device d);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifndef CUTTLE_IO_H
 #define CUTTLE_IO_H
 
+#include "cuttle/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "cuttle/optim.h"
@@ -64,7 +66,7 @@ typedef struct {
  * "__metadata__", a repeated metadata key, or a string that is not valid UTF-8; CT_EIO (the message
  * names the file and the system error) when the file cannot be created, written, synced or renamed;
  * CT_ENOMEM; the status of ct_to_host for a tensor that cannot be copied. */
-ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
+CT_API ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
                               int n_meta, const ct_metadata_kv *meta);
 
 /* ---- reading */
@@ -76,7 +78,7 @@ typedef struct ct_safetensors ct_safetensors;
  * with ct_safetensors_parse (label: path). The caller frees
  * the result with ct_safetensors_close. Errors (NULL return): CT_EIO when the file cannot be read,
  * CT_EFORMAT as for ct_safetensors_parse, CT_ENOMEM. */
-ct_safetensors *ct_safetensors_open(const char *path);
+CT_API ct_safetensors *ct_safetensors_open(const char *path);
 
 /* Parse and validate the size bytes at data as a whole safetensors file. The bytes are copied, so
  * data stays the caller's and may be freed at once. label names the source in error messages
@@ -105,13 +107,13 @@ ct_safetensors *ct_safetensors_open(const char *path);
  * Errors (NULL return): CT_EFORMAT naming the problem and, where one is at fault, the tensor;
  * CT_ENOMEM; CT_EINVAL for NULL data with size > 0. This is the entry point of the fuzz target
  * tests/fuzz/fuzz_safetensors.c. */
-ct_safetensors *ct_safetensors_parse(const void *data, size_t size, const char *label);
+CT_API ct_safetensors *ct_safetensors_parse(const void *data, size_t size, const char *label);
 
 /* Free everything the handle owns. NULL is allowed. */
-void ct_safetensors_close(ct_safetensors *f);
+CT_API void ct_safetensors_close(ct_safetensors *f);
 
 /* The number of tensors in the file; -1 with CT_EINVAL for NULL (as ct_safetensors_metadata_count). */
-int ct_safetensors_count(const ct_safetensors *f);
+CT_API int ct_safetensors_count(const ct_safetensors *f);
 
 /* What the header says about one tensor. Pointers are borrowed from f and valid until it is closed. */
 typedef struct {
@@ -126,25 +128,25 @@ typedef struct {
 
 /* Fill *out for tensor i, 0 <= i < count, in order of name (strcmp). Errors: CT_EINVAL for a NULL
  * argument or i out of range. */
-ct_status ct_safetensors_info_at(const ct_safetensors *f, int i, ct_safetensors_info *out);
+CT_API ct_status ct_safetensors_info_at(const ct_safetensors *f, int i, ct_safetensors_info *out);
 
 /* The index of the tensor called name (for ct_safetensors_info_at), or -1 when there is none (and
  * CT_EINVAL set when f or name is NULL). */
-int ct_safetensors_find(const ct_safetensors *f, const char *name);
+CT_API int ct_safetensors_find(const ct_safetensors *f, const char *name);
 
 /* A new tensor on dev holding a copy of the tensor called name, with its shape and dtype. The caller
  * owns it (see tensor.h). BOOL bytes other than 0 read as true. Errors (NULL return): CT_EINVAL for
  * a NULL argument or a name not in the file (the message lists up to 5 names that are); CT_EDTYPE
  * for a dtype cuttle has no tensor type for; CT_EUNSUPPORTED for more than CT_MAX_DIMS dims;
  * CT_EDEVICE, CT_ENOMEM. */
-ct_tensor *ct_safetensors_get(const ct_safetensors *f, const char *name, ct_device dev);
+CT_API ct_tensor *ct_safetensors_get(const ct_safetensors *f, const char *name, ct_device dev);
 
 /* The value of metadata key, borrowed from f, or NULL when the file has no such key (and CT_EINVAL
  * set when f or key is NULL). */
-const char *ct_safetensors_metadata(const ct_safetensors *f, const char *key);
+CT_API const char *ct_safetensors_metadata(const ct_safetensors *f, const char *key);
 /* The number of metadata entries, and entry i of them (in file order; borrowed strings). */
-int ct_safetensors_metadata_count(const ct_safetensors *f);
-ct_status ct_safetensors_metadata_at(const ct_safetensors *f, int i, const char **key, const char **value);
+CT_API int ct_safetensors_metadata_count(const ct_safetensors *f);
+CT_API ct_status ct_safetensors_metadata_at(const ct_safetensors *f, int i, const char **key, const char **value);
 
 /* ---- model and training checkpoints (one safetensors file) */
 
@@ -190,7 +192,7 @@ typedef struct {
  *
  * Errors: CT_EINVAL for a NULL path or module, or an extra key that is reserved or repeated; those
  * of ct_safetensors_save. On error an existing file at path is untouched. */
-ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, const ct_checkpoint_meta *meta);
+CT_API ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, const ct_checkpoint_meta *meta);
 
 /* Load a checkpoint written by ct_checkpoint_save, or a PyTorch state_dict saved with
  * safetensors.torch.save_file, into m (and opt, and *meta_out; both may be NULL).
@@ -225,7 +227,7 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
  * Errors: CT_EINVAL for a NULL path or module, or an optimizer of another kind than the file's;
  * those of ct_safetensors_open; CT_EFORMAT for a checkpoint of a later format version, a malformed
  * number in the metadata or an unknown "optimizer", and as above. */
-ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, ct_checkpoint_meta *meta_out);
+CT_API ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, ct_checkpoint_meta *meta_out);
 
 #ifdef __cplusplus
 }

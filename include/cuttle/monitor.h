@@ -16,6 +16,8 @@
 #ifndef CUTTLE_MONITOR_H
 #define CUTTLE_MONITOR_H
 
+#include "cuttle/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "cuttle/device.h"
@@ -103,8 +105,8 @@ typedef struct {
  * the call, so a snapshot costs one nvmlInit (tens of milliseconds on a GPU machine).
  * Never fails for want of a driver: then driver_found is 0 and driver_note says why.
  * Returns a new snapshot the caller frees with ct_monitor_snapshot_free, or NULL with CT_ENOMEM. */
-ct_monitor_snapshot *ct_monitor_snapshot_new(const ct_monitor_options *opt);
-void ct_monitor_snapshot_free(ct_monitor_snapshot *s); /* NULL is a no-op */
+CT_API ct_monitor_snapshot *ct_monitor_snapshot_new(const ct_monitor_options *opt);
+CT_API void ct_monitor_snapshot_free(ct_monitor_snapshot *s); /* NULL is a no-op */
 
 typedef enum {
   CT_MONITOR_TEXT = 0, /* the table `cuttle smi` prints */
@@ -114,7 +116,7 @@ typedef enum {
 
 /* Render s as text, JSON or CSV (docs/smi.md shows each). Returns a NUL-terminated string the
  * caller frees with free(), or NULL (CT_EINVAL for a NULL snapshot or unknown format, CT_ENOMEM). */
-char *ct_monitor_render(const ct_monitor_snapshot *s, ct_monitor_format format);
+CT_API char *ct_monitor_render(const ct_monitor_snapshot *s, ct_monitor_format format);
 
 /* Cuttle's allocator view of device d in this process: *allocated bytes in live tensors and
  * *reserved bytes held from the system (allocated plus cache). When no allocator has registered
@@ -124,7 +126,7 @@ char *ct_monitor_render(const ct_monitor_snapshot *s, ct_monitor_format format);
  * (ct_memory_stats_get). Errors: CT_EINVAL for NULL outputs; CT_EUNSUPPORTED for a device whose
  * allocator has not registered and whose backend has no figures (it does not exist here);
  * CT_EDEVICE when the registered allocator does not know d. */
-ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *reserved);
+CT_API ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *reserved);
 
 /* Write this process's allocator statistics (the CPU, then cuda:0, cuda:1, ... for as long as the
  * allocator knows them, then each device of another backend that this process has allocated on,
@@ -137,16 +139,16 @@ ct_status ct_monitor_allocator_stats(ct_device d, size_t *allocated, size_t *res
  *     cpu 1048576 2097152 -1       (device, allocated bytes, reserved bytes, peak allocated or -1)
  *     cuda:0 524288 1048576 786432
  * Readers ignore lines they do not know; a line without the fourth figure has an unknown peak. Errors: CT_EIO when the file cannot be written. */
-ct_status ct_monitor_publish(void);
+CT_API ct_status ct_monitor_publish(void);
 
 /* Remove this process's stats file (call at exit). Errors: CT_EIO when it exists and cannot be
  * removed; a missing file is CT_OK. */
-ct_status ct_monitor_unpublish(void);
+CT_API ct_status ct_monitor_unpublish(void);
 
 /* The stats file of process pid: "$XDG_RUNTIME_DIR/cuttle-<pid>.stats" when XDG_RUNTIME_DIR names
  * a folder, else "/tmp/cuttle-<pid>.stats". Writes it into buf of size n (256 bytes suffice).
  * Errors: CT_EINVAL when buf is too small. */
-ct_status ct_monitor_stats_path(int pid, char *buf, size_t n);
+CT_API ct_status ct_monitor_stats_path(int pid, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef CUTTLE_OPS_H
 #define CUTTLE_OPS_H
 
+#include "cuttle/export.h"
+
 #include "cuttle/tensor.h"
 
 #ifdef __cplusplus
@@ -19,61 +21,61 @@ extern "C" {
 #endif
 
 /* ---- elementwise binary ops with NumPy broadcasting */
-ct_tensor *ct_add(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_sub(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_mul(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_div(ct_tensor *a, ct_tensor *b); /* true division: integer inputs give float32 */
-ct_tensor *ct_pow(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_maximum(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_minimum(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_add(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_sub(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_mul(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_div(ct_tensor *a, ct_tensor *b); /* true division: integer inputs give float32 */
+CT_API ct_tensor *ct_pow(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_maximum(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_minimum(ct_tensor *a, ct_tensor *b);
 /* a + alpha*b style scalar forms; the scalar does not change a's dtype when a is floating, and an
  * integer tensor with a fractional scalar gives float32 (PyTorch's "wrapped number" rule). */
-ct_tensor *ct_add_scalar(ct_tensor *a, double s);
-ct_tensor *ct_mul_scalar(ct_tensor *a, double s);
-ct_tensor *ct_pow_scalar(ct_tensor *a, double s);
+CT_API ct_tensor *ct_add_scalar(ct_tensor *a, double s);
+CT_API ct_tensor *ct_mul_scalar(ct_tensor *a, double s);
+CT_API ct_tensor *ct_pow_scalar(ct_tensor *a, double s);
 
 /* ---- comparisons: bool results, no gradient */
-ct_tensor *ct_eq(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_ne(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_lt(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_le(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_gt(ct_tensor *a, ct_tensor *b);
-ct_tensor *ct_ge(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_eq(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_ne(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_lt(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_le(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_gt(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_ge(ct_tensor *a, ct_tensor *b);
 /* cond ? a : b elementwise, all three broadcast together; cond is converted to bool. */
-ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b);
 /* min(max(x, lo), hi); pass -INFINITY/INFINITY for no bound. Gradient 1 inside [lo, hi]. */
-ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi);
+CT_API ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi);
 
 /* ---- unary math (floating results; an integer input gives float32) */
-ct_tensor *ct_neg(ct_tensor *x);
-ct_tensor *ct_abs(ct_tensor *x);
-ct_tensor *ct_exp(ct_tensor *x);
-ct_tensor *ct_log(ct_tensor *x);
-ct_tensor *ct_sqrt(ct_tensor *x);
+CT_API ct_tensor *ct_neg(ct_tensor *x);
+CT_API ct_tensor *ct_abs(ct_tensor *x);
+CT_API ct_tensor *ct_exp(ct_tensor *x);
+CT_API ct_tensor *ct_log(ct_tensor *x);
+CT_API ct_tensor *ct_sqrt(ct_tensor *x);
 /* max(x, 0) as torch.relu: a NaN passes through, and so does its gradient (0 where x <= 0) */
-ct_tensor *ct_relu(ct_tensor *x);
-ct_tensor *ct_sigmoid(ct_tensor *x);
-ct_tensor *ct_tanh(ct_tensor *x);
-ct_tensor *ct_gelu(ct_tensor *x); /* exact: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */
+CT_API ct_tensor *ct_relu(ct_tensor *x);
+CT_API ct_tensor *ct_sigmoid(ct_tensor *x);
+CT_API ct_tensor *ct_tanh(ct_tensor *x);
+CT_API ct_tensor *ct_gelu(ct_tensor *x); /* exact: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */
 
 /* ---- reductions over dims: dims has ndims entries (ndims 0 = all dims). keepdim keeps them as 1. */
-ct_tensor *ct_sum(ct_tensor *x, int ndims, const int *dims, int keepdim);
-ct_tensor *ct_mean(ct_tensor *x, int ndims, const int *dims, int keepdim);
+CT_API ct_tensor *ct_sum(ct_tensor *x, int ndims, const int *dims, int keepdim);
+CT_API ct_tensor *ct_mean(ct_tensor *x, int ndims, const int *dims, int keepdim);
 /* Variance with Bessel's correction `correction` (1 = unbiased, torch.var's default). */
-ct_tensor *ct_var(ct_tensor *x, int ndims, const int *dims, int correction, int keepdim);
+CT_API ct_tensor *ct_var(ct_tensor *x, int ndims, const int *dims, int correction, int keepdim);
 /* Max/min over one dim; *indices (optional, may be NULL) receives the int64 argmax/argmin. */
-ct_tensor *ct_max(ct_tensor *x, int dim, int keepdim, ct_tensor **indices);
-ct_tensor *ct_min(ct_tensor *x, int dim, int keepdim, ct_tensor **indices);
+CT_API ct_tensor *ct_max(ct_tensor *x, int dim, int keepdim, ct_tensor **indices);
+CT_API ct_tensor *ct_min(ct_tensor *x, int dim, int keepdim, ct_tensor **indices);
 /* int64 index of the first maximum along dim. */
-ct_tensor *ct_argmax(ct_tensor *x, int dim, int keepdim);
+CT_API ct_tensor *ct_argmax(ct_tensor *x, int dim, int keepdim);
 /* sqrt(sum(x^2)) over all elements: the Frobenius norm, a 0-dim tensor. */
-ct_tensor *ct_norm(ct_tensor *x);
+CT_API ct_tensor *ct_norm(ct_tensor *x);
 
 /* ---- linear algebra (BLAS on the CPU) */
 /* torch.matmul: 1-D x 1-D dot, 2-D x 2-D, and batched with broadcast batch dims. f32/f64. */
-ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b);
 /* x: (*, in), w: (out, in), b: (out) or NULL -> (*, out) = x w^T + b. */
-ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *b);
+CT_API ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *b);
 
 /* ---- convolution and pooling, NCHW */
 typedef struct {
@@ -84,7 +86,7 @@ typedef struct {
 } ct_conv2d_opts;
 /* x: (N, Cin, H, W), w: (Cout, Cin/groups, kH, kW), b: (Cout) or NULL -> (N, Cout, Ho, Wo) with
  * Ho = (H + 2 pad - dil (kH - 1) - 1) / stride + 1. f32/f64. */
-ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts);
+CT_API ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts);
 typedef struct {
   int kernel[2];
   int stride[2];  /* 0 = kernel */
@@ -92,8 +94,8 @@ typedef struct {
 } ct_pool2d_opts;
 /* x: (N, C, H, W) -> (N, C, Ho, Wo); max pooling pads with -inf, avg pooling counts the padding
  * (count_include_pad=True, PyTorch's default). */
-ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
-ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
+CT_API ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
+CT_API ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(x)) as one op: the same values and gradients as the two ops in a row (ties go to
  * the first element, a window whose maximum is 0 passes no gradient, a NaN propagates), but one
  * pass over x instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a
@@ -101,7 +103,7 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
  * ct_max_pool2d's. Errors: CT_EINVAL for missing or bad options (NULL opts, kernel < 1, padding
  * beyond kernel/2), CT_ESHAPE for a non-4-D x or a kernel larger than the padded input, CT_EDTYPE
  * for an integer x. */
-ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
+CT_API ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(conv2d(x, w, b))) as one op, with the same values and gradients as the three in a
  * row. On the CPU, for a 2x2 window with stride 2 in float32, each image's conv output is pooled
  * while it is in cache and never stored (nor is its gradient): the cnn's layers without a pass over
@@ -110,41 +112,41 @@ ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
  * x: (N, C, H, W), w: (O, C/groups, kH, kW), b: (O) or NULL, float32/float64 after promotion ->
  * (N, O, Hp, Wp): conv2d's (Ho, Wo) pooled as ct_max_pool2d sizes it. Errors: conv2d's (CT_ESHAPE,
  * CT_EINVAL, CT_EDTYPE, CT_EDEVICE, naming this op) and then ct_relu_max_pool2d's. */
-ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *conv_opts,
+CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *conv_opts,
                                      const ct_pool2d_opts *pool_opts);
 
 /* ---- normalization and regularization */
 /* x: (N, C, *). weight, bias: (C) or NULL. running_mean, running_var: (C) or NULL.
  * training: normalize with the batch statistics and update the running ones in place with
  * momentum (r = (1 - m) r + m stat, unbiased variance, as torch); eval: use the running ones. */
-ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
+CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps);
 /* Zero elements with probability p and scale the rest by 1/(1-p) when training; x itself (one more
  * reference) otherwise. gen may be NULL for the default generator. */
-ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen);
+CT_API ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen);
 /* x floating (an integer x is CT_EDTYPE, as in torch); the result has x's shape and dtype. */
-ct_tensor *ct_softmax(ct_tensor *x, int dim);
-ct_tensor *ct_log_softmax(ct_tensor *x, int dim);
+CT_API ct_tensor *ct_softmax(ct_tensor *x, int dim);
+CT_API ct_tensor *ct_log_softmax(ct_tensor *x, int dim);
 
 /* ---- losses */
 typedef enum { CT_REDUCTION_MEAN = 0, CT_REDUCTION_SUM, CT_REDUCTION_NONE } ct_reduction;
 /* logits: (N, C) floating; target: (N) int64 class indices in [0, C). label_smoothing in [0, 1)
  * as in torch.nn.functional.cross_entropy. Errors: CT_EINVAL for a class index out of range or an
  * unknown reduction, CT_EDTYPE for integer logits or a floating target. */
-ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction reduction, double label_smoothing);
-ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction);
+CT_API ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction reduction, double label_smoothing);
+CT_API ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction);
 
 /* ---- joining and indexing */
-ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim);
-ct_tensor *ct_stack(int n, ct_tensor *const *ts, int dim);
+CT_API ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim);
+CT_API ct_tensor *ct_stack(int n, ct_tensor *const *ts, int dim);
 /* index: 1-D int32/int64 (another dtype is CT_EDTYPE). */
-ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index);
+CT_API ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index);
 /* out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather); index int64 of x's ndim. */
-ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index);
+CT_API ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index);
 
 /* ---- in-place helpers for optimizers and initializers (no autograd) */
-ct_status ct_fill_(ct_tensor *t, double value);
-ct_status ct_zero_(ct_tensor *t);
+CT_API ct_status ct_fill_(ct_tensor *t, double value);
+CT_API ct_status ct_zero_(ct_tensor *t);
 
 #ifdef __cplusplus
 }

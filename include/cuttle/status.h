@@ -7,6 +7,8 @@
 #ifndef CUTTLE_STATUS_H
 #define CUTTLE_STATUS_H
 
+#include "cuttle/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,17 +35,17 @@ typedef enum {
 } ct_status;
 
 /* The short description of a status code ("out of memory"); a static string, never NULL. */
-const char *ct_status_str(ct_status s);
+CT_API const char *ct_status_str(ct_status s);
 
 /* The message of the last error on this thread, or "" when none. The pointer stays valid until the
  * next cuttle call on this thread that fails or clears the error. */
-const char *ct_last_error(void);
+CT_API const char *ct_last_error(void);
 
 /* The status code of the last error on this thread (CT_OK when none). */
-ct_status ct_last_status(void);
+CT_API ct_status ct_last_status(void);
 
 /* Forget the last error on this thread. */
-void ct_clear_error(void);
+CT_API void ct_clear_error(void);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef CUTTLE_TENSOR_H
 #define CUTTLE_TENSOR_H
 
+#include "cuttle/export.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include "cuttle/device.h"
@@ -40,20 +42,20 @@ typedef enum {
   CT_DTYPE_COUNT
 } ct_dtype;
 
-const char *ct_dtype_name(ct_dtype dt); /* "float32"; "?" for an invalid value */
-size_t ct_dtype_size(ct_dtype dt);      /* bytes per element; 0 for an invalid value */
-int ct_dtype_is_floating(ct_dtype dt);  /* 1 for f32, f64, f16, bf16 */
+CT_API const char *ct_dtype_name(ct_dtype dt); /* "float32"; "?" for an invalid value */
+CT_API size_t ct_dtype_size(ct_dtype dt);      /* bytes per element; 0 for an invalid value */
+CT_API int ct_dtype_is_floating(ct_dtype dt);  /* 1 for f32, f64, f16, bf16 */
 /* The dtype of a op on a and b, by PyTorch's promotion rules (torch.result_type on two tensors of
  * the same dimensionality): bool < u8 < i32 < i64 < floating; f16 with bf16 gives f32. */
-ct_dtype ct_promote_types(ct_dtype a, ct_dtype b); /* CT_DTYPE_COUNT and CT_EDTYPE for an invalid dtype */
+CT_API ct_dtype ct_promote_types(ct_dtype a, ct_dtype b); /* CT_DTYPE_COUNT and CT_EDTYPE for an invalid dtype */
 /* Parse "float32"/"f32", ... into *out. Errors: CT_EINVAL. */
-ct_status ct_dtype_parse(const char *s, ct_dtype *out);
+CT_API ct_status ct_dtype_parse(const char *s, ct_dtype *out);
 
 /* Half-precision conversions (IEEE 754 binary16 and bfloat16), round to nearest even. */
-uint16_t ct_f32_to_f16(float f);
-float ct_f16_to_f32(uint16_t h);
-uint16_t ct_f32_to_bf16(float f);
-float ct_bf16_to_f32(uint16_t h);
+CT_API uint16_t ct_f32_to_f16(float f);
+CT_API float ct_f16_to_f32(uint16_t h);
+CT_API uint16_t ct_f32_to_bf16(float f);
+CT_API float ct_bf16_to_f32(uint16_t h);
 
 typedef struct ct_tensor ct_tensor;
 
@@ -61,17 +63,17 @@ typedef struct ct_tensor ct_tensor;
  * NULL shape with ndim > 0, a negative size, sizes whose product or byte count overflows int64),
  * CT_EDTYPE (an invalid dtype), CT_EDEVICE (a missing device), CT_ENOMEM. shape has ndim entries (ndim 0 is a
  * scalar tensor). */
-ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
-ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
-ct_tensor *ct_ones(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
-ct_tensor *ct_full(int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_zeros(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_ones(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_full(int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev);
 /* The 0-dim tensor holding value. */
-ct_tensor *ct_scalar(double value, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_scalar(double value, ct_dtype dt, ct_device dev);
 /* 1-D [start, start+step, ...) below end (exclusive), like torch.arange. step != 0. */
-ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt, ct_device dev);
 /* A tensor of the given shape holding a copy of numel contiguous elements of dtype dt read from
  * the host buffer data (row-major). The buffer stays the caller's. */
-ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_from_host(const void *data, int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
 
 /* ---- random numbers. A Philox4x32-10 counter-based generator (Salmon et al., "Parallel random
  * numbers: as easy as 1, 2, 3", SC'11): element i of a draw is a pure function of (seed, offset + i),
@@ -81,72 +83,72 @@ typedef struct {
   uint64_t offset; /* counter of 128-bit blocks consumed so far */
 } ct_generator;
 
-ct_generator ct_generator_new(uint64_t seed);
+CT_API ct_generator ct_generator_new(uint64_t seed);
 /* Uniform in [lo, hi). dt must be floating. gen may be NULL for the process-wide default
  * generator (seeded by ct_manual_seed, default seed 0). */
-ct_tensor *ct_rand(int ndim, const int64_t *shape, double lo, double hi, ct_dtype dt, ct_device dev, ct_generator *gen);
+CT_API ct_tensor *ct_rand(int ndim, const int64_t *shape, double lo, double hi, ct_dtype dt, ct_device dev, ct_generator *gen);
 /* Normal with mean and std (Box-Muller on Philox outputs). dt must be floating. */
-ct_tensor *ct_randn(int ndim, const int64_t *shape, double mean, double std, ct_dtype dt, ct_device dev, ct_generator *gen);
+CT_API ct_tensor *ct_randn(int ndim, const int64_t *shape, double mean, double std, ct_dtype dt, ct_device dev, ct_generator *gen);
 /* Integers uniform in [lo, hi). dt must be an integer dtype; hi > lo. */
-ct_tensor *ct_randint(int ndim, const int64_t *shape, int64_t lo, int64_t hi, ct_dtype dt, ct_device dev, ct_generator *gen);
+CT_API ct_tensor *ct_randint(int ndim, const int64_t *shape, int64_t lo, int64_t hi, ct_dtype dt, ct_device dev, ct_generator *gen);
 /* Reseed the default generator (torch.manual_seed). */
-void ct_manual_seed(uint64_t seed);
-ct_generator *ct_default_generator(void);
+CT_API void ct_manual_seed(uint64_t seed);
+CT_API ct_generator *ct_default_generator(void);
 
 /* ---- accessors. A NULL t sets CT_EINVAL and gives -1 (ndim, size, numel), NULL (shape, strides,
  * data), CT_DTYPE_COUNT (dtype), a device that does not exist (index -1) or 0 (is_contiguous). */
-int ct_tensor_ndim(const ct_tensor *t);
-const int64_t *ct_tensor_shape(const ct_tensor *t);   /* ndim entries */
-const int64_t *ct_tensor_strides(const ct_tensor *t); /* ndim entries, in elements */
-int64_t ct_tensor_size(const ct_tensor *t, int dim);  /* dim may be negative; -1 if out of range */
-int64_t ct_tensor_numel(const ct_tensor *t);
-ct_dtype ct_tensor_dtype(const ct_tensor *t);
-ct_device ct_tensor_device(const ct_tensor *t);
-int ct_tensor_is_contiguous(const ct_tensor *t);
+CT_API int ct_tensor_ndim(const ct_tensor *t);
+CT_API const int64_t *ct_tensor_shape(const ct_tensor *t);   /* ndim entries */
+CT_API const int64_t *ct_tensor_strides(const ct_tensor *t); /* ndim entries, in elements */
+CT_API int64_t ct_tensor_size(const ct_tensor *t, int dim);  /* dim may be negative; -1 if out of range */
+CT_API int64_t ct_tensor_numel(const ct_tensor *t);
+CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);
+CT_API ct_device ct_tensor_device(const ct_tensor *t);
+CT_API int ct_tensor_is_contiguous(const ct_tensor *t);
 /* Host pointer to the first element for a CPU tensor (shape/strides apply), NULL for others. */
-void *ct_tensor_data(ct_tensor *t);
+CT_API void *ct_tensor_data(ct_tensor *t);
 /* Writes "(2, 3)" into buf of size n and returns buf; NULL with CT_EINVAL for a NULL t or buf. */
-char *ct_shape_str(const ct_tensor *t, char *buf, size_t n);
+CT_API char *ct_shape_str(const ct_tensor *t, char *buf, size_t n);
 
 /* ---- ownership (see the top of this file) */
 /* Add a reference; the caller releases it with ct_tensor_free. Returns t (NULL for NULL, with
  * CT_EINVAL set unless an error is already pending, as for the ops). */
-ct_tensor *ct_tensor_retain(ct_tensor *t);
+CT_API ct_tensor *ct_tensor_retain(ct_tensor *t);
 /* Release one reference. NULL is allowed. */
-void ct_tensor_free(ct_tensor *t);
+CT_API void ct_tensor_free(ct_tensor *t);
 
 /* Open a scope on this thread; scopes nest. Only a stack deeper than 8 scopes allocates: CT_ENOMEM
  * when that fails, and then no scope was opened (so no ct_scope_end belongs to this call). */
-ct_status ct_scope_begin(void);
+CT_API ct_status ct_scope_begin(void);
 /* Release every reference the innermost scope still holds, and close it. */
-void ct_scope_end(void);
+CT_API void ct_scope_end(void);
 /* Move one reference to t out of the innermost scope: to the enclosing scope if there is one, else
  * to the caller. Returns t. A no-op when t is not held by the innermost scope. NULL with CT_ENOMEM
  * when the enclosing scope cannot grow: t then stays in the innermost scope. */
-ct_tensor *ct_scope_keep(ct_tensor *t);
+CT_API ct_tensor *ct_scope_keep(ct_tensor *t);
 
 /* ---- views: share storage with t; errors: CT_ESHAPE with the shapes in the message. */
 /* New shape with the same numel; one entry may be -1. Copies (like torch.reshape) when t's strides
  * do not allow a view. */
-ct_tensor *ct_reshape(ct_tensor *t, int ndim, const int64_t *shape);
+CT_API ct_tensor *ct_reshape(ct_tensor *t, int ndim, const int64_t *shape);
 /* Like ct_reshape but never copies: fails with CT_ESHAPE when no view is possible (torch.view). */
-ct_tensor *ct_view(ct_tensor *t, int ndim, const int64_t *shape);
-ct_tensor *ct_permute(ct_tensor *t, const int *dims);
-ct_tensor *ct_transpose(ct_tensor *t, int d0, int d1);
+CT_API ct_tensor *ct_view(ct_tensor *t, int ndim, const int64_t *shape);
+CT_API ct_tensor *ct_permute(ct_tensor *t, const int *dims);
+CT_API ct_tensor *ct_transpose(ct_tensor *t, int d0, int d1);
 /* Elements [start, start+length) of dim (torch.narrow). */
-ct_tensor *ct_narrow(ct_tensor *t, int dim, int64_t start, int64_t length);
+CT_API ct_tensor *ct_narrow(ct_tensor *t, int dim, int64_t start, int64_t length);
 /* Python's t[..., start:end:step, ...] on one dim; end is clamped to the size; step >= 1. */
-ct_tensor *ct_slice(ct_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+CT_API ct_tensor *ct_slice(ct_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
 /* Broadcast to shape (size-1 dims get stride 0; new leading dims may be added; -1 keeps a size). */
-ct_tensor *ct_expand(ct_tensor *t, int ndim, const int64_t *shape);
-ct_tensor *ct_unsqueeze(ct_tensor *t, int dim);
-ct_tensor *ct_squeeze(ct_tensor *t, int dim);
+CT_API ct_tensor *ct_expand(ct_tensor *t, int ndim, const int64_t *shape);
+CT_API ct_tensor *ct_unsqueeze(ct_tensor *t, int dim);
+CT_API ct_tensor *ct_squeeze(ct_tensor *t, int dim);
 /* Dims start_dim..end_dim merged into one (torch.flatten). */
-ct_tensor *ct_flatten(ct_tensor *t, int start_dim, int end_dim);
+CT_API ct_tensor *ct_flatten(ct_tensor *t, int start_dim, int end_dim);
 /* t itself (one more reference) when contiguous, else a contiguous copy. */
-ct_tensor *ct_contiguous(ct_tensor *t);
+CT_API ct_tensor *ct_contiguous(ct_tensor *t);
 /* A contiguous copy of t in dtype dt (one more reference to t when it already has dt). */
-ct_tensor *ct_cast(ct_tensor *t, ct_dtype dt);
+CT_API ct_tensor *ct_cast(ct_tensor *t, ct_dtype dt);
 
 /* ---- explicit copies between devices */
 enum {
@@ -164,16 +166,16 @@ enum {
 /* t on dev. Returns t itself (one more reference) when it already lives there and CT_COPY is not
  * given, else a copy, counted in the ledger. Errors: CT_EDEVICE for a missing device, CT_EINVAL for
  * NULL t or flags other than CT_COPY and CT_NON_BLOCKING. */
-ct_tensor *ct_to(ct_tensor *t, ct_device dev, int flags);
+CT_API ct_tensor *ct_to(ct_tensor *t, ct_device dev, int flags);
 /* Copy src into dst elementwise (same shape or broadcastable to dst; any dtypes; both on one
  * device, or one on the CPU). Errors: CT_ESHAPE, CT_EDEVICE. */
-ct_status ct_copy_(ct_tensor *dst, ct_tensor *src);
+CT_API ct_status ct_copy_(ct_tensor *dst, ct_tensor *src);
 /* Copy t's elements, converted to dt, row-major into the host buffer out of nbytes bytes. A
  * synchronization point for a device tensor. Errors: CT_EINVAL when nbytes is too small. */
-ct_status ct_to_host(ct_tensor *t, void *out, size_t nbytes, ct_dtype dt);
+CT_API ct_status ct_to_host(ct_tensor *t, void *out, size_t nbytes, ct_dtype dt);
 /* The value of a one-element tensor as a double (a synchronization point on a GPU). Returns NAN
  * and sets CT_ESHAPE when t has more than one element. */
-double ct_item(ct_tensor *t);
+CT_API double ct_item(ct_tensor *t);
 
 /* The ledger of host<->device traffic: every copy and synchronization point since the start or the
  * last ct_ledger_reset, on this process. */
@@ -185,18 +187,18 @@ typedef struct {
   uint64_t sync_copies;               /* of the above, that blocked the host */
   uint64_t syncs;                     /* synchronization points (ct_item, ct_synchronize, ...) */
 } ct_ledger;
-ct_ledger ct_ledger_get(void);
-void ct_ledger_reset(void);
+CT_API ct_ledger ct_ledger_get(void);
+CT_API void ct_ledger_reset(void);
 /* Print the ledger in one line to f. */
-void ct_ledger_print(FILE *f);
+CT_API void ct_ledger_print(FILE *f);
 
 /* ---- printing, in PyTorch's style:
  * tensor([[1.0000, 2.0000],
  *         [3.0000, 4.0000]], dtype=float32, device=cpu)
  * Large tensors are summarized with "..." (more than 1000 elements, 3 at each edge). */
-ct_status ct_tensor_print(ct_tensor *t, FILE *f);
+CT_API ct_status ct_tensor_print(ct_tensor *t, FILE *f);
 /* The same text into a malloc'd string the caller frees; NULL on error. */
-char *ct_tensor_to_string(ct_tensor *t);
+CT_API char *ct_tensor_to_string(ct_tensor *t);
 
 #ifdef __cplusplus
 }

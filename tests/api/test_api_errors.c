@@ -222,12 +222,19 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* ---- status.h, device.h */
+/* The version string ct_version() must return, built from version.h's macros. */
+#define CT__TEST_STR2(x) #x
+#define CT__TEST_STR(x) CT__TEST_STR2(x)
+#define CT__TEST_VERSION_STR \
+  CT__TEST_STR(CT_VERSION_MAJOR) "." CT__TEST_STR(CT_VERSION_MINOR) "." CT__TEST_STR(CT_VERSION_PATCH)
+
+/* ---- version.h, status.h, device.h */
 static void test_status_device(void **state) {
   (void)state;
   ct_device d;
   ct_device_props props;
   char buf[32];
+  N(ct_version, strcmp(ct_version(), CT__TEST_VERSION_STR) == 0);
   N(ct_status_str, strcmp(ct_status_str((ct_status)12345), "unknown status") == 0);
   N(ct_last_error, ct_last_error() != NULL);
   N(ct_last_status, ct_last_status() == CT_OK);
@@ -1052,8 +1059,8 @@ static int declared(const char *text, char names[][64], int cap, int n) {
 
 static void test_every_function_has_a_row(void **state) {
   (void)state;
-  static const char *const headers[] = {"status", "device", "tensor", "cuda", "ops", "autograd",
-                                        "nn",     "optim",  "io",     "data", "monitor"};
+  static const char *const headers[] = {"version", "status", "device", "tensor", "cuda",   "ops",
+                                        "autograd", "nn",   "optim",  "io",     "data", "monitor"};
   static char names[1024][64];
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   char root[4096], path[4200];
