@@ -204,12 +204,41 @@ static void test_mlp_training_matches_cpu(void **state) {
   assert_true(ld[4] < ld[0]); /* it learns */
 }
 
+/* Philox gives the CPU's numbers for the same seed on the device: uniform and randint bit for bit,
+ * normal within float rounding (Box-Muller's log and cos may round differently in OpenCL C), in
+ * float32 and float64, and dropout in training keeps the same elements. */
+static void test_random_matches_cpu(void **state) {
+  (void)state;
+  const ct_device dev = CT_DEVICE_OPENCL(0);
+  int64_t shape[] = {37, 29}; /* not a multiple of 4: the last Philox block is partial */
+  for (int k = 0; k < 2; k++) {
+    ct_dtype dt = k ? CT_F64 : CT_F32;
+    ct_generator gc = ct_generator_new(42), gd = ct_generator_new(42);
+    ct_tensor *uc = ct_assert_nonnull(ct_rand(2, shape, -1, 3, dt, CT_DEVICE_CPU, &gc));
+    ct_tensor *ud = ct_assert_nonnull(ct_rand(2, shape, -1, 3, dt, dev, &gd));
+    ct_tensor *nc = ct_assert_nonnull(ct_randn(2, shape, 0.5, 2, dt, CT_DEVICE_CPU, &gc));
+    ct_tensor *nd = ct_assert_nonnull(ct_randn(2, shape, 0.5, 2, dt, dev, &gd));
+    ct_tensor *ic = ct_assert_nonnull(ct_randint(2, shape, -5, 1000, CT_I64, CT_DEVICE_CPU, &gc));
+    ct_tensor *id = ct_assert_nonnull(ct_randint(2, shape, -5, 1000, CT_I64, dev, &gd));
+    ct_tensor *x = ct_assert_nonnull(ct_ones(2, shape, dt, CT_DEVICE_CPU));
+    ct_tensor *xd = ct_assert_nonnull(ct_to(x, dev, 0));
+    ct_tensor *dc = ct_assert_nonnull(ct_dropout(x, 0.3, 1, &gc));
+    ct_tensor *dd = ct_assert_nonnull(ct_dropout(xd, 0.3, 1, &gd));
+    ct_assert_close(ud, uc, 0, 0);
+    ct_assert_close(nd, nc, k ? 1e-12 : 1e-5, k ? 1e-12 : 1e-5);
+    ct_assert_close(id, ic, 0, 0);
+    ct_assert_close(dd, dc, 0, 0);
+    ct_tensor *all[] = {uc, ud, nc, nd, ic, id, x, xd, dc, dd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+  }
+}
+
 int main(void) {
   if (!ct_test_require_opencl(2)) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enumeration_and_props), cmocka_unit_test(test_copies_and_ledger),
       cmocka_unit_test(test_allocator_and_oom),     cmocka_unit_test(test_module_round_trip),
-      cmocka_unit_test(test_mlp_training_matches_cpu),
+      cmocka_unit_test(test_mlp_training_matches_cpu), cmocka_unit_test(test_random_matches_cpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
