@@ -43,7 +43,25 @@ install(TARGETS cuttle_shared EXPORT cuttleTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The static library is not in the CMake package (its link interface names imported targets such
 # as OpenMP::OpenMP_C and ZLIB::ZLIB); cuttle.pc's Libs.private covers linking it.
-install(TARGETS cuttle ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(CUTTLE_WITH_CUDA)
+  # With CUDA, libcuttle.a and libcuttle_cuda.a call each other (the registry names the CUDA
+  # backend, which reports its errors through the core), so the installed libcuttle.a is the two
+  # merged into one archive, which the linker rescans until nothing is missing; the CUDA toolkit's
+  # libraries are then in Libs.private.
+  set(_ct_merged ${CMAKE_BINARY_DIR}/install-lib/libcuttle.a)
+  file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/install-lib/merge.mri CONTENT
+       "create ${_ct_merged}\naddlib $<TARGET_FILE:cuttle>\naddlib $<TARGET_FILE:cuttle_cuda>\nsave\nend\n")
+  add_custom_command(OUTPUT ${_ct_merged}
+    COMMAND ${CMAKE_COMMAND} -E remove -f ${_ct_merged}
+    COMMAND ${CMAKE_COMMAND} -DAR=${CMAKE_AR} -DSCRIPT=${CMAKE_BINARY_DIR}/install-lib/merge.mri
+            -P ${CMAKE_SOURCE_DIR}/cmake/ar_merge.cmake
+    DEPENDS cuttle cuttle_cuda ${CMAKE_SOURCE_DIR}/cmake/ar_merge.cmake
+    COMMENT "Merging libcuttle.a and libcuttle_cuda.a into the installed libcuttle.a")
+  add_custom_target(cuttle_static_merged ALL DEPENDS ${_ct_merged})
+  install(FILES ${_ct_merged} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+else()
+  install(TARGETS cuttle ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(FILES ${CMAKE_SOURCE_DIR}/include/cuttle.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/cuttle DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")
