@@ -168,6 +168,15 @@ typedef struct {
    * (a version-1 file says CT_OPTIM_ADAM for AdamW too); else 0 and CT_OPTIM_SGD */
   int has_optimizer;
   ct_optim_kind optimizer;
+  /* The GradScaler's state (PyTorch saves scaler.state_dict() beside the model's). Save: with
+   * has_grad_scaler 1, grad_scaler (from ct_grad_scaler_state_get) is stored as the metadata
+   * strings "grad_scaler.scale", ".growth_factor", ".backoff_factor" ("%.17g", exact),
+   * ".growth_interval", ".growth_tracker", ".steps_taken", ".steps_skipped" and
+   * ".last_step_skipped" (decimal integers). Load: has_grad_scaler is 1 when the file holds them,
+   * and grad_scaler is filled, for ct_grad_scaler_state_set (which checks the ranges); else both
+   * are zero. */
+  int has_grad_scaler;
+  ct_grad_scaler_state grad_scaler;
 } ct_checkpoint_meta;
 
 /* Save a model (and optionally its optimizer and training state) to the safetensors file path,
@@ -186,7 +195,7 @@ typedef struct {
  * (before its first step) are not written.
  *
  * Metadata strings (all reserved): "format" = CT_CHECKPOINT_FORMAT; with meta: "epoch", "rng_seed",
- * "rng_offset" (decimal integers); with opt: "optimizer" (the kind it was created with: "sgd",
+ * "rng_offset" (decimal integers), and the "grad_scaler.*" strings when meta->has_grad_scaler; with opt: "optimizer" (the kind it was created with: "sgd",
  * "adam" or "adamw"), "optimizer.lr" ("%.17g", so it reads back exactly), "optimizer.steps".
  * meta->extra adds more strings.
  *

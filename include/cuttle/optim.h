@@ -65,6 +65,83 @@ typedef struct {
  * NAN with CT_EINVAL for a NULL s or a negative epoch. */
 CT_API double ct_sched_lr(const ct_sched_opts *s, double base_lr, int epoch);
 
+/* ---- GradScaler: dynamic loss scaling for float16 training, as torch.amp.GradScaler
+ * (torch/amp/grad_scaler.py; the scale update is _amp_update_scale_ of
+ * aten/src/ATen/native/cuda/AmpKernels.cu). The loop is PyTorch's:
+ *   loss = forward(); scaled = ct_grad_scaler_scale(s, loss); ct_backward(scaled);
+ *   [ct_grad_scaler_unscale_(s, opt); clip ...]  ct_grad_scaler_step(s, opt); ct_grad_scaler_update(s);
+ * Unscaling and the inf/NaN check are one fused pass per gradient (the backend's amp_unscale_); the
+ * found-inf flag stays on each device until ct_grad_scaler_step reads it, so a step costs one
+ * synchronization per device holding gradients. Beyond PyTorch (pytorch#55585), the scaler says
+ * what it did: the scale, whether the last step was skipped, and the counts of steps taken and
+ * skipped. The scale is kept on the host; PyTorch keeps it in a device tensor. */
+typedef struct {
+  double init_scale;       /* 0 = 2^16 = 65536.0; must be > 0 and finite */
+  double growth_factor;    /* 0 = 2.0; must be > 1 */
+  double backoff_factor;   /* 0 = 0.5; must be in (0, 1) */
+  int64_t growth_interval; /* 0 = 2000; must be > 0 */
+  int disabled;            /* PyTorch's enabled=False: scale, step and update pass through */
+} ct_grad_scaler_opts;
+
+/* The scaler's state, PyTorch's GradScaler.state_dict() ("scale", "growth_factor", "backoff_factor",
+ * "growth_interval", "_growth_tracker") plus the counts of pytorch#55585, for checkpoints. */
+typedef struct {
+  double scale;
+  double growth_factor, backoff_factor;
+  int64_t growth_interval;
+  int64_t growth_tracker;  /* consecutive finite steps since the last change of scale */
+  int64_t steps_taken, steps_skipped;
+  int last_step_skipped;   /* 1 when the last ct_grad_scaler_step skipped, 0 when it ran or none ran */
+} ct_grad_scaler_state;
+
+typedef struct ct_grad_scaler ct_grad_scaler;
+
+/* A scaler with options opts (zeros take PyTorch's defaults). The caller frees it with
+ * ct_grad_scaler_free. Errors (NULL): CT_EINVAL for NULL opts or an option outside its range, as
+ * GradScaler's constructor asserts (growth_factor > 1, 0 < backoff_factor < 1, growth_interval > 0);
+ * CT_ENOMEM. */
+CT_API ct_grad_scaler *ct_grad_scaler_new(const ct_grad_scaler_opts *opts);
+/* Frees s and its device flags; NULL is a no-op. */
+CT_API void ct_grad_scaler_free(ct_grad_scaler *s);
+/* loss * scale: a new tensor of loss's shape, dtype and device, recorded on the tape so that
+ * backward gives scaled gradients; the caller frees it. Disabled: loss * 1 (still a new tensor).
+ * GradScaler.scale. Errors (NULL): CT_EINVAL for a NULL scaler or loss, and those of ct_mul_scalar. */
+CT_API ct_tensor *ct_grad_scaler_scale(ct_grad_scaler *s, ct_tensor *loss);
+/* Divide, in place, the gradient of every parameter of opt that has one by the scale, and record on
+ * the gradient's device whether any of them holds an inf or NaN (no synchronization).
+ * GradScaler.unscale_. Errors: CT_EINVAL for NULL arguments, and, as PyTorch's RuntimeError, when
+ * unscale_ was already called for opt since the last update, or after step; errors of the kernels.
+ * Disabled: does nothing and returns CT_OK. */
+CT_API ct_status ct_grad_scaler_unscale_(ct_grad_scaler *s, ct_optimizer *opt);
+/* Unscale opt's gradients if ct_grad_scaler_unscale_ has not, read the found-inf flags (one
+ * synchronization per device), and run ct_optimizer_step(opt) unless a gradient was inf or NaN.
+ * GradScaler.step. Returns 1 when the optimizer stepped, 0 when the step was skipped, a negative
+ * ct_status on error: CT_EINVAL for NULL arguments or a second step for opt before update (PyTorch's
+ * RuntimeError), and the errors of unscale_ and of ct_optimizer_step. Disabled: steps, returns 1. */
+CT_API int ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt);
+/* The scale update of torch's _amp_update_scale_, over the found-inf flags of every optimizer
+ * unscaled since the last update: on an inf or NaN, scale *= backoff_factor and the growth tracker
+ * goes to 0; else the tracker grows by 1, and on reaching growth_interval the scale is multiplied by
+ * growth_factor (kept only when the float32 result is finite) and the tracker goes to 0. The scale
+ * is rounded to float32, as PyTorch keeps it. GradScaler.update (without its new_scale argument).
+ * Errors: CT_EINVAL for NULL s, or when no unscale_ or step ran since the last update (PyTorch's
+ * "No inf checks were recorded prior to update"). Disabled: CT_OK, nothing changes. */
+CT_API ct_status ct_grad_scaler_update(ct_grad_scaler *s);
+/* The current scale (GradScaler.get_scale; 1.0 when disabled, as PyTorch). NAN with CT_EINVAL for NULL. */
+CT_API double ct_grad_scaler_scale_value(const ct_grad_scaler *s);
+/* The number of ct_grad_scaler_step calls that ran, or skipped, the optimizer's step; -1 with
+ * CT_EINVAL for NULL. */
+CT_API int64_t ct_grad_scaler_steps_taken(const ct_grad_scaler *s);
+CT_API int64_t ct_grad_scaler_steps_skipped(const ct_grad_scaler *s);
+/* 1 when the last ct_grad_scaler_step skipped the optimizer's step, 0 when it stepped or no step
+ * ran yet; -1 with CT_EINVAL for NULL. */
+CT_API int ct_grad_scaler_last_step_skipped(const ct_grad_scaler *s);
+/* Copy the state out (GradScaler.state_dict), or restore it (load_state_dict). Errors: CT_EINVAL for
+ * NULL arguments; set also for a state outside the ranges of ct_grad_scaler_opts, a scale that is
+ * not > 0 and finite, or negative counts, and then changes nothing. */
+CT_API ct_status ct_grad_scaler_state_get(const ct_grad_scaler *s, ct_grad_scaler_state *out);
+CT_API ct_status ct_grad_scaler_state_set(ct_grad_scaler *s, const ct_grad_scaler_state *st);
+
 #ifdef __cplusplus
 }
 #endif

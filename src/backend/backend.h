@@ -151,6 +151,15 @@ typedef struct ct_backend {
   int (*event_query)(int index, void *event);
   ct_status (*event_elapsed_ms)(int index, void *start, void *end, double *ms);
   void (*event_free)(int index, void *event);
+
+  /* ---- mixed precision (src/optim/grad_scaler.c): g *= inv_scale in place over a contiguous
+   * floating g, and found_inf (a contiguous 1-element float32 tensor on g's device) set to 1.0 when
+   * any element of g is inf or NaN, else left as it is; one fused pass, as PyTorch's
+   * _amp_foreach_non_finite_check_and_unscale_ (aten/src/ATen/native/cuda/AmpKernels.cu). The flag
+   * is written only by the device, never read back here, so the call needs no synchronization.
+   * NULL (the CUDA backend for now): the scaler composes the check and the product from ops.
+   * Kept last in the struct so that backends with designated initializers need no new line. */
+  ct_status (*amp_unscale_)(ct_tensor *g, double inv_scale, ct_tensor *found_inf);
 } ct_backend;
 
 /* out = op(a, b) in place where out may alias a (b broadcasts to out): for accumulating gradients

@@ -17,7 +17,19 @@
 #define OPT_PREFIX "optimizer."
 
 static const char *const reserved_keys[] = {"format", "epoch", "rng_seed", "rng_offset",
-                                            "optimizer", "optimizer.lr", "optimizer.steps"};
+                                            "optimizer", "optimizer.lr", "optimizer.steps",
+                                            "grad_scaler.scale", "grad_scaler.growth_factor", "grad_scaler.backoff_factor",
+                                            "grad_scaler.growth_interval", "grad_scaler.growth_tracker",
+                                            "grad_scaler.steps_taken", "grad_scaler.steps_skipped",
+                                            "grad_scaler.last_step_skipped"};
+
+/* The GradScaler's metadata keys (ct_checkpoint_meta's grad_scaler): three doubles, then five
+ * integers. */
+#define N_SCALER_KEYS 8
+static const char *const scaler_keys[N_SCALER_KEYS] = {
+    "grad_scaler.scale",          "grad_scaler.growth_factor", "grad_scaler.backoff_factor",
+    "grad_scaler.growth_interval", "grad_scaler.growth_tracker", "grad_scaler.steps_taken",
+    "grad_scaler.steps_skipped",  "grad_scaler.last_step_skipped"};
 
 /* The names of the optimizer kinds in the "optimizer" metadata, indexed by ct_optim_kind. */
 static const char *const optim_names[] = {[CT_OPTIM_SGD] = "sgd", [CT_OPTIM_ADAM] = "adam", [CT_OPTIM_ADAMW] = "adamw"};
@@ -88,7 +100,7 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
   int n = nm + no;
   const char **names = ct__calloc((size_t)n + 1, sizeof *names, "the checkpoint's tensor names");
   ct_tensor **ts = names ? ct__calloc((size_t)n + 1, sizeof *ts, "the checkpoint's tensors") : NULL;
-  ct_metadata_kv *kv = ts ? ct__calloc((size_t)n_extra + 8, sizeof *kv, "the checkpoint's metadata") : NULL;
+  ct_metadata_kv *kv = ts ? ct__calloc((size_t)n_extra + 8 + N_SCALER_KEYS, sizeof *kv, "the checkpoint's metadata") : NULL;
   ct_status s;
   if (!kv) {
     s = CT_ENOMEM;
@@ -105,6 +117,19 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
     kv[nkv++] = (ct_metadata_kv){"epoch", epoch};
     kv[nkv++] = (ct_metadata_kv){"rng_seed", seed};
     kv[nkv++] = (ct_metadata_kv){"rng_offset", offset};
+  }
+  char sc[N_SCALER_KEYS][40];
+  if (meta && meta->has_grad_scaler) {
+    const ct_grad_scaler_state *g = &meta->grad_scaler;
+    snprintf(sc[0], sizeof sc[0], "%.17g", g->scale);
+    snprintf(sc[1], sizeof sc[1], "%.17g", g->growth_factor);
+    snprintf(sc[2], sizeof sc[2], "%.17g", g->backoff_factor);
+    snprintf(sc[3], sizeof sc[3], "%" PRId64, g->growth_interval);
+    snprintf(sc[4], sizeof sc[4], "%" PRId64, g->growth_tracker);
+    snprintf(sc[5], sizeof sc[5], "%" PRId64, g->steps_taken);
+    snprintf(sc[6], sizeof sc[6], "%" PRId64, g->steps_skipped);
+    snprintf(sc[7], sizeof sc[7], "%d", g->last_step_skipped);
+    for (int i = 0; i < N_SCALER_KEYS; i++) kv[nkv++] = (ct_metadata_kv){scaler_keys[i], sc[i]};
   }
   if (opt) {
     snprintf(lr, sizeof lr, "%.17g", ct_optimizer_lr(opt));
@@ -138,6 +163,32 @@ static ct_status meta_int(const ct_safetensors *f, const char *path, const char 
   }
   return ct__error(CT_EFORMAT, "%s: metadata \"%s\" = \"%.40s\" is not a%s integer", path, key, v,
                    is_signed ? "n" : " non-negative");
+}
+
+/* The GradScaler's state from the "grad_scaler.*" metadata into *out; *has is 0 (and *out zero)
+ * when the file holds none. A key that is missing or does not parse is CT_EFORMAT. */
+static ct_status meta_scaler(const ct_safetensors *f, const char *path, int *has, ct_grad_scaler_state *out) {
+  memset(out, 0, sizeof *out);
+  *has = ct_safetensors_metadata(f, scaler_keys[0]) != NULL;
+  if (!*has) return CT_OK;
+  double *d[3] = {&out->scale, &out->growth_factor, &out->backoff_factor};
+  for (int i = 0; i < 3; i++) {
+    const char *v = ct_safetensors_metadata(f, scaler_keys[i]);
+    char *end = NULL;
+    errno = 0;
+    *d[i] = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end)
+      return ct__error(CT_EFORMAT, "%s: metadata \"%s\" = \"%.40s\" is not a number", path, scaler_keys[i], v ? v : "(missing)");
+  }
+  int64_t *n[4] = {&out->growth_interval, &out->growth_tracker, &out->steps_taken, &out->steps_skipped}, last = -1;
+  for (int i = 0; i < 5; i++) {
+    const char *k = scaler_keys[3 + i];
+    if (!ct_safetensors_metadata(f, k)) return ct__error(CT_EFORMAT, "%s: metadata \"%s\" is missing", path, k);
+    ct_status s = meta_int(f, path, k, 1, i < 4 ? n[i] : &last);
+    if (s != CT_OK) return s;
+  }
+  out->last_step_skipped = last != 0;
+  return CT_OK;
 }
 
 /* Does the file's tensor fit the destination? Returns CT_OK or the error for key. */
@@ -185,6 +236,9 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   if ((s = meta_int(f, path, "epoch", 1, &epoch)) || (s = meta_int(f, path, "rng_seed", 0, &seed)) ||
       (s = meta_int(f, path, "rng_offset", 0, &offset)) || (s = meta_int(f, path, "optimizer.steps", 1, &steps)))
     goto out;
+  int has_scaler = 0;
+  ct_grad_scaler_state scaler;
+  if ((s = meta_scaler(f, path, &has_scaler, &scaler))) goto out;
   /* The optimizer the file was saved with, when it says (cuttle's checkpoints do; PyTorch's do not). */
   const char *kind_s = ct_safetensors_metadata(f, "optimizer");
   int kind = kind_s ? optim_kind_of(kind_s) : -1;
@@ -295,6 +349,8 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
     meta_out->rng.offset = offset;
     meta_out->has_optimizer = kind >= 0;
     meta_out->optimizer = kind >= 0 ? (ct_optim_kind)kind : CT_OPTIM_SGD;
+    meta_out->has_grad_scaler = has_scaler;
+    meta_out->grad_scaler = scaler;
   }
 out:
   if (src)

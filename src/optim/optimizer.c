@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 #include "backend/backend.h"
+#include "optim/internal.h"
 
 struct ct_optimizer {
   ct_optim_opts o;
@@ -247,4 +248,10 @@ int ct_optimizer_named_state(ct_optimizer *o, ct_named_tensor *out, int cap) {
       k++;
     }
   return k;
+}
+
+/* The parameters of o (borrowed from its module) and their count, for the GradScaler. */
+ct_named_tensor *ct__optimizer_params(ct_optimizer *o, int *n) {
+  *n = o->n;
+  return o->params;
 }

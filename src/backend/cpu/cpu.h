@@ -56,6 +56,7 @@ ct_status ct__cpu_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor 
 ct_status ct__cpu_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
 ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
 ct_status ct__cpu_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
+ct_status ct__cpu_amp_unscale_(ct_tensor *g, double inv_scale, ct_tensor *found_inf); /* amp.c */
 ct_status ct__cpu_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
 
 /* Flat element offset of the multi-index idx in t (strides in elements). */

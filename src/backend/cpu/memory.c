@@ -121,4 +121,5 @@ const ct_backend ct__cpu_backend = {
     .event_query = ct__cpu_event_query,
     .event_elapsed_ms = ct__cpu_event_elapsed_ms,
     .event_free = ct__cpu_event_free,
+    .amp_unscale_ = ct__cpu_amp_unscale_,
 };

@@ -59,4 +59,5 @@ const ct_backend ct__opencl_backend = {
     .event_query = ct__ocl_event_query,
     .event_elapsed_ms = ct__ocl_event_elapsed_ms,
     .event_free = ct__ocl_event_free,
+    .amp_unscale_ = ct__ocl_amp_unscale_,
 };
