@@ -13,4 +13,5 @@
 #include "cuttle/io.h"
 #include "cuttle/data.h"
 #include "cuttle/monitor.h"
+#include "cuttle/dist.h"
 #endif

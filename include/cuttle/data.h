@@ -166,11 +166,21 @@ typedef struct {
                           it is accepted and does nothing. Either way the values are bit-identical */
   ct_device device;    /* where batches are returned; zero is the CPU. Another device gets the
                           batches copied there with ct_to (counted in the copy ledger) */
+  int rank;            /* the distributed sampler (torch.utils.data.DistributedSampler): this
+                          process's rank, in [0, world_size) */
+  int world_size;      /* ranks sharing the dataset; 0 (or 1) means 1: no sharding. With N samples
+                          and W ranks every rank builds the same epoch permutation (seed + epoch, or
+                          the identity without shuffle), pads it to W * ceil(N/W) indices by
+                          repeating its first ones (with drop_last: cuts it to W * floor(N/W)), and
+                          takes positions rank, rank + W, rank + 2W, ..., so every rank gets the
+                          same number of samples (and batches) and the ranks' samples together are
+                          the epoch's. drop_last then also drops a smaller last batch, as above */
 } ct_loader_opts;
 
 /* A loader over ds (borrowed: ds must outlive the loader). opts NULL means all defaults. Worker
  * threads start here and wait for the first epoch. The caller frees it with ct_loader_free.
- * Errors: CT_EINVAL (ds NULL, batch_size < 0, num_workers outside [0, 64], prefetch_factor < 0),
+ * Errors: CT_EINVAL (ds NULL, batch_size < 0, num_workers outside [0, 64], prefetch_factor < 0,
+ * world_size < 0, rank outside [0, world_size) (only 0 with world_size 0)),
  * CT_EDEVICE (opts->device does not exist), CT_ENOMEM, CT_EBACKEND (a thread could not start). */
 CT_API ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts);
 
@@ -178,7 +188,8 @@ CT_API ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts
  * dropped) and release everything. Tensors already returned stay valid. NULL is allowed. */
 CT_API void ct_loader_free(ct_loader *l);
 
-/* Batches per epoch: ceil(N / B), or floor(N / B) with drop_last; -1 with CT_EINVAL for NULL (as
+/* Batches per epoch (per rank with the distributed sampler, where N is the rank's sample count
+ * ceil(N / W), or floor(N / W) with drop_last): ceil(N / B), or floor(N / B) with drop_last; -1 with CT_EINVAL for NULL (as
  * ct_loader_epoch). */
 CT_API int64_t ct_loader_len(const ct_loader *l);
 

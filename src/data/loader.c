@@ -28,7 +28,12 @@
  * returns batch b, it takes batch b + 1 and issues its copy, so the copy overlaps the training
  * step of batch b; the device tensors wait in `pre` (owned by the loader, outside any scope) until
  * the next call hands them out. `consumed` counts slots taken from the ring (one ahead with
- * prefetch), `delivered` the batches returned. The bits are the same as without pinning. */
+ * prefetch), `delivered` the batches returned. The bits are the same as without pinning.
+ *
+ * The distributed sampler (world_size W > 1): the epoch's permutation of the N indices is built in
+ * `full`, and `perm` holds this rank's share of it, positions rank, rank + W, ... of the permutation
+ * padded cyclically to W * ceil(N/W) (or cut to W * floor(N/W) with drop_last), as
+ * torch.utils.data.DistributedSampler; `n` is the share's length, and batches are cut from it. */
 #include <pthread.h>
 #include <string.h>
 #include "data/data_internal.h"
@@ -46,6 +51,9 @@ typedef struct {
 struct ct_loader {
   const ct_dataset *ds;
   int64_t B, nbatches;
+  int64_t n;     /* samples per epoch on this rank (N without the distributed sampler) */
+  int rank, world;
+  int64_t *full; /* (N) the whole epoch permutation with world > 1, else NULL */
   int shuffle, drop_last, nw, cap;
   uint64_t seed;
   ct_device device;
@@ -70,7 +78,7 @@ struct ct_loader {
 };
 
 static int64_t batch_count(const ct_loader *l, int64_t b) {
-  int64_t start = b * l->B, n = ct_dataset_len(l->ds);
+  int64_t start = b * l->B, n = l->n;
   return n - start < l->B ? n - start : l->B;
 }
 
@@ -139,6 +147,7 @@ static void release(ct_loader *l) {
     }
   free(l->slots);
   free(l->perm);
+  free(l->full);
   free(l->threads);
   free(l);
 }
@@ -152,6 +161,9 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
                  "ct_loader_new: need batch_size >= 0 (0 means 1), num_workers in [0, %d], prefetch_factor >= 0 "
                  "(0 means 2); got batch_size=%lld, num_workers=%d, prefetch_factor=%d",
                  MAX_WORKERS, (long long)o.batch_size, o.num_workers, o.prefetch_factor);
+  if (o.world_size < 0 || o.rank < 0 || (o.world_size > 0 ? o.rank >= o.world_size : o.rank != 0))
+    CT_FAIL_NULL(CT_EINVAL, "ct_loader_new: the distributed sampler needs world_size >= 0 (0 means 1) and rank in [0, world_size); got rank=%d, world_size=%d",
+                 o.rank, o.world_size);
   if (!ct_device_available(o.device)) {
     char name[32];
     CT_FAIL_NULL(CT_EDEVICE, "ct_loader_new: device %s is not available (%d device(s) of its kind); pass a device from ct_try_gpu or leave it zero for the CPU",
@@ -159,8 +171,11 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   }
   ct_loader *l = calloc(1, sizeof *l);
   if (!l) CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory");
-  int64_t n = ct_dataset_len(ds);
+  int64_t N = ct_dataset_len(ds);
   l->ds = ds;
+  l->rank = o.rank, l->world = o.world_size > 1 ? o.world_size : 1;
+  int64_t n = l->world == 1 ? N : o.drop_last ? N / l->world : (N + l->world - 1) / l->world;
+  l->n = n;
   l->B = o.batch_size ? o.batch_size : 1;
   l->nbatches = o.drop_last ? n / l->B : (n + l->B - 1) / l->B;
   l->shuffle = o.shuffle != 0, l->drop_last = o.drop_last != 0, l->seed = o.seed, l->device = o.device;
@@ -174,7 +189,8 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   size_t d = (size_t)ds->sample_numel;
   l->perm = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
   l->slots = calloc((size_t)l->cap, sizeof(slot));
-  int ok = l->perm && l->slots;
+  if (l->world > 1) l->full = malloc((size_t)(N > 0 ? N : 1) * sizeof(int64_t));
+  int ok = l->perm && l->slots && (l->world == 1 || l->full);
   for (int i = 0; ok && i < l->cap; i++) {
     slot *s = &l->slots[i];
     s->batch = -1;
@@ -250,12 +266,15 @@ ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch) {
 
 /* Build the epoch's order and let the workers go. No worker is busy (active was 0). */
 static void start_epoch(ct_loader *l) {
-  int64_t n = ct_dataset_len(l->ds);
+  int64_t N = ct_dataset_len(l->ds);
+  int64_t *order = l->world > 1 ? l->full : l->perm;
   if (l->shuffle) {
-    ct__permutation(l->perm, n, l->seed + (uint64_t)l->epoch);
+    ct__permutation(order, N, l->seed + (uint64_t)l->epoch);
   } else {
-    for (int64_t i = 0; i < n; i++) l->perm[i] = i;
+    for (int64_t i = 0; i < N; i++) order[i] = i;
   }
+  for (int64_t k = 0; l->world > 1 && k < l->n; k++) /* padding wraps to the first indices */
+    l->perm[k] = l->full[(l->rank + k * l->world) % N];
   drop_prefetched(l); /* a batch of the abandoned epoch */
   l->delivered = 0;
   pthread_mutex_lock(&l->mu);
