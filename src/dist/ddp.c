@@ -48,17 +48,17 @@ ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts) {
   int np = ct_module_named_tensors(m, 0, NULL, 0);
   int nt = ct_module_named_tensors(m, 1, NULL, 0);
   if (np < 0 || nt < 0) return ct__error_prefix("ct_ddp_new: "), NULL;
-  ct_ddp *d = calloc(1, sizeof *d);
-  ct_named_tensor *named = calloc((size_t)(nt > 0 ? nt : 1), sizeof *named);
-  ct_tensor **all = calloc((size_t)(nt > 0 ? nt : 1), sizeof *all);
-  if (d) {
-    d->params = calloc((size_t)(np > 0 ? np : 1), sizeof *d->params);
-    d->order = calloc((size_t)(np > 0 ? np : 1), sizeof *d->order);
-    d->start = calloc((size_t)np + 1, sizeof *d->start);
-  }
-  if (!d || !named || !all || !d->params || !d->order || !d->start) {
+  /* through the library's allocator (src/core/alloc.c): CT_ENOMEM with what and how many bytes, and
+   * a point for the fault-injection tests */
+  ct_ddp *d = ct__calloc(1, sizeof *d, "ct_ddp_new: the DDP state");
+  ct_named_tensor *named = d ? ct__calloc((size_t)(nt > 0 ? nt : 1), sizeof *named, "ct_ddp_new: the tensor list") : NULL;
+  ct_tensor **all = named ? ct__calloc((size_t)(nt > 0 ? nt : 1), sizeof *all, "ct_ddp_new: the tensor list") : NULL;
+  if (all) d->params = ct__calloc((size_t)(np > 0 ? np : 1), sizeof *d->params, "ct_ddp_new: the parameter list");
+  if (d && d->params) d->order = ct__calloc((size_t)(np > 0 ? np : 1), sizeof *d->order, "ct_ddp_new: the bucket order");
+  if (d && d->order) d->start = ct__calloc((size_t)np + 1, sizeof *d->start, "ct_ddp_new: the bucket bounds");
+  if (!d || !d->start) {
     ct_ddp_free(d), free(named), free(all);
-    CT_FAIL_NULL(CT_ENOMEM, "ct_ddp_new: out of memory for %d parameters", np);
+    return NULL;
   }
   d->m = m, d->np = np;
   ct_module_named_tensors(m, 1, named, nt);
@@ -100,8 +100,8 @@ ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts) {
                   (long long)mn[0], (long long)mx[0], (long long)mn[1], (long long)mx[1], (long long)mn[2],
                   (long long)mx[2], ct_dist_rank(), np, (long long)total, d->nb);
   if (s == CT_OK) {
-    d->buf = malloc((size_t)(biggest > 0 ? biggest : 1) * sizeof(float));
-    if (!d->buf) s = ct__error(CT_ENOMEM, "ct_ddp_new: out of memory for a bucket of %lld floats", (long long)biggest);
+    d->buf = ct__malloc((size_t)(biggest > 0 ? biggest : 1) * sizeof(float), "ct_ddp_new: the bucket buffer");
+    if (!d->buf) s = ct_last_status();
   }
   if (s == CT_OK) {
     ct_no_grad_begin(); /* writing into leaves that require grad */

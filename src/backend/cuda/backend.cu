@@ -61,4 +61,5 @@ extern "C" const ct_backend ct__cuda_backend = {
     .event_query = ct__cuda_event_query,
     .event_elapsed_ms = ct__cuda_event_elapsed_ms,
     .event_free = ct__cuda_event_free,
+    .amp_unscale_ = NULL, /* the GradScaler composes ops (src/optim/grad_scaler.c); no CUDA kernel yet */
 };
