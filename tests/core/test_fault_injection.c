@@ -452,5 +452,5 @@ int main(void) {
       cmocka_unit_test(test_opencl_driver_oom),
 #endif
   };
-  return ct_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }

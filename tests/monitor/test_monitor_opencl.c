@@ -101,5 +101,5 @@ int main(void) {
       cmocka_unit_test(test_best_skips_cpu_type_devices),
       cmocka_unit_test(test_allocator_view_lists_opencl),
   };
-  return ct_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -390,5 +390,5 @@ int main(void) {
       cmocka_unit_test(test_loader_prefetch),
       cmocka_unit_test(test_two_devices_at_once),
   };
-  return ct_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }

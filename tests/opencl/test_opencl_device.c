@@ -240,5 +240,5 @@ int main(void) {
       cmocka_unit_test(test_allocator_and_oom),     cmocka_unit_test(test_module_round_trip),
       cmocka_unit_test(test_mlp_training_matches_cpu), cmocka_unit_test(test_random_matches_cpu),
   };
-  return ct_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,13 +125,3 @@ int ct_test_require_opencl(int need) {
                   "pocl-opencl-icd. This test must not skip.\n", need, need == 1 ? "" : "s", n);
   return 0;
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#endif
-int ct_test_exit(int rc) {
-#if defined(__SANITIZE_ADDRESS__)
-  __lsan_do_leak_check();
-#endif
-  return rc;
-}

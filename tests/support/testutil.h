@@ -48,10 +48,4 @@ int ct_test_require_python(const char *modules);
  * run, and only GPU-only tests may skip. */
 int ct_test_require_opencl(int need);
 
-/* The OpenCL tests' end: returns rc, after running LeakSanitizer's check now in a sanitizer build.
- * LSan otherwise checks at exit, while PoCL's worker threads are being torn down, and its
- * stop-the-world tracer can crash on a thread in that state ("Tracer caught signal 11", seen once
- * in CI). Now every thread is idle; the check at exit then does nothing, since LSan checks once. */
-int ct_test_exit(int rc);
-
 #endif
