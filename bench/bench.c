@@ -21,6 +21,10 @@ static const struct {
     {"bandwidth", ct_bench_bandwidth, "host<->device copy bandwidth, pageable vs pinned, 4 KiB to 1 GiB"},
     {"train", ct_bench_train, "mlp/cnn training on Fashion-MNIST: images/s and accuracy, optionally vs PyTorch"},
     {"two-devices", ct_bench_two_devices, "two matmuls on two devices at once vs one after the other on one"},
+    {"data-parallel", ct_bench_data_parallel, "a training step on several devices (ct_data_parallel) vs one device"},
+    {"amp-memory", ct_bench_amp_memory, "peak allocated bytes of one training step: float32 vs autocast f16/bf16"},
+    {"allreduce", ct_bench_allreduce, "under mpirun: all-reduce bus bandwidth, cuttle vs MPI_Allreduce, 4 KiB to 256 MiB"},
+    {"conv-format", ct_bench_conv_format, "the cnn's conv layers, NCHW vs channels_last (NHWC), fwd and fwd+bwd, per device"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 

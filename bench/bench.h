@@ -16,6 +16,10 @@ int ct_bench_norms(int argc, char **argv);
 int ct_bench_bandwidth(int argc, char **argv);
 int ct_bench_train(int argc, char **argv);
 int ct_bench_two_devices(int argc, char **argv);
+int ct_bench_data_parallel(int argc, char **argv);
+int ct_bench_allreduce(int argc, char **argv);
+int ct_bench_amp_memory(int argc, char **argv);
+int ct_bench_conv_format(int argc, char **argv);
 
 /* Seconds on the monotonic clock. */
 double ct_bench_now(void);

@@ -8,10 +8,12 @@
 #include "cuttle/cuda.h"
 #include "cuttle/ops.h"
 #include "cuttle/autograd.h"
+#include "cuttle/autocast.h"
 #include "cuttle/nn.h"
 #include "cuttle/optim.h"
 #include "cuttle/io.h"
 #include "cuttle/data.h"
 #include "cuttle/monitor.h"
 #include "cuttle/dist.h"
+#include "cuttle/data_parallel.h"
 #endif

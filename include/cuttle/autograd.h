@@ -39,6 +39,25 @@ CT_API ct_tensor *ct_detach(ct_tensor *t);
  * gradients (ct_zero_grad, ct_optimizer_zero_grad) before running the step again. */
 CT_API ct_status ct_backward(ct_tensor *root);
 
+/* Post-accumulate-grad hooks, as PyTorch's Tensor.register_post_accumulate_grad_hook: during
+ * ct_backward, once every contribution of the pass has been summed into leaf's .grad, fn(leaf, ctx)
+ * runs on the thread of ct_backward, under no-grad, with ct_grad(leaf) final for this pass (and
+ * holding what earlier passes accumulated, when the gradients were not zeroed). It runs once per
+ * pass in which the leaf receives a gradient, not in a pass that does not reach it, and not for the
+ * part of a pass that failed. Several hooks on one leaf run in the order of registration. A hook
+ * cannot fail the backward: one that can fail keeps its error for its owner to report
+ * (DistributedDataParallel registers one per parameter, src/dist/ddp.c, and reports in
+ * ct_ddp_sync_grads). The registry keeps a reference on leaf until the hook is removed, so the leaf
+ * outlives it; ctx stays the caller's. Registering the same (fn, ctx) twice makes it run twice.
+ * Errors: CT_EINVAL (leaf or fn NULL), CT_EAUTOGRAD (leaf is an op's output, or does not require
+ * grad), CT_ENOMEM. */
+typedef void (*ct_grad_hook_fn)(ct_tensor *leaf, void *ctx);
+CT_API ct_status ct_tensor_register_post_accumulate_grad_hook(ct_tensor *leaf, ct_grad_hook_fn fn, void *ctx);
+
+/* Remove one hook registered on leaf with this fn and ctx (PyTorch's handle.remove()), and drop the
+ * registry's reference on leaf. Errors: CT_EINVAL (leaf or fn NULL, or no such hook). */
+CT_API ct_status ct_tensor_remove_post_accumulate_grad_hook(ct_tensor *leaf, ct_grad_hook_fn fn, void *ctx);
+
 /* Grad mode is per thread and on by default. ct_no_grad_begin turns it off until the matching
  * ct_no_grad_end (they nest), like `with torch.no_grad():`. */
 CT_API void ct_no_grad_begin(void);

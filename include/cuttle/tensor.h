@@ -150,6 +150,35 @@ CT_API ct_tensor *ct_contiguous(ct_tensor *t);
 /* A contiguous copy of t in dtype dt (one more reference to t when it already has dt). */
 CT_API ct_tensor *ct_cast(ct_tensor *t, ct_dtype dt);
 
+/* ---- memory formats (PyTorch's torch.memory_format). A channels_last tensor keeps its logical
+ * shape (N, C, H, W) and indexing; only its strides change, to (H W C, 1, W C, C): the channels of
+ * one pixel lie next to each other in memory (NHWC), as torch.channels_last. conv2d, max/avg
+ * pooling, batch norm, relu and the elementwise ops take either format and give their result in
+ * the format their input suggests (ct_tensor_suggest_memory_format), as PyTorch does; reshape,
+ * flatten and ct_contiguous give row-major (NCHW) results, as torch's do. */
+typedef enum {
+  CT_CONTIGUOUS_FORMAT = 0, /* row-major, torch.contiguous_format */
+  CT_CHANNELS_LAST = 1      /* 4-D only: strides (H W C, 1, W C, C), torch.channels_last */
+} ct_memory_format;
+/* t in memory format fmt (Tensor.contiguous(memory_format=...)). Returns t itself (one more
+ * reference) when t is already dense in fmt and its strides suggest fmt (a tensor with size-1 dims
+ * can be dense in both formats; then its strides decide, as ct_tensor_suggest_memory_format), else
+ * a copy with fmt's strides, which autograd differentiates as the identity. Any dtype and device.
+ * Errors: CT_EINVAL for a NULL t or an invalid fmt; CT_ESHAPE when fmt is CT_CHANNELS_LAST and t
+ * is not 4-D (torch: "required rank 4 tensor to use channels_last format"); CT_ENOMEM. */
+CT_API ct_tensor *ct_contiguous_format(ct_tensor *t, ct_memory_format fmt);
+/* 1 when t's elements are dense in memory format fmt (Tensor.is_contiguous(memory_format=...)):
+ * row-major for CT_CONTIGUOUS_FORMAT (as ct_tensor_is_contiguous), strides (H W C, 1, W C, C) for
+ * CT_CHANNELS_LAST on a 4-D t; size-1 dims may have any stride, as in PyTorch. 0 otherwise (a t
+ * that is not 4-D is never channels_last). A NULL t or an invalid fmt gives 0 with CT_EINVAL set. */
+CT_API int ct_tensor_is_contiguous_format(const ct_tensor *t, ct_memory_format fmt);
+/* The memory format t's strides suggest (PyTorch's TensorBase::suggest_memory_format and
+ * is_channels_last_strides_2d in c10/core/MemoryFormat.h): CT_CHANNELS_LAST when t is 4-D and its
+ * strides order the dims as channels_last (C fastest, then W, H, N), ties of size-1 dims going to
+ * CT_CONTIGUOUS_FORMAT; else CT_CONTIGUOUS_FORMAT. This is the rule by which an op chooses the
+ * format of its output. A NULL t gives CT_CONTIGUOUS_FORMAT with CT_EINVAL set. */
+CT_API ct_memory_format ct_tensor_suggest_memory_format(const ct_tensor *t);
+
 /* ---- explicit copies between devices */
 enum {
   CT_COPY = 1 << 0,         /* always copy, even when t already lives on dev */

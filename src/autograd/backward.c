@@ -6,6 +6,7 @@
 #include <string.h>
 #include "autograd/node.h"
 #include "ops/ops_internal.h"
+#include "ops/memory_format.h"
 
 void ct__tensor_decref(ct_tensor *t);
 
@@ -56,16 +57,20 @@ static int shared(const ct_tensor *t) {
 
 /* Add g into *slot (taking g's reference), untracked from scopes.
  * A leaf's .grad outlives the backward and is summed into in place by later backward calls and
- * read flat by the optimizers, so it must be contiguous and its own: a shared gradient (add hands
- * one g to both inputs) or a strided one is copied first.
+ * read flat by the optimizers, so it must be dense and its own: a shared gradient (add hands one g
+ * to both inputs) or a strided one is copied first, into the leaf's memory format (row-major, or
+ * channels_last for a channels_last leaf; the fused optimizers take only row-major ones).
  * An intermediate slot takes the first gradient as it is, shared or transposed, without a copy;
  * a second contribution is added in place when the slot owns a dense tensor, and out of place
  * otherwise (PyTorch's InputBuffer does the same). */
-static ct_status accumulate(ct_tensor **slot, ct_tensor *g, int leaf) {
+static ct_status accumulate(ct_tensor **slot, ct_tensor *g, const ct_tensor *leaf) {
   ct__untrack(g);
   if (!*slot) {
-    if (leaf && (shared(g) || !ct_tensor_is_contiguous(g))) {
-      ct_tensor *c = ct__alloc(g->ndim, g->shape, g->dtype, g->device);
+    /* dense in the leaf's own memory format (a channels_last weight gets a channels_last .grad,
+     * PyTorch's gradient layout contract) */
+    ct_memory_format fmt = leaf ? ct_tensor_suggest_memory_format(leaf) : CT_CONTIGUOUS_FORMAT;
+    if (leaf && (shared(g) || !ct_tensor_is_contiguous_format(g, fmt))) {
+      ct_tensor *c = ct__alloc_format(g->ndim, g->shape, g->dtype, g->device, fmt);
       ct_status s = c ? g->storage->backend->copy(c, g) : ct_last_status();
       ct__tensor_decref(g);
       if (!c) return s;
@@ -89,6 +94,37 @@ static ct_status accumulate(ct_tensor **slot, ct_tensor *g, int leaf) {
   return s;
 }
 
+/* 1 when g, the last gradient part for the leaf in, goes straight into its existing .grad: g of
+ * another floating dtype (a half, from the backward of an autocast cast of a float32 parameter),
+ * of in's shape, with no other part pending and no hook to fire. The general path would make a
+ * full-size float32 copy of g only to add it in place (issue 11: the largest single temporary of
+ * a cnn step under autocast); the backends' add takes operands of mixed dtypes and rounds
+ * a + b once into the grad's dtype, as the copy and the add did. */
+static int add_straight_to_grad(const ct_tensor *in, const ct_tensor *g) {
+  if (in->grad_fn || in->bw_grad || in->bw_pending != 1 || !in->grad || g->dtype == in->grad->dtype) return 0;
+  if (!ct_dtype_is_floating(g->dtype) || !ct_dtype_is_floating(in->grad->dtype) || ct__grad_hooks_any()) return 0;
+  if (g->ndim != in->ndim || in->grad->ndim != in->ndim) return 0;
+  for (int d = 0; d < g->ndim; d++)
+    if (g->shape[d] != in->shape[d] || in->grad->shape[d] != in->shape[d]) return 0;
+  return 1;
+}
+
+/* t has been processed (its gradient accumulated or its node run, and every input's part sent):
+ * its node goes now, with the references it held on its inputs and saved tensors, and so does t
+ * itself when the pass holds its last reference, since nothing can observe it again (PyTorch frees
+ * a graph as it goes too). So an autocast cast of a weight, kept only by the views and nodes between
+ * the parameter and its use, is freed once its gradient has passed instead of at the end of the
+ * pass (issue 11); an activation lives until its own node has run, as before. */
+static void done_with(tvec *visited, ct_tensor *t) {
+  if (t->grad_fn) ct__node_free(t->grad_fn), t->grad_fn = NULL, t->requires_grad = false; /* a 2nd backward is an error */
+  t->bw_pending = 0;
+  if (__atomic_load_n(&t->refs, __ATOMIC_ACQUIRE) == 1 && t->bw_mark > 0) {
+    visited->v[t->bw_mark - 1] = NULL;
+    t->bw_mark = 0;
+    ct__tensor_decref(t);
+  }
+}
+
 ct_status ct_backward(ct_tensor *root) {
   if (!root) return ct__error(CT_EINVAL, "ct_backward: NULL root");
   if (!root->requires_grad)
@@ -103,7 +139,7 @@ ct_status ct_backward(ct_tensor *root) {
   ct_status st = tvec_reserve(&visited, 1);
   if (st == CT_OK) st = tvec_reserve(&work, 1);
   if (st == CT_OK) {
-    root->bw_mark = 1;
+    root->bw_mark = 1; /* a tensor's mark is its index in visited plus one */
     tvec_push(&visited, ct_tensor_retain(root));
     tvec_push(&work, root);
   }
@@ -117,7 +153,7 @@ ct_status ct_backward(ct_tensor *root) {
       ct_tensor *in = t->grad_fn->in[i];
       if (!in) continue;
       if (!in->bw_mark) {
-        in->bw_mark = 1;
+        in->bw_mark = (int)visited.n + 1;
         tvec_push(&visited, ct_tensor_retain(in));
         tvec_push(&work, in);
       }
@@ -141,39 +177,53 @@ ct_status ct_backward(ct_tensor *root) {
     t->bw_grad = NULL;
     ct_node *n = t->grad_fn;
     if (!n) {
-      if (g) st = accumulate(&t->grad, g, 1);
+      if (g) st = accumulate(&t->grad, g, t);
+      /* every consumer has sent its part: t->grad is final for this pass */
+      if (g && st == CT_OK && ct__grad_hooks_any()) ct__grad_hooks_fire(t);
+      done_with(&visited, t);
       continue;
     }
     ct_tensor *grads[CT_NODE_MAX_IN] = {0};
     if (g) {
       st = n->backward(n, g, grads);
       ct__tensor_decref(g);
+      /* a node runs once per pass and the graph is freed after it: its saved tensors go now, as
+       * in PyTorch, so that the detached ones (an autocast cast of a weight, an argmax) do not
+       * add to the peak of the rest of the pass */
+      for (int i = 0; i < CT_NODE_MAX_IN; i++)
+        if (n->saved[i]) ct__tensor_decref(n->saved[i]), n->saved[i] = NULL;
     }
     for (int i = 0; i < n->n_in; i++) {
       ct_tensor *in = n->in[i];
       if (!in) continue;
-      if (grads[i] && st == CT_OK) {
+      if (grads[i] && st == CT_OK && add_straight_to_grad(in, grads[i])) {
+        st = ct__add_into(in->grad, grads[i]);
+        ct_tensor_free(grads[i]), grads[i] = NULL;
+      } else if (grads[i] && st == CT_OK) {
         ct_tensor *fit = ct__sum_to(grads[i], in->ndim, in->shape, in->dtype);
         ct_tensor_free(grads[i]); /* before accumulate, so that fit is not needlessly seen as shared */
         grads[i] = NULL;
         if (!fit) st = ct_last_status();
-        else st = accumulate(&in->bw_grad, fit, 0);
+        else st = accumulate(&in->bw_grad, fit, NULL);
       }
       if (grads[i]) ct_tensor_free(grads[i]);
       if (--in->bw_pending == 0) tvec_push(&work, in);
     }
+    if (st == CT_OK) done_with(&visited, t);
   }
   ct_no_grad_end();
 
   /* Free the graph: drop every node reached, then the references taken above. */
   for (size_t i = 0; i < visited.n; i++) {
     ct_tensor *t = visited.v[i];
+    if (!t) continue; /* released by done_with */
     t->bw_mark = 0;
     t->bw_pending = 0;
     if (t->bw_grad) ct__tensor_decref(t->bw_grad), t->bw_grad = NULL;
     if (t->grad_fn) ct__node_free(t->grad_fn), t->grad_fn = NULL, t->requires_grad = false; /* a 2nd backward is an error */
   }
-  for (size_t i = 0; i < visited.n; i++) ct__tensor_decref(visited.v[i]);
+  for (size_t i = 0; i < visited.n; i++)
+    if (visited.v[i]) ct__tensor_decref(visited.v[i]);
   free(visited.v);
   free(work.v);
   return st;

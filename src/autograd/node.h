@@ -35,6 +35,10 @@ ct_status ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_
  * fail and free its output (which frees the node). */
 ct_status ct__save_detached(ct_node *n, int i, ct_tensor *t);
 void ct__node_free(ct_node *n);
+/* Post-accumulate-grad hooks (hooks.c): 1 when any is registered; call leaf's hooks, in the order
+ * of registration, once its gradient for this backward is final. */
+int ct__grad_hooks_any(void);
+void ct__grad_hooks_fire(ct_tensor *leaf);
 /* A detached view of t (same storage, no graph), untracked by scopes: for saving an output. NULL
  * with CT_ENOMEM when the view header cannot be allocated. */
 ct_tensor *ct__detached(ct_tensor *t);

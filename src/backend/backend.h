@@ -160,6 +160,37 @@ typedef struct ct_backend {
    * NULL (the CUDA backend for now): the scaler composes the check and the product from ops.
    * Kept last in the struct so that backends with designated initializers need no new line. */
   ct_status (*amp_unscale_)(ct_tensor *g, double inv_scale, ct_tensor *found_inf);
+
+  /* ---- channels_last (NHWC) kernels (src/ops/memory_format.c; cuttle/tensor.h's ct_memory_format).
+   * The tensors keep their logical (N, C, H, W) shapes; every 4-D one here is dense channels_last
+   * (ct_tensor_is_contiguous_format(t, CT_CHANNELS_LAST)): x, y, gx, gy and the weight w and its
+   * gradient gw (O, C/G, kH, kW), which is (O, kH, kW, C/G) in memory. b and gb (O) are contiguous;
+   * f32 and f64 (x, w, b of one dtype). Max pooling's argmax is int32 in y's shape and format, the
+   * flat index h W + w into x's plane (-1: no gradient, for CT_POOL_MAX_RELU; planes of 2^31 pixels
+   * or more take the NCHW path); CT_POOL_MAX_RELU is
+   * passed only when pool2d_fuses_relu is set. NULL: the front-end permutes to NCHW, runs the
+   * entries above and permutes the results back (correct everywhere, two copies slower). The CUDA
+   * backend's cuDNN would take x, w and y here with CUDNN_TENSOR_NHWC descriptors. */
+  ct_status (*conv2d_nhwc)(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+  ct_status (*conv2d_nhwc_backward)(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
+                                    const ct_conv2d_opts *o);
+  ct_status (*pool2d_nhwc)(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
+  ct_status (*pool2d_nhwc_backward)(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax,
+                                    const ct_pool2d_opts *o);
+
+  /* The half dtypes (bits 1u << CT_F16, 1u << CT_BF16) that matmul, and conv2d with its backward,
+   * take as they are (a, b, out or x, w, b, y all of that dtype), accumulating in float32: on the
+   * CPU, bf16 matmul where OpenBLAS has cblas_sbgemm. A half dtype not set is computed by the
+   * front-end in float32 (operands cast, the result rounded once). */
+  unsigned matmul_halves, conv2d_halves;
+  /* The half dtypes (bits as above) that conv2d_relu_pool2x2 and its backward take as they are
+   * (x, w, b, y, gy and the gradients all of that dtype), computing in float32 inside without a
+   * full-size float32 copy of an activation. Their argmax is then (N, O, ceil(Hp Wp / 2)) uint8:
+   * each pooled plane's window positions (0 1 / 2 3, 4 for a window relu passes nothing through),
+   * two a byte, the first in the low nibble: half the bytes of one a position, so that what the op
+   * keeps for its backward shrinks with its output. A half dtype not set runs the ops one by one
+   * (conv2d, then relu_max_pool2d). */
+  unsigned conv2d_relu_pool2x2_halves;
 } ct_backend;
 
 /* out = op(a, b) in place where out may alias a (b broadcasts to out): for accumulating gradients

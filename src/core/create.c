@@ -88,12 +88,15 @@ static ct_tensor *random_tensor(const char *op, int ndim, const int64_t *shape, 
   ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
   if (!t) return NULL;
   if (!gen) gen = ct_default_generator();
-  ct_status s = t->storage->backend->random(t, dist, p0, p1, gen->seed, gen->offset);
+  /* The draw's blocks are reserved with one atomic add, so that threads drawing from one generator
+   * (the default one, from Dropout in replicas on several devices: cuttle/data_parallel.h) get
+   * distinct numbers; a draw that fails still uses up its blocks. */
+  uint64_t offset = __atomic_fetch_add(&gen->offset, (uint64_t)(ct_tensor_numel(t) + 3) / 4, __ATOMIC_RELAXED);
+  ct_status s = t->storage->backend->random(t, dist, p0, p1, gen->seed, offset);
   if (s != CT_OK) {
     ct_tensor_free(t);
     return NULL;
   }
-  gen->offset += (uint64_t)(ct_tensor_numel(t) + 3) / 4;
   return t;
 }
 

@@ -44,7 +44,7 @@ struct ct_tensor {
   ct_tensor *grad;         /* owned; accumulated gradient of a leaf */
   ct_tensor *bw_grad;      /* owned; gradient being accumulated during one backward pass */
   int bw_pending;          /* consumers not yet processed during one backward pass */
-  int bw_mark;             /* visited during one backward pass */
+  int bw_mark;             /* visited during one backward pass: its index in the pass's list plus one */
   int scope_refs;          /* references held by scopes on this thread */
 };
 

@@ -11,12 +11,57 @@
 
 /* 1 between ct_dist_init and ct_dist_finalize. */
 int ct__dist_initialized(void);
-/* CT_OK when the group is joined; else CT_EINVAL naming op (CT_EUNSUPPORTED without MPI). */
+/* CT_OK when the group is joined and usable; else CT_EINVAL naming op (CT_EUNSUPPORTED without
+ * MPI), or CT_EBACKEND when an earlier collective timed out or failed (the group is then broken). */
 ct_status ct__dist_need_init(const char *op);
-/* Sum count float32 or float64 values (dt) of buf over the ranks, in place; errors name op. */
+/* Seconds on a monotonic clock. */
+double ct__dist_now(void);
+
+/* A collective in flight, started by ct__dist_iallreduce_sum. Every collective of src/dist is
+ * non-blocking underneath and numbered (collective #k, the same k on every rank), and each rank
+ * tells the others when it reaches #k, so that a wait that runs past ct_dist_timeout() can name the
+ * ranks that never arrived. */
+typedef struct ct__dist_op ct__dist_op;
+
+/* Start summing count float32, float64 or int64 values (dt) of buf over the ranks, in place
+ * (MPI_Iallreduce). buf must stay put until the op is complete. what names it in errors ("all-reduce
+ * of bucket 2"), op the public function. *out gets the handle, NULL on failure. */
+ct_status ct__dist_iallreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op, const char *what,
+                                  ct__dist_op **out);
+/* Progress h without blocking: *done becomes 1 once it is complete. Errors: CT_EBACKEND (MPI
+ * failed; the group is then broken). */
+ct_status ct__dist_test(ct__dist_op *h, int *done, const char *op);
+/* Wait for h, at most ct_dist_timeout() seconds (CT_EBACKEND at once when the group is broken); on
+ * a timeout the error names the collective, its number and the ranks that never reached it, and the
+ * group is broken from then on (CT_EBACKEND). */
+ct_status ct__dist_wait(ct__dist_op *h, const char *op);
+/* 1 once h has been seen complete (by ct__dist_test or ct__dist_wait). */
+int ct__dist_op_done(const ct__dist_op *h);
+/* The seconds from h's start until it was seen complete (0 while it is not). */
+double ct__dist_op_seconds(const ct__dist_op *h);
+/* Free a completed h and return 1. An op that never completed (the group broke) still owns its
+ * buffer inside MPI: it is kept, and 0 says the caller must not free the buffer either. NULL: 1. */
+int ct__dist_op_release(ct__dist_op *h);
+
+/* Blocking forms, bounded by the timeout like ct__dist_wait. */
 ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op);
 /* Reduce n int64 values in place with MPI_MAX (max nonzero) or MPI_MIN; errors name op. */
 ct_status ct__dist_allreduce_i64(int64_t *vals, int n, int max, const char *op);
-/* Without MPI both fail as ct__dist_need_init does. */
+/* Gather n int64 values from every rank: all (n * world) gets rank r's at [r * n, (r + 1) * n). */
+ct_status ct__dist_allgather_i64(const int64_t *mine, int n, int64_t *all, const char *op, const char *what);
+/* Without MPI they fail as ct__dist_need_init does. */
+
+/* DDP's buckets on a CUDA device, all-reduced by NCCL (ddp_nccl.c). ct__ddp_nccl_new sets *out
+ * NULL, with CT_OK, when NCCL is not built in or the np parameters are not all on one CUDA device
+ * (ddp.c then reduces on the host); otherwise it bootstraps the communicator over MPI and makes
+ * nb float32 buckets of bucket_numel[k] elements on the device. launch packs the count gradients
+ * of bucket k and starts its mean over the ranks; wait blocks until every started bucket is done
+ * (bounded by ct_dist_timeout()); unpack copies bucket k's mean back into its gradients. */
+typedef struct ct__ddp_nccl ct__ddp_nccl;
+ct_status ct__ddp_nccl_new(ct_tensor *const *params, int np, const int64_t *bucket_numel, int nb, ct__ddp_nccl **out);
+ct_status ct__ddp_nccl_launch(ct__ddp_nccl *n, int k, ct_tensor *const *grads, int count);
+ct_status ct__ddp_nccl_wait(ct__ddp_nccl *n);
+ct_status ct__ddp_nccl_unpack(ct__ddp_nccl *n, int k, ct_tensor *const *grads, int count);
+void ct__ddp_nccl_free(ct__ddp_nccl *n);
 
 #endif

@@ -1,30 +1,80 @@
-/* src/dist/process_group.c: the MPI process group and the two collectives DDP needs.
+/* src/dist/process_group.c: the MPI process group, its collectives, and the bounded wait.
  *
  * The group is MPI_COMM_WORLD. Collectives on CPU tensors work on the tensor's own memory
  * (MPI_IN_PLACE); a tensor on another device is copied to the host with ct_to, reduced there and
- * copied back with ct_copy_, both counted in the copy ledger. Counts above INT_MAX elements are
+ * copied back with ct_copy_, both counted in the copy ledger. Counts above INT_MAX / 2 elements are
  * sent in chunks, since MPI's counts are int. Built without MPI (CUTTLE_WITH_MPI undefined), the
- * functions that need MPI fail with CT_EUNSUPPORTED and say how to get it. */
+ * functions that need MPI fail with CT_EUNSUPPORTED and say how to get it.
+ *
+ * Faults end the job, they never hang it (issue 10). Every collective is non-blocking underneath
+ * (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier) and completed by polling MPI_Test
+ * against a deadline of ct_dist_timeout() seconds. Collectives are numbered in the order they start
+ * (#1, #2, ...), the same on every rank since every rank starts the same collectives in the same
+ * order. On starting #k a rank announces it to every other rank with a zero-byte MPI_Isend on a
+ * duplicate of MPI_COMM_WORLD (the control communicator, so announcements never match data), and
+ * while waiting it receives the others' announcements: messages from one sender arrive in order, so
+ * the number received from rank p is the last collective p reached. When the deadline passes, the
+ * ranks whose count is below k are the ones that never arrived, dead or stuck, and the error names
+ * them: "ct_ddp_sync_grads: all-reduce of bucket 2 (collective #17) timed out after 60 s: rank 1 of
+ * 3 never arrived (dead or stuck); ending the job". An MPI error (a peer's connection lost) is
+ * reported the same way. After either, the group is broken: a collective that MPI never completed
+ * cannot be cancelled, so every later collective and ct_dist_finalize fail at once with CT_EBACKEND
+ * and the reason, and the program should end the job with ct_dist_abort (MPI_Abort), which makes
+ * mpirun end the ranks still running, the stuck one included. The cost is one zero-byte message per
+ * collective to each other rank, small beside a gradient bucket for the world sizes of one machine
+ * or a few. */
 #include "dist/dist_internal.h"
 
 #include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static struct {
   int initialized, finalized;
   int rank, world, local_rank;
-} g = {0, 0, 0, 1, 0};
+  double timeout;
+  int broken;          /* a collective timed out or failed: nothing more can be done on the group */
+  char why[640];       /* the error that broke it */
+  int64_t seq;         /* the number of the last collective started */
+#ifdef CUTTLE_WITH_MPI
+  MPI_Comm ctl;        /* announcements of arrival */
+  int64_t *seen;       /* (world) announcements received from each rank: the last collective it reached */
+  MPI_Request *sends;  /* announcements in flight; MPI_REQUEST_NULL once done */
+  int nsends, capsends;
+#endif
+} g = {.world = 1, .timeout = 60.0};
 
 int ct_dist_rank(void) { return g.initialized ? g.rank : 0; }
 int ct_dist_world_size(void) { return g.initialized ? g.world : 1; }
 int ct_dist_local_rank(void) { return g.initialized ? g.local_rank : 0; }
 int ct__dist_initialized(void) { return g.initialized; }
 
+double ct__dist_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ct_status ct_dist_set_timeout(double seconds) {
+  if (!(seconds > 0) || isinf(seconds))
+    return ct__error(CT_EINVAL, "ct_dist_set_timeout: the timeout must be a finite number of seconds > 0; got %g", seconds);
+  g.timeout = seconds;
+  return CT_OK;
+}
+
+double ct_dist_timeout(void) { return g.timeout; }
+
 ct_status ct__dist_need_init(const char *op) {
 #ifdef CUTTLE_WITH_MPI
   if (!g.initialized)
     return ct__error(CT_EINVAL, "%s: the process group is not initialized; call ct_dist_init first (under mpirun)", op);
+  if (g.broken)
+    return ct__error(CT_EBACKEND, "%s: the process group is unusable since an earlier collective failed (%s); end the job "
+                                  "with ct_dist_abort", op, g.why);
   return CT_OK;
 #else
   return ct__error(CT_EUNSUPPORTED, "%s: cuttle was built without MPI; apt-get install libopenmpi-dev openmpi-bin "
@@ -32,14 +82,17 @@ ct_status ct__dist_need_init(const char *op) {
 #endif
 }
 
-/* Check a list of tensors given to a collective; CT_OK or the error, naming op. */
+/* Check a list of tensors given to a collective; CT_OK or the error, naming op.
+ * floating: 0 any dtype, 1 float32/float64, 2 float32/float64/int64. */
 static ct_status check_list(const char *op, ct_tensor *const *ts, int n, int floating) {
   if (n < 0 || (n > 0 && !ts)) return ct__error(CT_EINVAL, "%s: need a list ts of n >= 0 tensors; got ts=%p, n=%d", op, (const void *)ts, n);
   for (int i = 0; i < n; i++) {
     if (!ts[i]) return ct__error(CT_EINVAL, "%s: tensor %d of %d is NULL", op, i, n);
     ct_dtype dt = ct_tensor_dtype(ts[i]);
-    if (floating && dt != CT_F32 && dt != CT_F64)
+    if (floating == 1 && dt != CT_F32 && dt != CT_F64)
       return ct__error(CT_EDTYPE, "%s: tensor %d is %s; the mean is taken of float32 or float64 tensors", op, i, ct_dtype_name(dt));
+    if (floating == 2 && dt != CT_F32 && dt != CT_F64 && dt != CT_I64)
+      return ct__error(CT_EDTYPE, "%s: tensor %d is %s; the sum is taken of float32, float64 or int64 tensors", op, i, ct_dtype_name(dt));
     if (!ct_tensor_is_contiguous(ts[i]))
       return ct__error(CT_ESHAPE, "%s: tensor %d is not contiguous; pass ct_contiguous(t) and copy the result back", op, i);
   }
@@ -48,11 +101,61 @@ static ct_status check_list(const char *op, ct_tensor *const *ts, int n, int flo
 
 #ifdef CUTTLE_WITH_MPI
 
+#define TAG_ARRIVED 1
+
+struct ct__dist_op {
+  int64_t seq;
+  char what[96];
+  int nreq;
+  MPI_Request *req; /* (nreq) one per chunk */
+  double t0, t1;    /* started; seen complete (0 before) */
+  int done;
+};
+
+/* Break the group with the pending error's message, and return its status. */
+static ct_status break_group(ct_status s) {
+  g.broken = 1;
+  snprintf(g.why, sizeof g.why, "%s", ct_last_error());
+  return s;
+}
+
 static ct_status mpi_error(const char *op, const char *call, int rc) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
   return ct__error(CT_EBACKEND, "%s: %s failed on rank %d of %d: %s", op, call, g.rank, g.world, msg);
+}
+
+/* Receive the announcements that have arrived. Errors are ignored: this only informs a message. */
+static void drain(void) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVED, g.ctl, &flag, &st) != MPI_SUCCESS || !flag) return;
+    if (MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_ARRIVED, g.ctl, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    g.seen[st.MPI_SOURCE]++;
+  }
+}
+
+/* Tell every other rank that this one has reached collective #g.seq. */
+static void announce(void) {
+  drain(); /* keep the queue of received announcements short, however fast the waits complete */
+  g.seen[g.rank] = g.seq;
+  int live = 0; /* reap the announcements done, compacting the list */
+  for (int i = 0; i < g.nsends; i++) {
+    int flag = 0;
+    if (g.sends[i] != MPI_REQUEST_NULL) MPI_Test(&g.sends[i], &flag, MPI_STATUS_IGNORE);
+    if (g.sends[i] != MPI_REQUEST_NULL) g.sends[live++] = g.sends[i];
+  }
+  g.nsends = live;
+  if (g.nsends + g.world > g.capsends) {
+    int cap = 2 * (g.nsends + g.world);
+    MPI_Request *v = realloc(g.sends, (size_t)cap * sizeof *v);
+    if (!v) return; /* no announcement: a timeout would then name this rank as missing, wrongly but harmlessly */
+    g.sends = v, g.capsends = cap;
+  }
+  for (int p = 0; p < g.world; p++)
+    if (p != g.rank && MPI_Isend(NULL, 0, MPI_BYTE, p, TAG_ARRIVED, g.ctl, &g.sends[g.nsends]) == MPI_SUCCESS) g.nsends++;
 }
 
 ct_status ct_dist_init(void) {
@@ -69,47 +172,240 @@ ct_status ct_dist_init(void) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g.world);
+  /* MPI_Comm_dup is itself a blocking collective: a rank that never starts hangs the others here,
+   * before the bounded waits exist; mpirun's own start-up handles ranks that fail to launch. */
+  rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.ctl);
+  if (rc != MPI_SUCCESS) return mpi_error("ct_dist_init", "MPI_Comm_dup", rc);
+  MPI_Comm_set_errhandler(g.ctl, MPI_ERRORS_RETURN);
+  g.seen = ct__calloc((size_t)g.world, sizeof *g.seen, "ct_dist_init: the arrival counters");
+  if (!g.seen) {
+    MPI_Comm_free(&g.ctl);
+    return ct_last_status();
+  }
   const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   g.local_rank = lr ? atoi(lr) : 0;
+  g.seq = 0, g.broken = 0, g.why[0] = 0;
   g.initialized = 1;
   return CT_OK;
 }
 
+void ct_dist_abort(int code) {
+  if (g.initialized) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+/* The ranks that have not reached collective seq, as "rank 1 of 3" or "ranks 1, 2 of 4"; n gets
+ * their count. */
+static void missing(int64_t seq, char *out, size_t cap, int *n) {
+  drain();
+  int k = 0;
+  size_t len = 0;
+  for (int p = 0; p < g.world; p++)
+    if (g.seen[p] < seq) k++;
+  *n = k;
+  len += (size_t)snprintf(out, cap, "%s ", k == 1 ? "rank" : "ranks");
+  for (int p = 0, i = 0; p < g.world && len < cap; p++)
+    if (g.seen[p] < seq) {
+      if (i < 16) len += (size_t)snprintf(out + len, cap - len, "%s%d", i ? ", " : "", p);
+      else if (i == 16) len += (size_t)snprintf(out + len, cap - len, ", ...");
+      i++;
+    }
+  if (len < cap) snprintf(out + len, cap - len, " of %d", g.world);
+}
+
+static ct_status op_failed(ct__dist_op *h, const char *op, const char *how) {
+  char who[200];
+  int n = 0;
+  missing(h->seq, who, sizeof who, &n);
+  if (n > 0)
+    ct__error(CT_EBACKEND, "%s: %s (collective #%lld) %s on rank %d: %s never arrived (dead or stuck); ending the job",
+              op, h->what, (long long)h->seq, how, g.rank, who);
+  else
+    ct__error(CT_EBACKEND, "%s: %s (collective #%lld) %s on rank %d: every rank arrived but it did not complete (a rank "
+              "died during it, or the network failed); ending the job", op, h->what, (long long)h->seq, how, g.rank);
+  return break_group(CT_EBACKEND);
+}
+
+/* A new op numbered and announced, with room for nreq requests; NULL on CT_ENOMEM. */
+static ct__dist_op *op_new(int nreq, const char *what) {
+  ct__dist_op *h = ct__calloc(1, sizeof *h + (size_t)nreq * sizeof(MPI_Request), "a collective's state");
+  if (!h) return NULL;
+  h->req = (MPI_Request *)(h + 1);
+  for (int i = 0; i < nreq; i++) h->req[i] = MPI_REQUEST_NULL;
+  snprintf(h->what, sizeof h->what, "%s", what);
+  h->seq = ++g.seq;
+  h->t0 = ct__dist_now();
+  announce();
+  return h;
+}
+
+ct_status ct__dist_test(ct__dist_op *h, int *done, const char *op) {
+  *done = h->done;
+  if (h->done) return CT_OK;
+  int flag = 0, rc = MPI_Testall(h->nreq, h->req, &flag, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    char how[MPI_MAX_ERROR_STRING + 32];
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
+    snprintf(how, sizeof how, "failed (%s)", msg);
+    return op_failed(h, op, how);
+  }
+  if (flag) h->done = 1, h->t1 = ct__dist_now();
+  *done = h->done;
+  return CT_OK;
+}
+
+ct_status ct__dist_wait(ct__dist_op *h, const char *op) {
+  if (!h->done && g.broken) return ct__dist_need_init(op); /* it will not complete now: fail at once */
+  double start = ct__dist_now(), deadline = start + g.timeout;
+  for (long spins = 0;; spins++) {
+    int done = 0;
+    ct_status s = ct__dist_test(h, &done, op);
+    if (s != CT_OK || done) return s;
+    if ((spins & 63) == 0) drain();
+    double now = ct__dist_now();
+    if (now > deadline) {
+      char how[64];
+      snprintf(how, sizeof how, "timed out after %g s", g.timeout);
+      return op_failed(h, op, how);
+    }
+    /* Poll without sleeping, yielding the core between polls (the ranks may share cores): Open MPI
+     * moves a non-blocking collective on only inside MPI calls, one round per call, so a sleep
+     * between polls adds to every round (a 50 us sleep made 256 KiB all-reduces 15x slower than
+     * MPI_Allreduce, which spins the same way; `cuttle bench allreduce`, docs/perf.md). */
+    sched_yield();
+  }
+}
+
+double ct__dist_op_seconds(const ct__dist_op *h) { return h && h->done ? h->t1 - h->t0 : 0; }
+int ct__dist_op_done(const ct__dist_op *h) { return h && h->done; }
+
+int ct__dist_op_release(ct__dist_op *h) {
+  if (!h) return 1;
+  if (!h->done) return 0; /* MPI still holds its buffer: leave both (the job is ending) */
+  free(h);
+  return 1;
+}
+
+static MPI_Datatype mpi_type(ct_dtype dt) { return dt == CT_F64 ? MPI_DOUBLE : dt == CT_I64 ? MPI_INT64_T : MPI_FLOAT; }
+
+#define CHUNK (INT_MAX / 2)
+
+ct_status ct__dist_iallreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op, const char *what,
+                                  ct__dist_op **out) {
+  *out = NULL;
+  ct_status s = ct__dist_need_init(op);
+  if (s != CT_OK) return s;
+  int nreq = (int)((count + CHUNK - 1) / CHUNK);
+  ct__dist_op *h = op_new(nreq > 0 ? nreq : 1, what);
+  if (!h) return ct_last_status();
+  h->nreq = nreq;
+  size_t esize = ct_dtype_size(dt);
+  for (int i = 0; i < nreq; i++) {
+    int64_t off = (int64_t)i * CHUNK, n = count - off < CHUNK ? count - off : CHUNK;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * esize, (int)n, mpi_type(dt), MPI_SUM, MPI_COMM_WORLD,
+                            &h->req[i]);
+    if (rc != MPI_SUCCESS) {
+      /* the chunks started are in flight: keep h (and so the buffer) alive */
+      h->nreq = i;
+      if (i == 0) free(h);
+      return break_group(mpi_error(op, "MPI_Iallreduce", rc));
+    }
+  }
+  *out = h;
+  return CT_OK;
+}
+
+/* Wait for h and release it; a failed wait keeps it (MPI may still write its buffer). */
+static ct_status wait_release(ct__dist_op *h, const char *op) {
+  ct_status s = ct__dist_wait(h, op);
+  if (s == CT_OK) ct__dist_op_release(h);
+  return s;
+}
+
+ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op) {
+  ct__dist_op *h;
+  ct_status s = ct__dist_iallreduce_sum(buf, count, dt, op, "all-reduce", &h);
+  return s == CT_OK ? wait_release(h, op) : s;
+}
+
+ct_status ct__dist_allreduce_i64(int64_t *vals, int n, int max, const char *op) {
+  ct_status s = ct__dist_need_init(op);
+  if (s != CT_OK) return s;
+  ct__dist_op *h = op_new(1, max ? "all-reduce (max)" : "all-reduce (min)");
+  if (!h) return ct_last_status();
+  h->nreq = 1;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, vals, n, MPI_INT64_T, max ? MPI_MAX : MPI_MIN, MPI_COMM_WORLD, &h->req[0]);
+  if (rc != MPI_SUCCESS) return free(h), break_group(mpi_error(op, "MPI_Iallreduce", rc));
+  return wait_release(h, op);
+}
+
+ct_status ct__dist_allgather_i64(const int64_t *mine, int n, int64_t *all, const char *op, const char *what) {
+  ct_status s = ct__dist_need_init(op);
+  if (s != CT_OK) return s;
+  ct__dist_op *h = op_new(1, what);
+  if (!h) return ct_last_status();
+  h->nreq = 1;
+  int rc = MPI_Iallgather(mine, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD, &h->req[0]);
+  if (rc != MPI_SUCCESS) return free(h), break_group(mpi_error(op, "MPI_Iallgather", rc));
+  return wait_release(h, op);
+}
+
+static ct_status bcast_bytes(void *buf, size_t nbytes, int root, const char *op) {
+  ct_status s = ct__dist_need_init(op);
+  if (s != CT_OK) return s;
+  int nreq = (int)((nbytes + (size_t)CHUNK - 1) / (size_t)CHUNK);
+  char what[64];
+  snprintf(what, sizeof what, "broadcast from rank %d", root);
+  ct__dist_op *h = op_new(nreq > 0 ? nreq : 1, what);
+  if (!h) return ct_last_status();
+  for (int i = 0; i < nreq; i++) {
+    size_t off = (size_t)i * CHUNK, n = nbytes - off < (size_t)CHUNK ? nbytes - off : (size_t)CHUNK;
+    int rc = MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &h->req[i]);
+    if (rc != MPI_SUCCESS) {
+      h->nreq = i;
+      if (i == 0) free(h);
+      return break_group(mpi_error(op, "MPI_Ibcast", rc));
+    }
+    h->nreq = i + 1;
+  }
+  return wait_release(h, op);
+}
+
 ct_status ct_dist_finalize(void) {
   if (!g.initialized) return CT_OK;
-  MPI_Barrier(MPI_COMM_WORLD);
-  int rc = MPI_Finalize();
+  if (g.broken)
+    return ct__error(CT_EBACKEND, "ct_dist_finalize: the process group is unusable since an earlier collective failed "
+                                  "(%s); MPI cannot be finalized cleanly: end the job with ct_dist_abort", g.why);
+  /* A barrier (bounded like every collective), then every announcement received and sent, so that
+   * MPI_Finalize finds no message pending on the control communicator. */
+  ct__dist_op *h = op_new(1, "barrier");
+  if (!h) return ct_last_status();
+  h->nreq = 1;
+  int rc = MPI_Ibarrier(MPI_COMM_WORLD, &h->req[0]);
+  if (rc != MPI_SUCCESS) return free(h), break_group(mpi_error("ct_dist_finalize", "MPI_Ibarrier", rc));
+  ct_status s = wait_release(h, "ct_dist_finalize");
+  if (s != CT_OK) return s;
+  double deadline = ct__dist_now() + g.timeout;
+  for (int all = 0; !all && ct__dist_now() < deadline;) {
+    drain();
+    all = 1;
+    for (int p = 0; p < g.world; p++) all &= g.seen[p] >= g.seq;
+    for (int i = 0; i < g.nsends; i++) {
+      int flag = 0;
+      if (g.sends[i] != MPI_REQUEST_NULL) MPI_Test(&g.sends[i], &flag, MPI_STATUS_IGNORE);
+      all &= g.sends[i] == MPI_REQUEST_NULL;
+    }
+    if (!all) nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
+  MPI_Comm_free(&g.ctl);
+  rc = MPI_Finalize();
+  free(g.seen), free(g.sends);
+  g.seen = NULL, g.sends = NULL, g.nsends = g.capsends = 0;
   g.initialized = 0, g.finalized = 1;
   g.rank = 0, g.world = 1, g.local_rank = 0;
   if (rc != MPI_SUCCESS) return ct__error(CT_EBACKEND, "ct_dist_finalize: MPI_Finalize failed with error %d", rc);
   return CT_OK;
-}
-
-ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op) {
-  MPI_Datatype type = dt == CT_F64 ? MPI_DOUBLE : MPI_FLOAT;
-  size_t esize = ct_dtype_size(dt);
-  for (int64_t off = 0; off < count;) {
-    int chunk = count - off > INT_MAX / 2 ? INT_MAX / 2 : (int)(count - off);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * esize, chunk, type, MPI_SUM, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_error(op, "MPI_Allreduce", rc);
-    off += chunk;
-  }
-  return CT_OK;
-}
-
-static ct_status bcast_bytes(void *buf, size_t nbytes, int root, const char *op) {
-  for (size_t off = 0; off < nbytes;) {
-    int chunk = nbytes - off > (size_t)INT_MAX / 2 ? INT_MAX / 2 : (int)(nbytes - off);
-    int rc = MPI_Bcast((char *)buf + off, chunk, MPI_BYTE, root, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_error(op, "MPI_Bcast", rc);
-    off += (size_t)chunk;
-  }
-  return CT_OK;
-}
-
-ct_status ct__dist_allreduce_i64(int64_t *vals, int n, int max, const char *op) {
-  int rc = MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_INT64_T, max ? MPI_MAX : MPI_MIN, MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS ? CT_OK : mpi_error(op, "MPI_Allreduce", rc);
 }
 
 /* Run fn on a host view of t: t itself on the CPU, else a host copy written back afterwards. */
@@ -146,6 +442,17 @@ ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n) {
   return s;
 }
 
+static ct_status sum_host(ct_tensor *h, void *ctx) {
+  (void)ctx;
+  return ct__dist_allreduce_sum(ct_tensor_data(h), ct_tensor_numel(h), ct_tensor_dtype(h), "ct_dist_all_reduce_sum");
+}
+
+ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n) {
+  ct_status s = check_list("ct_dist_all_reduce_sum", ts, n, 2);
+  for (int i = 0; s == CT_OK && i < n; i++) s = through_host(ts[i], sum_host, NULL, 1);
+  return s;
+}
+
 static ct_status bcast_host(ct_tensor *h, void *ctx) {
   size_t nbytes = (size_t)ct_tensor_numel(h) * ct_dtype_size(ct_tensor_dtype(h));
   return bcast_bytes(ct_tensor_data(h), nbytes, *(int *)ctx, "ct_dist_broadcast");
@@ -161,13 +468,40 @@ ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root) {
 
 #else /* built without MPI */
 
+struct ct__dist_op {
+  int unused;
+};
+
 ct_status ct_dist_init(void) { return ct__dist_need_init("ct_dist_init"); }
 ct_status ct_dist_finalize(void) { return CT_OK; }
-ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op) { return ct__dist_need_init(op); }
-ct_status ct__dist_allreduce_i64(int64_t *vals, int n, int max, const char *op) { return ct__dist_need_init(op); }
+void ct_dist_abort(int code) { (void)code; }
+ct_status ct__dist_iallreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op, const char *what,
+                                  ct__dist_op **out) {
+  (void)buf, (void)count, (void)dt, (void)what;
+  *out = NULL;
+  return ct__dist_need_init(op);
+}
+ct_status ct__dist_test(ct__dist_op *h, int *done, const char *op) { (void)h, *done = 0; return ct__dist_need_init(op); }
+ct_status ct__dist_wait(ct__dist_op *h, const char *op) { (void)h; return ct__dist_need_init(op); }
+double ct__dist_op_seconds(const ct__dist_op *h) { (void)h; return 0; }
+int ct__dist_op_done(const ct__dist_op *h) { (void)h; return 0; }
+int ct__dist_op_release(ct__dist_op *h) { (void)h; return 1; }
+ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op) {
+  (void)buf, (void)count, (void)dt;
+  return ct__dist_need_init(op);
+}
+ct_status ct__dist_allreduce_i64(int64_t *vals, int n, int max, const char *op) {
+  (void)vals, (void)n, (void)max;
+  return ct__dist_need_init(op);
+}
+ct_status ct__dist_allgather_i64(const int64_t *mine, int n, int64_t *all, const char *op, const char *what) {
+  (void)mine, (void)n, (void)all, (void)what;
+  return ct__dist_need_init(op);
+}
 
 /* check_list ends with ct__dist_need_init, which fails here with CT_EUNSUPPORTED. */
 ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n) { return check_list("ct_dist_all_reduce_mean", ts, n, 1); }
-ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root) { return check_list("ct_dist_broadcast", ts, n, 0); }
+ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n) { return check_list("ct_dist_all_reduce_sum", ts, n, 2); }
+ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root) { (void)root; return check_list("ct_dist_broadcast", ts, n, 0); }
 
 #endif

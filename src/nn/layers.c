@@ -156,9 +156,41 @@ ct_module *ct_sequential_new(int n, ct_module **children) {
   return m;
 }
 
-/* The forward of m, whose errors are those of the op that failed; ct_module_forward names itself
- * and the module in front of them, and a Sequential names the child. */
+int ct__module_input_fits(const ct_module *m, int ndim, const int64_t *shape) {
+  int fits = m->kind == CT_M_LINEAR        ? ndim >= 1 && shape[ndim - 1] == m->in
+             : m->kind == CT_M_CONV2D      ? ndim == 4 && shape[1] == m->in
+             : m->kind == CT_M_BATCHNORM2D ? ndim >= 2 && shape[1] == m->out
+                                           : 1;
+  if (fits) return 1;
+  /* The message, formatted only when it is needed (this runs before every forward). It names the
+   * layer's sizes and the input's shape, where torch says "mat1 and mat2 shapes cannot be
+   * multiplied (128x15 and 128x64)". */
+  char s[160], d[96];
+  long long in = (long long)m->in;
+  long long got = m->kind == CT_M_LINEAR ? (ndim >= 1 ? (long long)shape[ndim - 1] : 0) : (ndim >= 2 ? (long long)shape[1] : 0);
+  ct__shape_str(ndim, shape, s, sizeof s);
+  if (m->kind == CT_M_LINEAR && ndim < 1)
+    ct__error(CT_ESHAPE, "input is a scalar (shape %s), expected (*, %lld) (in_features = %lld)", s, in, in);
+  else if (m->kind == CT_M_LINEAR)
+    ct__error(CT_ESHAPE, "input has %lld feature%s (shape %s), expected %lld; pass an input (*, %lld), or build %s", got,
+              got == 1 ? "" : "s", s, in, in,
+              ct__module_desc(&(ct_module){.kind = CT_M_LINEAR, .in = got, .out = m->out}, d, sizeof d));
+  else if (m->kind == CT_M_CONV2D && ndim != 4)
+    ct__error(CT_ESHAPE, "input has shape %s, expected (N, %lld, H, W)", s, in);
+  else if (m->kind == CT_M_CONV2D)
+    ct__error(CT_ESHAPE, "input has %lld channel%s (shape %s), expected %lld; pass an input (N, %lld, H, W), or build the "
+              "layer with in_channels = %lld", got, got == 1 ? "" : "s", s, in, in, got);
+  else
+    ct__error(CT_ESHAPE, "input has shape %s, expected (N, %lld, *) (num_features = %lld)", s, (long long)m->out,
+              (long long)m->out);
+  return 0;
+}
+
+/* The forward of m, whose errors are those of the op that failed (or, for an input that does not
+ * fit the layer's sizes, ct__module_input_fits's); ct_module_forward names itself and the module
+ * in front of them, and a Sequential names the child. */
 static ct_tensor *forward(ct_module *m, ct_tensor *x) {
+  if (!ct__module_input_fits(m, x->ndim, x->shape)) return NULL;
   switch (m->kind) {
     case CT_M_LINEAR: return ct_linear(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL);
     case CT_M_CONV2D: return ct_conv2d(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL, &m->conv);
@@ -176,12 +208,14 @@ static ct_tensor *forward(ct_module *m, ct_tensor *x) {
         ct_tensor *next;
         int at = i; /* the fused runs below advance i */
         /* fused runs (same values and gradients; see ops.h): fewer passes over memory */
-        if (c->kind == CT_M_CONV2D && after && after->kind == CT_M_RELU && then && then->kind == CT_M_MAXPOOL2D)
+        if (!ct__module_input_fits(c, h->ndim, h->shape)) next = NULL;
+        else if (c->kind == CT_M_CONV2D && after && after->kind == CT_M_RELU && then && then->kind == CT_M_MAXPOOL2D)
           next = ct_conv2d_relu_max_pool2d(h, c->slot[0], c->n_slots > 1 ? c->slot[1] : NULL, &c->conv, &then->pool), i += 2;
         else if (c->kind == CT_M_RELU && after && after->kind == CT_M_MAXPOOL2D)
           next = ct_relu_max_pool2d(h, &after->pool), i++;
         else next = forward(c, h);
-        if (!next) ct__error_prefix("child %d (%s)", at, ct_module_type(c));
+        char d[96];
+        if (!next) ct__error_prefix("child %d, %s", at, ct__module_desc(c, d, sizeof d));
         ct_tensor_free(h);
         h = next;
       }
@@ -193,7 +227,8 @@ static ct_tensor *forward(ct_module *m, ct_tensor *x) {
 
 ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {
   if (!m || !x) return ct__null_arg("ct_module_forward", !m ? "m" : "x");
+  char d[96];
   ct_tensor *y = forward(m, x);
-  if (!y) ct__error_prefix("ct_module_forward (%s)", ct_module_type(m));
+  if (!y) ct__error_prefix("ct_module_forward (%s)", ct__module_desc(m, d, sizeof d));
   return y;
 }

@@ -112,6 +112,35 @@ ct_status ct_module_to(ct_module *m, ct_device dev) {
   return s;
 }
 
+/* "3" for a square pair, "(3, 5)" otherwise. */
+static const char *pair_str(const int v[2], char *buf, size_t n) {
+  if (v[0] == v[1]) snprintf(buf, n, "%d", v[0]);
+  else snprintf(buf, n, "(%d, %d)", v[0], v[1]);
+  return buf;
+}
+
+char *ct__module_desc(const ct_module *m, char *buf, size_t n) {
+  char a[32];
+  int k = 0;
+  switch (m->kind) {
+    case CT_M_LINEAR: snprintf(buf, n, "Linear(%lld, %lld)", (long long)m->in, (long long)m->out); break;
+    case CT_M_CONV2D: /* the options that differ from the defaults, as torch.nn.Conv2d's repr */
+      k = snprintf(buf, n, "Conv2d(%lld, %lld, kernel_size=%d", (long long)m->in, (long long)m->out, m->kernel);
+      if (k >= 0 && (size_t)k < n && (m->conv.stride[0] != 1 || m->conv.stride[1] != 1))
+        k += snprintf(buf + k, n - (size_t)k, ", stride=%s", pair_str(m->conv.stride, a, sizeof a));
+      if (k >= 0 && (size_t)k < n && (m->conv.padding[0] || m->conv.padding[1]))
+        k += snprintf(buf + k, n - (size_t)k, ", padding=%s", pair_str(m->conv.padding, a, sizeof a));
+      if (k >= 0 && (size_t)k < n && m->conv.groups > 1) k += snprintf(buf + k, n - (size_t)k, ", groups=%d", m->conv.groups);
+      if (k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ")");
+      break;
+    case CT_M_BATCHNORM2D: snprintf(buf, n, "BatchNorm2d(%lld)", (long long)m->out); break;
+    case CT_M_MAXPOOL2D: snprintf(buf, n, "MaxPool2d(kernel_size=%s)", pair_str(m->pool.kernel, a, sizeof a)); break;
+    case CT_M_DROPOUT: snprintf(buf, n, "Dropout(p=%g)", m->p); break;
+    default: snprintf(buf, n, "%s%s", type_names[m->kind], m->kind == CT_M_SEQUENTIAL ? "" : "()"); break;
+  }
+  return buf;
+}
+
 static void print_rec(ct_module *m, FILE *f, int indent) {
   switch (m->kind) {
     case CT_M_LINEAR:

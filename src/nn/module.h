@@ -31,5 +31,14 @@ struct ct_module {
 ct_module *ct__module_alloc(ct_module_kind kind);
 /* Take t (a fresh, untracked reference) as the module's named tensor. */
 void ct__module_add(ct_module *m, const char *name, ct_tensor *t, int is_buffer);
+/* A short description naming the layer's sizes, for error messages: "Linear(128, 64)",
+ * "Conv2d(3, 64, kernel_size=3)", "BatchNorm2d(64)", "ReLU()", "Sequential". Returns buf. */
+char *ct__module_desc(const ct_module *m, char *buf, size_t n);
+/* Does an input of this shape fit the layer's sizes? Linear: (*, in_features); Conv2d: (N,
+ * in_channels, H, W); BatchNorm2d: (N, num_features, *); any shape for the others. 1 if it does,
+ * else 0 with CT_ESHAPE set, naming the shapes without any prefix: "input has 15 features (shape
+ * (128, 15)), expected 128; ...". The caller puts the module in front (ct__error_prefix). Used by
+ * forward (layers.c) and ct_module_check_alignment (alignment.c), so both say the same. */
+int ct__module_input_fits(const ct_module *m, int ndim, const int64_t *shape);
 
 #endif

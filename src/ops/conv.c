@@ -1,7 +1,10 @@
-/* src/ops/conv.c: conv2d, max_pool2d and avg_pool2d front-ends (NCHW), with their backward. */
+/* src/ops/conv.c: conv2d, max_pool2d and avg_pool2d front-ends (NCHW), with their backward.
+ * Channels_last inputs go to their own paths in src/ops/memory_format.c. */
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "ops/ops_internal.h"
+#include "ops/autocast.h"
+#include "ops/memory_format.h"
 
 typedef struct {
   ct_conv2d_opts conv;
@@ -91,9 +94,9 @@ static int conv_check(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, 
     return ct__error(CT_ESHAPE, "%s: input %s is smaller than the (dilated) kernel %s after padding", op,
                      ct_shape_str(x, sx, sizeof sx), ct_shape_str(w, sw, sizeof sw)), 0;
   ct_dtype dt = ct_promote_types(x->dtype, w->dtype);
-  if (dt != CT_F32 && dt != CT_F64)
-    return ct__error(CT_EDTYPE, "%s: supports float32 and float64, got %s (cast input and weight first, e.g. ct_cast(x, CT_F32))",
-                     op, ct_dtype_name(dt)), 0;
+  if (!ct_dtype_is_floating(dt))
+    return ct__error(CT_EDTYPE, "%s: needs floating input and weight, got %s and %s (cast them first, e.g. ct_cast(x, CT_F32))",
+                     op, ct_dtype_name(x->dtype), ct_dtype_name(w->dtype)), 0;
   /* The output's size, checked here so that huge padding is this op's error, not the allocator's. */
   int64_t ys[4] = {x->shape[0], O, Ho, Wo}, nbytes = (int64_t)ct_dtype_size(dt);
   for (int i = 0; i < 4; i++)
@@ -107,20 +110,26 @@ static int conv_check(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, 
 
 ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts) {
   if (!x || !w) return ct__null_arg("conv2d", !x ? "x" : "w");
+  CT__AUTOCAST(CT__AUTOCAST_LOWER, ct_conv2d(x, w, b, opts), &x, &w, &b);
   ct_conv2d_opts o;
   int64_t Ho, Wo, O = w->shape[0];
   ct_dtype dt;
   if (!conv_check("conv2d", x, w, b, opts, &o, &Ho, &Wo, &dt)) return NULL;
   const ct_backend *be = x->storage->backend;
   if (!be->conv2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "conv2d is not implemented on %s", be->name);
-  ct_tensor *xc = ct_cast(x, dt), *wc = ct_cast(w, dt), *bc = b ? ct_cast(b, dt) : NULL;
+  if (ct__conv_channels_last(x, w)) /* a channels_last output (src/ops/memory_format.c) */
+    return ct__cast_result(ct__conv2d_channels_last(x, w, b, &o, Ho, Wo, ct__compute_dtype(dt)), dt);
+  /* float16 and bfloat16 compute in float32 (cast in, one rounding out) unless the backend has
+   * kernels for them (conv2d_halves); the tape then casts the gradients back to the inputs' dtypes */
+  ct_dtype cdt = be->conv2d_halves & (1u << dt) ? dt : ct__compute_dtype(dt);
+  ct_tensor *xc = ct_cast(x, cdt), *wc = ct_cast(w, cdt), *bc = b ? ct_cast(b, cdt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
-  ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
+  ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, cdt, x->device) : NULL;
   ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) s = record_conv(y, "conv2d", x, w, b, &o, xc, wc, NULL);
   if (s != CT_OK) ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
-  return y;
+  return ct__cast_result(y, dt);
 }
 
 static ct_status bw_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
@@ -177,6 +186,8 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   if (!pool_check(op, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   const ct_backend *be = x->storage->backend;
   if (!be->pool2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, be->name);
+  if (ct_tensor_suggest_memory_format(x) == CT_CHANNELS_LAST) /* src/ops/memory_format.c */
+    return ct__pool2d_channels_last(op, kind, x, &o, Ho, Wo);
   ct_tensor *xc = ct_contiguous(x);
   int64_t ys[4] = {x->shape[0], x->shape[1], Ho, Wo};
   ct_tensor *y = xc ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
@@ -223,6 +234,7 @@ ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
 ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *copts,
                                      const ct_pool2d_opts *popts) {
   if (!x || !w) return ct__null_arg("conv2d_relu_max_pool2d", !x ? "x" : "w");
+  CT__AUTOCAST(CT__AUTOCAST_LOWER, ct_conv2d_relu_max_pool2d(x, w, b, copts, popts), &x, &w, &b);
   ct_conv2d_opts o;
   int64_t Ho, Wo, O = w->shape[0];
   ct_dtype dt;
@@ -233,7 +245,10 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   const ct_backend *be = x->storage->backend;
   int pool2x2 = popts && popts->kernel[0] == 2 && popts->kernel[1] == 2 && (popts->stride[0] == 0 || popts->stride[0] == 2) &&
                 (popts->stride[1] == 0 || popts->stride[1] == 2) && popts->padding[0] == 0 && popts->padding[1] == 0;
-  if (!be->conv2d_relu_pool2x2 || !pool2x2 || dt != CT_F32 || Ho < 2 || Wo < 2) { /* the ops one by one */
+  /* float32, or a half the backend's fused kernel takes as it is (conv2d_relu_pool2x2_halves):
+   * under autocast the conv output then stays out of memory too, and nothing is widened */
+  int fused_dt = dt == CT_F32 || ((dt == CT_F16 || dt == CT_BF16) && (be->conv2d_relu_pool2x2_halves & (1u << dt)));
+  if (!be->conv2d_relu_pool2x2 || !pool2x2 || !fused_dt || Ho < 2 || Wo < 2 || ct__conv_channels_last(x, w)) { /* the ops one by one */
     ct_tensor *c = ct_conv2d(x, w, b, copts), *y = c ? ct_relu_max_pool2d(c, popts) : NULL;
     ct_tensor_free(c);
     if (!y) ct__error_prefix("conv2d_relu_max_pool2d");
@@ -245,7 +260,10 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, dt, x->device) : NULL;
   /* the argmax format the backend picks for pooling the (float32) conv output */
   ct_dtype adt = y && be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(xc, &po) : CT_I64;
-  ct_tensor *am = y ? ct__alloc(4, ys, adt, x->device) : NULL;
+  /* a half's positions go two a byte (backend.h) */
+  int half = dt == CT_F16 || dt == CT_BF16;
+  int64_t as[3] = {ys[0], ys[1], (ys[2] * ys[3] + 1) / 2};
+  ct_tensor *am = y ? half ? ct__alloc(3, as, CT_U8, x->device) : ct__alloc(4, ys, adt, x->device) : NULL;
   ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) s = record_conv(y, "conv2d_relu_max_pool2d", x, w, b, &o, xc, wc, am);
   if (s != CT_OK) ct_tensor_free(y), y = NULL;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include "autograd/node.h"
 #include "ops/ops_internal.h"
+#include "ops/memory_format.h"
+#include "ops/autocast.h"
 
 static const char *const binary_names[] = {
 #define CT_BINARY(E, name, fwd, da, db) #name,
@@ -40,8 +42,10 @@ static ct_status bw_binary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
       continue;
     }
     ct_tensor *a = ct_expand(n->saved[0], g->ndim, g->shape), *b = ct_expand(n->saved[1], g->ndim, g->shape);
-    ct_tensor *out = a && b ? ct__alloc(g->ndim, g->shape, g->dtype, g->device) : NULL;
-    ct_status s = out ? g->storage->backend->binary_backward(op, i, out, g, a, b) : ct_last_status();
+    /* the gradient of an input in that input's format (channels_last kept), else in g's */
+    ct_memory_format fmt = ct__elementwise_format(2, (ct_tensor *[]){i == 0 ? a : b, g}, g->ndim, g->shape);
+    ct_tensor *out = a && b ? ct__alloc_format(g->ndim, g->shape, g->dtype, g->device, fmt) : NULL;
+    ct_status s = out ? ct__k_binary_backward(op, i, out, g, a, b) : ct_last_status();
     ct_tensor_free(a);
     ct_tensor_free(b);
     if (s != CT_OK) {
@@ -56,6 +60,7 @@ static ct_status bw_binary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
   const char *name = binary_names[op];
   if (!a || !b) return ct__null_arg(name, !a ? "a" : "b");
+  if (op == CT_BINARY_ADD) CT__AUTOCAST(CT__AUTOCAST_PROMOTE, binary(op, a, b), &a, &b);
   if (ct__same_device(name, 2, (ct_tensor *[]){a, b}, (const char *[]){"a", "b"}) != CT_OK) return NULL;
   int nd;
   int64_t shape[CT_MAX_DIMS];
@@ -68,8 +73,9 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
   const ct_backend *be = a->storage->backend;
   if (!be->binary) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", name, be->name);
   ct_tensor *ae = prepare(a, dt, nd, shape), *bexp = prepare(b, dt, nd, shape);
-  ct_tensor *out = ae && bexp ? ct__alloc(nd, shape, compare ? CT_BOOL : dt, a->device) : NULL;
-  ct_status s = out ? be->binary(op, out, ae, bexp) : ct_last_status();
+  ct_memory_format fmt = ct__elementwise_format(2, (ct_tensor *[]){a, b}, nd, shape); /* channels_last kept */
+  ct_tensor *out = ae && bexp ? ct__alloc_format(nd, shape, compare ? CT_BOOL : dt, a->device, fmt) : NULL;
+  ct_status s = out ? ct__k_binary(op, out, ae, bexp) : ct_last_status();
   ct_tensor_free(ae);
   ct_tensor_free(bexp);
   if (s != CT_OK) {
@@ -83,7 +89,9 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
       n->iv[0] = op;
       if (op != CT_BINARY_ADD && op != CT_BINARY_SUB) {
         /* the rule needs a and b in the compute dtype, detached */
-        ct_tensor *ac = ct_cast(a, dt), *bc = ac ? ct_cast(b, dt) : NULL;
+        /* (a view of a input that has dt already: a copy would lose a channels_last layout) */
+        ct_tensor *ac = a->dtype == dt ? ct__retain_tracked(a) : ct_cast(a, dt);
+        ct_tensor *bc = !ac ? NULL : b->dtype == dt ? ct__retain_tracked(b) : ct_cast(b, dt);
         s = ct__save_detached(n, 0, ac);
         if (s == CT_OK) s = ct__save_detached(n, 1, bc);
         ct_tensor_free(ac);
@@ -124,9 +132,10 @@ static ct_status bw_unary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
     grads[0] = ct_neg(g);
     return grads[0] ? CT_OK : ct_last_status();
   }
-  ct_tensor *out = ct__alloc(g->ndim, g->shape, g->dtype, g->device);
+  ct_memory_format fmt = ct__elementwise_format(2, (ct_tensor *[]){n->saved[0], g}, g->ndim, g->shape); /* x's format kept */
+  ct_tensor *out = ct__alloc_format(g->ndim, g->shape, g->dtype, g->device, fmt);
   if (!out) return ct_last_status();
-  ct_status s = g->storage->backend->unary_backward(op, out, g, n->saved[0], n->saved[1]);
+  ct_status s = ct__k_unary_backward(op, out, g, n->saved[0], n->saved[1]);
   if (s != CT_OK) {
     ct_tensor_free(out);
     return s;
@@ -137,6 +146,7 @@ static ct_status bw_unary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 
 static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
   if (!x) return ct__null_arg(unary_names[op], "x");
+  if (op == CT_UNARY_EXP || op == CT_UNARY_LOG) CT__AUTOCAST(CT__AUTOCAST_F32, unary(op, x), &x);
   const char *name = unary_names[op];
   int keeps_int = op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU;
   ct_dtype dt = ct_dtype_is_floating(x->dtype) || (keeps_int && x->dtype != CT_BOOL) ? x->dtype : CT_F32;
@@ -145,8 +155,8 @@ static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
   ct_tensor *xc = x->dtype == dt ? NULL : ct_cast(x, dt);
   if (x->dtype != dt && !xc) return NULL;
   ct_tensor *src = xc ? xc : x;
-  ct_tensor *out = ct__alloc(x->ndim, x->shape, dt, x->device);
-  ct_status s = out ? be->unary(op, out, src) : ct_last_status();
+  ct_tensor *out = ct__alloc_format(x->ndim, x->shape, dt, x->device, ct__elementwise_format(1, &x, x->ndim, x->shape));
+  ct_status s = out ? ct__k_unary(op, out, src) : ct_last_status();
   if (s != CT_OK) {
     ct_tensor_free(xc);
     ct_tensor_free(out);
@@ -181,6 +191,7 @@ static ct_status bw_where(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 
 ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
   if (!cond || !a || !b) return ct__null_arg("where", !cond ? "cond" : !a ? "a" : "b");
+  CT__AUTOCAST(CT__AUTOCAST_PROMOTE, ct_where(cond, a, b), &a, &b);
   if (ct__same_device("where", 3, (ct_tensor *[]){cond, a, b}, (const char *[]){"cond", "a", "b"}) != CT_OK) return NULL;
   int nd, nd2;
   int64_t s1[CT_MAX_DIMS], shape[CT_MAX_DIMS];
@@ -189,8 +200,9 @@ ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
     return NULL;
   ct_dtype dt = ct__result_type(a, b);
   ct_tensor *ce = prepare(cond, CT_BOOL, nd2, shape), *ae = prepare(a, dt, nd2, shape), *be_ = prepare(b, dt, nd2, shape);
-  ct_tensor *out = ce && ae && be_ ? ct__alloc(nd2, shape, dt, a->device) : NULL;
-  ct_status s = out ? a->storage->backend->where(out, ce, ae, be_) : ct_last_status();
+  ct_memory_format fmt = ct__elementwise_format(3, (ct_tensor *[]){a, b, cond}, nd2, shape); /* channels_last kept */
+  ct_tensor *out = ce && ae && be_ ? ct__alloc_format(nd2, shape, dt, a->device, fmt) : NULL;
+  ct_status s = out ? ct__k_where(out, ce, ae, be_) : ct_last_status();
   ct_tensor_free(ae);
   ct_tensor_free(be_);
   if (s != CT_OK) {

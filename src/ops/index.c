@@ -2,6 +2,7 @@
 #include <string.h>
 #include "autograd/node.h"
 #include "backend/backend.h"
+#include "ops/autocast.h"
 
 static ct_status bw_cat(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   int dim = (int)n->iv[0];
@@ -66,6 +67,7 @@ ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim) {
   if (n < 1 || !ts) CT_FAIL_NULL(CT_EINVAL, "cat: needs at least one tensor (got n = %d%s)", n, ts ? "" : ", ts NULL");
   for (int i = 0; i < n; i++)
     if (!ts[i]) return ct__null_arg("cat", "an element of ts");
+  CT__AUTOCAST_LIST(CT__AUTOCAST_PROMOTE, ct_cat(n, ts, dim), n, &ts);
   if (n <= CT_NODE_MAX_IN) return cat_small(n, ts, dim);
   /* more inputs than a node holds: concatenate in groups, then the groups */
   int groups = (n + CT_NODE_MAX_IN - 1) / CT_NODE_MAX_IN;

@@ -4,6 +4,8 @@
 #include <math.h>
 #include "autograd/node.h"
 #include "backend/backend.h"
+#include "ops/autocast.h"
+#include "ops/ops_internal.h"
 
 /* A ct_reduction value, or CT_EINVAL naming op (torch raises ValueError for an unknown reduction). */
 static int check_reduction(const char *op, ct_reduction r) {
@@ -20,6 +22,7 @@ static ct_tensor *reduce(ct_tensor *l, ct_reduction r) {
 
 ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction reduction, double label_smoothing) {
   if (!logits || !target) return ct__null_arg("cross_entropy", !logits ? "logits" : "target");
+  CT__AUTOCAST(CT__AUTOCAST_F32, ct_cross_entropy(logits, target, reduction, label_smoothing), &logits);
   char sl[160], st[160];
   if (ct__same_device("cross_entropy", 2, (ct_tensor *[]){logits, target}, (const char *[]){"logits", "target"}) != CT_OK)
     return NULL;
@@ -34,6 +37,14 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction r
   if (!check_reduction("cross_entropy", reduction)) return NULL;
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     CT_FAIL_NULL(CT_EINVAL, "cross_entropy: label_smoothing must be in [0, 1], got %g", label_smoothing);
+  if (logits->dtype == CT_F16 || logits->dtype == CT_BF16) {
+    /* float32 inside (torch's opmath): the loss and its mean round once, and -log p of a
+     * confident wrong class keeps its low bits (half's ulp is 2^-6 at 20) */
+    ct_tensor *lf = ct_cast(logits, CT_F32);
+    ct_tensor *r = lf ? ct_cross_entropy(lf, target, reduction, label_smoothing) : NULL;
+    ct_tensor_free(lf);
+    return ct__cast_result(r, logits->dtype);
+  }
   int64_t N = logits->shape[0], C = logits->shape[1];
   if (target->device.kind == CT_CPU) { /* on a GPU the check would cost a synchronization */
     for (int64_t i = 0; i < N; i++) {
@@ -66,6 +77,7 @@ ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction r
 
 ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction) {
   if (!input || !target) return ct__null_arg("mse_loss", !input ? "input" : "target");
+  CT__AUTOCAST(CT__AUTOCAST_F32, ct_mse_loss(input, target, reduction), &input, &target);
   char a[160], b[160];
   if (ct__same_device("mse_loss", 2, (ct_tensor *[]){input, target}, (const char *[]){"input", "target"}) != CT_OK) return NULL;
   int same = input->ndim == target->ndim;
@@ -74,6 +86,13 @@ ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reducti
     CT_FAIL_NULL(CT_ESHAPE, "mse_loss: input %s and target %s must have the same shape", ct_shape_str(input, a, sizeof a),
                  ct_shape_str(target, b, sizeof b));
   if (!check_reduction("mse_loss", reduction)) return NULL;
+  ct_dtype dt = ct_promote_types(input->dtype, target->dtype);
+  if (dt == CT_F16 || dt == CT_BF16) { /* float32 inside: a half square overflows past a difference of 256 */
+    ct_tensor *i32 = ct_cast(input, CT_F32), *t32 = ct_cast(target, CT_F32);
+    ct_tensor *r = i32 && t32 ? ct_mse_loss(i32, t32, reduction) : NULL;
+    ct_tensor_free(i32), ct_tensor_free(t32);
+    return ct__cast_result(r, dt);
+  }
   ct_tensor *d = ct_sub(input, target);
   ct_tensor *sq = ct_mul(d, d);
   ct_tensor *r = reduce(sq, reduction);

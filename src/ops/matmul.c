@@ -4,6 +4,7 @@
 #include <string.h>
 #include "autograd/node.h"
 #include "ops/ops_internal.h"
+#include "ops/autocast.h"
 
 static ct_tensor *bmm(ct_tensor *a, ct_tensor *b);
 
@@ -44,7 +45,7 @@ static ct_tensor *blas_ready(ct_tensor *t) {
   return ok ? ct__retain_tracked(t) : ct_contiguous(t);
 }
 
-/* a: (B, M, K), b: (B, K, N), same dtype (f32/f64) and device -> (B, M, N) */
+/* a: (B, M, K), b: (B, K, N), same dtype (f32/f64, or a half in the backend's matmul_halves) and device -> (B, M, N) */
 static ct_tensor *bmm(ct_tensor *a, ct_tensor *b) {
   if (!a || !b) return NULL;
   ct_tensor *ar = blas_ready(a), *br = blas_ready(b);
@@ -66,6 +67,7 @@ static ct_tensor *bmm(ct_tensor *a, ct_tensor *b) {
 
 ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   if (!a || !b) return ct__null_arg("matmul", !a ? "a" : "b");
+  CT__AUTOCAST(CT__AUTOCAST_LOWER, ct_matmul(a, b), &a, &b);
   char sa[160], sb[160];
   if (ct__same_device("matmul", 2, (ct_tensor *[]){a, b}, (const char *[]){"a", "b"}) != CT_OK) return NULL;
   if (a->ndim == 0 || b->ndim == 0)
@@ -74,6 +76,9 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   if (!a->storage->backend->matmul) CT_FAIL_NULL(CT_EUNSUPPORTED, "matmul is not implemented on %s", a->storage->backend->name);
   ct_dtype dt = ct_promote_types(a->dtype, b->dtype), cdt = dt == CT_F64 ? CT_F64 : dt == CT_F32 ? CT_F32 : dt;
   if (cdt != CT_F32 && cdt != CT_F64) cdt = ct_dtype_is_floating(dt) ? CT_F32 : CT_F64; /* halves in f32, ints in f64 */
+  /* a half dtype goes as it is to a backend with a GEMM for it (float32 accumulation inside, no
+   * casts of the operands); elsewhere it is cast to float32 and the product rounded once */
+  if ((dt == CT_F16 || dt == CT_BF16) && (a->storage->backend->matmul_halves & (1u << dt))) cdt = dt;
   int64_t M, K, K2, N;
   ct_tensor *a2 = a->ndim == 1 ? ct_unsqueeze(a, 0) : ct__retain_tracked(a);
   ct_tensor *b2 = b->ndim == 1 ? ct_unsqueeze(b, 1) : ct__retain_tracked(b);
@@ -119,6 +124,7 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
 
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
   if (!x || !w) return ct__null_arg("linear", !x ? "x" : "w");
+  CT__AUTOCAST(CT__AUTOCAST_LOWER, ct_linear(x, w, b), &x, &w, &b);
   char sx[160], sw[160];
   if (ct__same_device("linear", 3, (ct_tensor *[]){x, w, b}, (const char *[]){"input", "weight", "bias"}) != CT_OK)
     return NULL;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include "autograd/node.h"
 #include "backend/backend.h"
+#include "ops/autocast.h"
+#include "ops/ops_internal.h"
 
 /* r = (1 - m) r + m s, in place, under no-grad (torch's running-statistics update). */
 static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
@@ -18,6 +20,9 @@ static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps) {
   if (!x) return ct__null_arg("batch_norm", "x");
+  /* the running statistics are updated in place: they stay the caller's tensors, never cast */
+  CT__AUTOCAST(CT__AUTOCAST_F32, ct_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps), &x,
+               &weight, &bias);
   char sx[160], sp[160];
   ct_tensor *all[5] = {x, running_mean, running_var, weight, bias};
   if (ct__same_device("batch_norm", 5, all, (const char *[]){"input", "running_mean", "running_var", "weight", "bias"}) != CT_OK)
@@ -35,6 +40,16 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
                    ct_shape_str(all[i], sp, sizeof sp), (long long)C, ct_shape_str(x, sx, sizeof sx));
   if (!training && (!running_mean || !running_var))
     CT_FAIL_NULL(CT_EINVAL, "batch_norm: eval mode needs running_mean and running_var");
+  if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
+    /* float32 statistics and normalization for a half input (as cuDNN's mixed batch norm): mean
+     * and variance of half values rounded to half would lose the variance's low bits, and the
+     * running statistics (float32 buffers) must not be updated from rounded ones. One rounding at
+     * the end; the output keeps x's dtype whatever the parameters' dtype. */
+    ct_tensor *xf = ct_cast(x, CT_F32);
+    ct_tensor *yf = xf ? ct_batch_norm(xf, running_mean, running_var, weight, bias, training, momentum, eps) : NULL;
+    ct_tensor_free(xf);
+    return ct__cast_result(yf, x->dtype);
+  }
   int dims[CT_MAX_DIMS], nd = 0;
   int64_t cshape[CT_MAX_DIMS], count = 1;
   for (int d = 0; d < x->ndim; d++) {
@@ -121,6 +136,7 @@ static ct_tensor *softmax_last(ct_tensor *x, int log_) {
 
 static ct_tensor *softmax_dim(const char *op, ct_tensor *x, int dim, int log_) {
   if (!x) return ct__null_arg(op, "x");
+  CT__AUTOCAST(CT__AUTOCAST_F32, softmax_dim(op, x, dim, log_), &x);
   char sx[160];
   int d = ct__dim(dim, x->ndim);
   if (x->ndim == 0 || d < 0) CT_FAIL_NULL(CT_ESHAPE, "%s: dim %d out of range for shape %s", op, dim, ct_shape_str(x, sx, sizeof sx));

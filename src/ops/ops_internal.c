@@ -82,3 +82,13 @@ ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tens
 }
 
 ct_status ct__add_into(ct_tensor *acc, ct_tensor *g) { return ct__binary_into(CT_BINARY_ADD, acc, acc, g); }
+
+/* ---- mixed precision: halves compute in float32 */
+ct_dtype ct__compute_dtype(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16 ? CT_F32 : dt; }
+
+ct_tensor *ct__cast_result(ct_tensor *y, ct_dtype dt) {
+  if (!y || y->dtype == dt) return y;
+  ct_tensor *r = ct_cast(y, dt);
+  ct_tensor_free(y);
+  return r;
+}

@@ -26,4 +26,13 @@ ct_status ct__add_into(ct_tensor *acc, ct_tensor *g);
  * Records nothing: the backward pass calls it under no-grad. */
 ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt);
 
+/* The dtype an op computes a floating dtype in: float16 and bfloat16 in float32 (mixed
+ * precision's rule: half storage, float32 arithmetic and accumulation, one rounding at the end),
+ * any other dtype in itself. */
+ct_dtype ct__compute_dtype(ct_dtype dt);
+/* y cast to dt, y's reference released: how an op that computed in ct__compute_dtype(dt) returns
+ * its result in dt (the cast is on the tape, so the gradient comes back in y's dtype). y itself
+ * when it already has dt; NULL (the error kept) when y is NULL or the cast fails. */
+ct_tensor *ct__cast_result(ct_tensor *y, ct_dtype dt);
+
 #endif

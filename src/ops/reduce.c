@@ -4,6 +4,7 @@
 #include <string.h>
 #include "autograd/node.h"
 #include "ops/ops_internal.h"
+#include "ops/autocast.h"
 
 /* Mark reduced dims in keep[] and build out's keepdim shape. 0 with CT_ESHAPE on a bad dim. */
 static int reduce_dims(const char *op, ct_tensor *x, int ndims, const int *dims, int *red, int64_t *kshape) {
@@ -69,6 +70,7 @@ static ct_status bw_sum(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 /* sum (scale 1) and mean (scale 1/count) share their kernel and rule. */
 static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int *dims, int keepdim, int mean) {
   if (!x) return ct__null_arg(op, "x");
+  CT__AUTOCAST(CT__AUTOCAST_F32, sum_scaled(op, x, ndims, dims, keepdim, mean), &x);
   int red[CT_MAX_DIMS];
   int64_t ks[CT_MAX_DIMS];
   if (!reduce_dims(op, x, ndims, dims, red, ks)) return NULL;
@@ -78,12 +80,22 @@ static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int 
   int64_t count = 1;
   for (int d = 0; d < x->ndim; d++)
     if (red[d]) count *= x->shape[d];
-  ct_tensor *out = ct__sum_keepdim(x, red, dt);
+  /* Every backend accumulates a half sum in float32 or wider. A half mean also stays in float32
+   * until it is scaled, so that it rounds once and a sum past half's range (65504) does not make
+   * it inf. */
+  ct_dtype adt = mean ? ct__compute_dtype(dt) : dt;
+  ct_tensor *out = ct__sum_keepdim(x, red, adt);
   ct_status s = out ? CT_OK : ct_last_status();
   if (s == CT_OK && mean) {
-    ct_tensor *c = ct_scalar(count ? 1.0 / (double)count : NAN, dt, x->device);
+    ct_tensor *c = ct_scalar(count ? 1.0 / (double)count : NAN, adt, x->device);
     s = c ? ct__binary_into(CT_BINARY_MUL, out, out, c) : ct_last_status();
     ct_tensor_free(c);
+  }
+  if (s == CT_OK && adt != dt) {
+    ct_tensor *h = ct__alloc(out->ndim, out->shape, dt, out->device);
+    s = h ? out->storage->backend->copy(h, out) : ct_last_status();
+    ct_tensor_free(out);
+    out = h;
   }
   if (s != CT_OK) {
     ct_tensor_free(out);
@@ -113,6 +125,11 @@ ct_tensor *ct_var(ct_tensor *x, int ndims, const int *dims, int correction, int 
   int red[CT_MAX_DIMS];
   int64_t ks[CT_MAX_DIMS];
   if (!reduce_dims("var", x, ndims, dims, red, ks)) return NULL;
+  if (x->dtype == CT_F16 || x->dtype == CT_BF16) { /* float32 inside, one rounding (as torch.var) */
+    ct_tensor *xf = ct_cast(x, CT_F32), *vf = xf ? ct_var(xf, ndims, dims, correction, keepdim) : NULL;
+    ct_tensor_free(xf);
+    return ct__cast_result(vf, x->dtype);
+  }
   int64_t count = 1;
   for (int d = 0; d < x->ndim; d++)
     if (red[d]) count *= x->shape[d];
@@ -188,7 +205,13 @@ ct_tensor *ct_argmax(ct_tensor *x, int dim, int keepdim) {
 
 ct_tensor *ct_norm(ct_tensor *x) {
   if (!x) return ct__null_arg("norm", "x");
+  CT__AUTOCAST(CT__AUTOCAST_F32, ct_norm(x), &x);
   if (!ct_dtype_is_floating(x->dtype)) CT_FAIL_NULL(CT_EDTYPE, "norm: needs a floating input, got %s", ct_dtype_name(x->dtype));
+  if (x->dtype == CT_F16 || x->dtype == CT_BF16) { /* squares summed in float32: half's would overflow past 255.9^2 */
+    ct_tensor *xf = ct_cast(x, CT_F32), *nf = xf ? ct_norm(xf) : NULL;
+    ct_tensor_free(xf);
+    return ct__cast_result(nf, x->dtype);
+  }
   ct_tensor *sq = ct_mul(x, x);
   ct_tensor *s = ct_sum(sq, 0, NULL, 0);
   ct_tensor *r = ct_sqrt(s);

@@ -289,6 +289,6 @@ ct_tensor *ct_cast(ct_tensor *t, ct_dtype dt) {
     ct_tensor_free(c);
     return NULL;
   }
-  if (ct_dtype_is_floating(dt)) record_view(c, t, "to", bw_identity);
+  if (ct_dtype_is_floating(dt)) return record_view(c, t, "to", bw_identity); /* NULL (c freed) when the node cannot be made */
   return c;
 }

@@ -446,6 +446,14 @@ static void test_tensor_api(void **state) {
   T(ct_cast, CT_EINVAL, ct_cast(NULL, CT_F32));
   T(ct_cast, CT_EDTYPE, ct_cast(F.a, (ct_dtype)99));
   T(ct_cast, CT_EDTYPE, ct_cast(F.a, (ct_dtype)-1));
+  T(ct_contiguous_format, CT_EINVAL, ct_contiguous_format(NULL, CT_CHANNELS_LAST));
+  T(ct_contiguous_format, CT_EINVAL, ct_contiguous_format(F.x4, (ct_memory_format)7));
+  TA(ct_contiguous_format, CT_ESHAPE, "rank 4", ct_contiguous_format(F.a, CT_CHANNELS_LAST));
+  V(ct_tensor_is_contiguous_format, CT_EINVAL, ct_tensor_is_contiguous_format(NULL, CT_CHANNELS_LAST) == 0);
+  V(ct_tensor_is_contiguous_format, CT_EINVAL, ct_tensor_is_contiguous_format(F.x4, (ct_memory_format)-1) == 0);
+  N(ct_tensor_is_contiguous_format, ct_tensor_is_contiguous_format(F.a, CT_CHANNELS_LAST) == 0);
+  V(ct_tensor_suggest_memory_format, CT_EINVAL, ct_tensor_suggest_memory_format(NULL) == CT_CONTIGUOUS_FORMAT);
+  N(ct_tensor_suggest_memory_format, ct_tensor_suggest_memory_format(F.x4) == CT_CONTIGUOUS_FORMAT);
 
   /* explicit copies */
   T(ct_to, CT_EINVAL, ct_to(NULL, CT_DEVICE_CPU, 0));
@@ -709,8 +717,16 @@ static ct_tensor *square(ct_tensor *const *in, void *ctx) {
   return ct_mul(in[0], in[0]);
 }
 
+static void noop_hook(ct_tensor *leaf, void *ctx) { (void)leaf, (void)ctx; }
+
 static void test_autograd(void **state) {
   (void)state;
+  S(ct_tensor_register_post_accumulate_grad_hook, CT_EINVAL, ct_tensor_register_post_accumulate_grad_hook(NULL, noop_hook, NULL));
+  SN(ct_tensor_register_post_accumulate_grad_hook, CT_EINVAL, "fn", ct_tensor_register_post_accumulate_grad_hook(F.a, NULL, NULL));
+  S(ct_tensor_register_post_accumulate_grad_hook, CT_EAUTOGRAD, ct_tensor_register_post_accumulate_grad_hook(F.a, noop_hook, NULL));
+  S(ct_tensor_remove_post_accumulate_grad_hook, CT_EINVAL, ct_tensor_remove_post_accumulate_grad_hook(NULL, noop_hook, NULL));
+  SN(ct_tensor_remove_post_accumulate_grad_hook, CT_EINVAL, "fn", ct_tensor_remove_post_accumulate_grad_hook(F.a, NULL, NULL));
+  S(ct_tensor_remove_post_accumulate_grad_hook, CT_EINVAL, ct_tensor_remove_post_accumulate_grad_hook(F.a, noop_hook, NULL));
   S(ct_requires_grad_, CT_EINVAL, ct_requires_grad_(NULL, 1));
   S(ct_requires_grad_, CT_EDTYPE, ct_requires_grad_(F.i64, 1));
   V(ct_requires_grad, CT_EINVAL, ct_requires_grad(NULL) == 0);
@@ -734,6 +750,23 @@ static void test_autograd(void **state) {
   S(ct_gradcheck, CT_EINVAL, ct_gradcheck(square, NULL, 1, nul, 1e-6, 1e-5, 1e-3));
   S(ct_gradcheck, CT_EINVAL, ct_gradcheck(square, NULL, 1, in, 1e-6, 1e-5, 1e-3)); /* not requiring grad */
   S(ct_gradcheck, CT_EINVAL, ct_gradcheck(square, NULL, 1, (ct_tensor *[]){F.a}, 1e-6, 1e-5, 1e-3));
+  /* autocast (cuttle/autocast.h); no row leaves a region open */
+  S(ct_autocast_begin, CT_EDTYPE, ct_autocast_begin(CT_CPU, CT_F32, 1));
+  S(ct_autocast_begin, CT_EDTYPE, ct_autocast_begin(CT_CUDA, CT_I64, 0));
+  S(ct_autocast_begin, CT_EINVAL, ct_autocast_begin((ct_device_kind)99, CT_F16, 1));
+  S(ct_autocast_end, CT_EINVAL, ct_autocast_end());
+  V(ct_autocast_enabled, CT_EINVAL, ct_autocast_enabled((ct_device_kind)99) == 0);
+  V(ct_autocast_dtype, CT_EINVAL, ct_autocast_dtype((ct_device_kind)-1) == CT_DTYPE_COUNT);
+  N(ct_autocast_enabled, ct_autocast_enabled(CT_CPU) == 0);
+  N(ct_autocast_dtype, ct_autocast_dtype(CT_CPU) == CT_BF16 && ct_autocast_dtype(CT_CUDA) == CT_F16);
+  N(ct_autocast_begin, ct_autocast_begin(CT_CPU, CT_F16, 1) == CT_OK && ct_autocast_enabled(CT_CPU) == 1 &&
+                           ct_autocast_end() == CT_OK && ct_autocast_enabled(CT_CPU) == 0);
+  /* an op whose inputs autocast cast still fails under its own name */
+  if (ct_autocast_begin(CT_CPU, CT_BF16, 1) == CT_OK) {
+    T(ct_matmul, CT_ESHAPE, ct_matmul(F.a, F.b));
+    T(ct_linear, CT_EDEVICE, ct_linear(F.a, F.fake, NULL));
+    ct_autocast_end();
+  }
 }
 
 /* ---- nn.h, optim.h */
@@ -743,9 +776,10 @@ static void test_nn_optim(void **state) {
   T(ct_module_forward, CT_EINVAL, ct_module_forward(NULL, F.a));
   T(ct_module_forward, CT_EINVAL, ct_module_forward(F.lin, NULL));
   /* the op's message, behind the function and the module (and the child) that ran it */
-  TA(ct_module_forward, CT_ESHAPE, "(Linear): linear:", ct_module_forward(F.lin, F.r1));
-  TA(ct_module_forward, CT_EDEVICE, "(Linear): linear:", ct_module_forward(F.lin, F.fake));
-  TA(ct_module_forward, CT_ESHAPE, "(Sequential): child 0 (Linear): linear:", ct_module_forward(F.seq, F.x4));
+  TA(ct_module_forward, CT_ESHAPE, "(Linear(3, 2)): input has 4 features (shape (4,)), expected 3", ct_module_forward(F.lin, F.r1));
+  TA(ct_module_forward, CT_EDEVICE, "(Linear(3, 2)): linear:", ct_module_forward(F.lin, F.fake));
+  TA(ct_module_forward, CT_ESHAPE, "(Sequential): child 0, Linear(3, 2): input has 4 features (shape (1, 2, 4, 4))",
+     ct_module_forward(F.seq, F.x4));
   P(ct_linear_new, CT_EINVAL, ct_linear_new(-1, 2, 1, CT_DEVICE_CPU, NULL));
   P(ct_linear_new, CT_EINVAL, ct_linear_new(3, -2, 1, CT_DEVICE_CPU, NULL));
   P(ct_linear_new, CT_EINVAL, ct_linear_new(INT64_MAX / 2, 4, 1, CT_DEVICE_CPU, NULL));
@@ -799,6 +833,8 @@ static void test_nn_optim(void **state) {
   S(ct_module_to, CT_EDEVICE, ct_module_to(F.lin, cuda7));
   S(ct_module_to, CT_EDEVICE, ct_module_to(F.lin, cpu3));
   S(ct_module_to, CT_EDEVICE, ct_module_to(F.lin, bad_kind));
+  S(ct_module_to_memory_format, CT_EINVAL, ct_module_to_memory_format(NULL, CT_CHANNELS_LAST));
+  S(ct_module_to_memory_format, CT_EINVAL, ct_module_to_memory_format(F.lin, (ct_memory_format)9));
   S(ct_module_named_tensors, CT_EINVAL, ct_module_named_tensors(NULL, 1, nt, 4));
   S(ct_module_named_tensors, CT_EINVAL, ct_module_named_tensors(F.lin, 1, nt, -1));
   N(ct_module_named_tensors, ct_module_named_tensors(F.lin, 1, NULL, 0) == 2);
@@ -809,6 +845,29 @@ static void test_nn_optim(void **state) {
   P(ct_model_new, CT_EINVAL, ct_model_new("resnet", CT_DEVICE_CPU, NULL));
   P(ct_model_new, CT_EDEVICE, ct_model_new("mlp", cuda7, NULL));
   P(ct_model_new, CT_EDEVICE, ct_model_new("cnn", cpu_neg, NULL));
+  /* tensor-core alignment */
+  V(ct_alignment_multiple, CT_EDTYPE, ct_alignment_multiple((ct_dtype)99) == -1);
+  V(ct_alignment_multiple, CT_EDTYPE, ct_alignment_multiple(CT_DTYPE_COUNT) == -1);
+  {
+    ct_alignment_issue is[2];
+    int cnt = 7;
+    S(ct_module_check_alignment, CT_EINVAL, ct_module_check_alignment(NULL, 2, s23, CT_F16, is, 2, &cnt));
+    V(ct_module_check_alignment, CT_EINVAL, DO(ct_module_check_alignment(NULL, 2, s23, CT_F16, is, 2, &cnt)) && cnt == 0);
+    S(ct_module_check_alignment, CT_EINVAL, ct_module_check_alignment(F.lin, -1, s23, CT_F16, is, 2, &cnt));
+    S(ct_module_check_alignment, CT_EINVAL, ct_module_check_alignment(F.lin, CT_MAX_DIMS + 1, s23, CT_F16, is, 2, &cnt));
+    S(ct_module_check_alignment, CT_EINVAL, ct_module_check_alignment(F.lin, 2, NULL, CT_F16, is, 2, &cnt));
+    S(ct_module_check_alignment, CT_EINVAL, ct_module_check_alignment(F.lin, 2, s_neg, CT_F16, is, 2, &cnt));
+    S(ct_module_check_alignment, CT_EINVAL, ct_module_check_alignment(F.lin, 2, s_over, CT_F16, is, 2, &cnt));
+    S(ct_module_check_alignment, CT_EDTYPE, ct_module_check_alignment(F.lin, 2, s23, (ct_dtype)-1, is, 2, &cnt));
+    SN(ct_module_check_alignment, CT_EINVAL, "ct_module_check_alignment: cap",
+       ct_module_check_alignment(F.lin, 2, s23, CT_F16, is, -1, &cnt));
+    SN(ct_module_check_alignment, CT_EINVAL, "ct_module_check_alignment: out is NULL",
+       ct_module_check_alignment(F.lin, 2, s23, CT_F16, NULL, 2, &cnt));
+    /* an input that does not fit: named with both shapes, as forward names it */
+    SN(ct_module_check_alignment, CT_ESHAPE,
+       "ct_module_check_alignment: layer 0, Linear(3, 2): input has 4 features (shape (1, 2, 4, 4)), expected 3",
+       ct_module_check_alignment(F.seq, 4, (int64_t[]){1, 2, 4, 4}, CT_F16, is, 2, &cnt));
+  }
 
   ct_optim_opts good = {.kind = CT_OPTIM_SGD};
   P(ct_optimizer_new, CT_EINVAL, ct_optimizer_new(NULL, &good));
@@ -1030,6 +1089,22 @@ static void test_dist(void **state) {
   S(ct_dist_all_reduce_mean, CT_EINVAL, ct_dist_all_reduce_mean(list, -1));
   S(ct_dist_all_reduce_mean, CT_EDTYPE, ct_dist_all_reduce_mean(&F.i64, 1));
   S(ct_dist_all_reduce_mean, 0, ct_dist_all_reduce_mean(list, 1));
+  S(ct_dist_all_reduce_sum, CT_EINVAL, ct_dist_all_reduce_sum(NULL, 1));
+  S(ct_dist_all_reduce_sum, CT_EINVAL, ct_dist_all_reduce_sum(list, -1));
+  S(ct_dist_all_reduce_sum, CT_EINVAL, ct_dist_all_reduce_sum((ct_tensor *[]){NULL}, 1));
+  S(ct_dist_all_reduce_sum, 0, ct_dist_all_reduce_sum(&F.i64, 1)); /* int64 passes the dtype check */
+  S(ct_dist_all_reduce_sum, 0, ct_dist_all_reduce_sum(list, 1));
+  SN(ct_dist_set_timeout, CT_EINVAL, "timeout", ct_dist_set_timeout(0));
+  SN(ct_dist_set_timeout, CT_EINVAL, "timeout", ct_dist_set_timeout(-1));
+  SN(ct_dist_set_timeout, CT_EINVAL, "timeout", ct_dist_set_timeout(NAN));
+  SN(ct_dist_set_timeout, CT_EINVAL, "timeout", ct_dist_set_timeout(INFINITY));
+  N(ct_dist_timeout, ct_dist_timeout() == 60.0);
+  N(ct_dist_set_timeout, ct_dist_set_timeout(2.5) == CT_OK && ct_dist_timeout() == 2.5 &&
+                             ct_dist_set_timeout(60) == CT_OK && ct_dist_timeout() == 60.0);
+  S(ct_ddp_set_grad_sync, CT_EINVAL, ct_ddp_set_grad_sync(NULL, 0));
+  ct_ddp_stats st;
+  S(ct_ddp_get_stats, CT_EINVAL, ct_ddp_get_stats(NULL, &st));
+  N(ct_dist_abort, DO(ct_dist_abort(1))); /* never joined: returns, doing nothing */
   S(ct_dist_broadcast, CT_EINVAL, ct_dist_broadcast((ct_tensor *[]){NULL}, 1, 0));
   S(ct_dist_broadcast, 0, ct_dist_broadcast(list, 1, 0));
   P(ct_ddp_new, CT_EINVAL, ct_ddp_new(NULL, NULL));
@@ -1039,6 +1114,34 @@ static void test_dist(void **state) {
   S(ct_ddp_sync_grads, CT_EINVAL, ct_ddp_sync_grads(NULL));
   V(ct_ddp_num_buckets, CT_EINVAL, ct_ddp_num_buckets(NULL) == -1);
   N(ct_ddp_free, DO(ct_ddp_free(NULL)));
+}
+
+/* ---- data_parallel.h: two replicas of F.lin on the CPU (its worker threads start and stop here) */
+static void test_data_parallel(void **state) {
+  (void)state;
+  ct_device cpu2[2] = {CT_DEVICE_CPU, CT_DEVICE_CPU};
+  P(ct_data_parallel_new, CT_EINVAL, ct_data_parallel_new(NULL, 2, cpu2, NULL));
+  PA(ct_data_parallel_new, CT_EINVAL, "devices", ct_data_parallel_new(F.lin, 2, NULL, NULL));
+  PA(ct_data_parallel_new, CT_EINVAL, "n must", ct_data_parallel_new(F.lin, 0, cpu2, NULL));
+  PA(ct_data_parallel_new, CT_EINVAL, "n must", ct_data_parallel_new(F.lin, 65, cpu2, NULL));
+  P(ct_data_parallel_new, CT_EDEVICE, ct_data_parallel_new(F.lin, 2, (ct_device[]){CT_DEVICE_CPU, cpu3}, NULL));
+  P(ct_data_parallel_new, CT_EDEVICE, ct_data_parallel_new(F.lin, 1, &cuda7, NULL));
+  P(ct_data_parallel_new, CT_EDEVICE, ct_data_parallel_new(F.lin, 1, &bad_kind, NULL));
+  ct_data_parallel *dp = ct_data_parallel_new(F.lin, 2, cpu2, NULL);
+  assert_non_null(dp);
+  SN(ct_data_parallel_forward_backward, CT_EINVAL, "dp", ct_data_parallel_forward_backward(NULL, F.a, F.lab, NULL));
+  SN(ct_data_parallel_forward_backward, CT_EINVAL, "x", ct_data_parallel_forward_backward(dp, NULL, F.lab, NULL));
+  SN(ct_data_parallel_forward_backward, CT_EINVAL, "y", ct_data_parallel_forward_backward(dp, F.a, NULL, NULL));
+  S(ct_data_parallel_forward_backward, CT_EINVAL, ct_data_parallel_forward_backward(dp, F.a, F.b3, NULL));
+  S(ct_data_parallel_forward_backward, CT_EINVAL, ct_data_parallel_forward_backward(dp, F.scalar, F.lab, NULL));
+  /* an op failing on a replica's thread (float targets): its error, under this function's name */
+  S(ct_data_parallel_forward_backward, 0, ct_data_parallel_forward_backward(dp, F.a, F.labf, NULL));
+  S(ct_data_parallel_broadcast, CT_EINVAL, ct_data_parallel_broadcast(NULL));
+  V(ct_data_parallel_num_replicas, CT_EINVAL, ct_data_parallel_num_replicas(NULL) == -1);
+  P(ct_data_parallel_replica, CT_EINVAL, ct_data_parallel_replica(NULL, 0));
+  P(ct_data_parallel_replica, CT_EINVAL, ct_data_parallel_replica(dp, 2));
+  P(ct_data_parallel_replica, CT_EINVAL, ct_data_parallel_replica(dp, -1));
+  N(ct_data_parallel_free, DO(ct_data_parallel_free(dp)) && DO(ct_data_parallel_free(NULL)));
 }
 
 static void test_monitor(void **state) {
@@ -1124,7 +1227,7 @@ static int declared(const char *text, char names[][64], int cap, int n) {
 static void test_every_function_has_a_row(void **state) {
   (void)state;
   static const char *const headers[] = {"version", "status", "device", "tensor", "cuda",   "ops",
-                                        "autograd", "nn",   "optim",  "io",     "data", "monitor", "dist"};
+                                        "autograd", "nn",   "optim",  "io",     "data", "monitor", "dist", "data_parallel", "autocast"};
   static char names[1024][64];
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   char root[4096], path[4200];
@@ -1164,7 +1267,7 @@ int main(void) {
       cmocka_unit_test(test_status_device), cmocka_unit_test(test_dtypes_constructors), cmocka_unit_test(test_tensor_api),
       cmocka_unit_test(test_cuda_api),      cmocka_unit_test(test_ops),                 cmocka_unit_test(test_autograd),
       cmocka_unit_test(test_nn_optim),      cmocka_unit_test(test_io),                  cmocka_unit_test(test_data),
-      cmocka_unit_test(test_monitor),       cmocka_unit_test(test_dist),
+      cmocka_unit_test(test_monitor),       cmocka_unit_test(test_dist), cmocka_unit_test(test_data_parallel),
       cmocka_unit_test(test_every_function_has_a_row),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,8 +11,13 @@
  * only difference). Each rank starts from a model initialized with its own seed, so the test also
  * proves that ct_ddp_new broadcasts rank 0's parameters; and every rank's parameters must equal
  * rank 0's bit for bit. It runs for SGD with momentum and for Adam, with small buckets (several
- * per step) and with the default 25 MiB (one bucket), checks the collectives directly, and checks
- * that ranks holding different models all fail in ct_ddp_new rather than hang.
+ * per step) and with the default 25 MiB (one bucket), and checks with the small buckets that every
+ * bucket's all-reduce was started by a gradient hook during backward, none by ct_ddp_sync_grads.
+ * It checks no_sync accumulation (K = 2 micro-batches of B/2N per rank, grad sync off for the first,
+ * equals one batch of B), the collectives directly (mean, exact int64 sums, broadcast), and that
+ * ranks holding different models (parameter counts, shapes with the same count, dtypes) all fail in
+ * ct_ddp_new with a message naming the first parameter that differs and each rank's version of it,
+ * rather than hang. The faults (a rank killed or stuck) are tests/dist/dist_faults.sh's.
  *
  * Built without MPI, CTest runs it as one plain process, and it checks that the functions say
  * CT_EUNSUPPORTED and how to install Open MPI.
@@ -24,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cuttle.h"
+#ifdef CUTTLE_WITH_MPI
+#include "nn/module.h" /* to give one rank a float64 parameter, which no public constructor makes */
+#endif
 
 #define B 12
 #define STEPS 50
@@ -70,15 +78,24 @@ static void batch(int step, ct_tensor **x, ct_tensor **y) {
   *y = ct_randint(1, ys, 0, 10, CT_I64, CT_DEVICE_CPU, &gen);
 }
 
-/* One training step of m on rows [lo, lo + n) of the batch; with d, the gradients are averaged. */
-static void step(ct_module *m, ct_optimizer *opt, ct_ddp *d, int s, int64_t lo, int64_t n) {
+/* Forward and backward of m on rows [lo, lo + n) of batch s, the mean loss scaled by scale. */
+static void forward_backward(ct_module *m, int s, int64_t lo, int64_t n, double scale) {
   ct_scope_begin();
   ct_tensor *x, *y;
   batch(s, &x, &y);
   ct_tensor *logits = ct_module_forward(m, ct_narrow(x, 0, lo, n));
   ct_tensor *loss = ct_cross_entropy(logits, ct_narrow(y, 0, lo, n), CT_REDUCTION_MEAN, 0);
+  if (scale != 1) loss = ct_mul_scalar(loss, scale);
   ct_status st = loss ? ct_backward(loss) : ct_last_status();
   CHECK(st == CT_OK, "backward at step %d", s);
+  ct_scope_end();
+}
+
+/* One training step of m on rows [lo, lo + n) of the batch; with d, the gradients are averaged. */
+static void step(ct_module *m, ct_optimizer *opt, ct_ddp *d, int s, int64_t lo, int64_t n) {
+  ct_scope_begin();
+  forward_backward(m, s, lo, n, 1);
+  ct_status st;
   if (d) {
     st = ct_ddp_sync_grads(d);
     CHECK(st == CT_OK, "ct_ddp_sync_grads at step %d", s);
@@ -104,6 +121,22 @@ static void equivalence(const char *name, ct_optim_opts oo, double bucket_mb, in
   ct_optimizer *opt = ct_optimizer_new(m, &oo);
   int64_t share = B / world;
   for (int s = 0; s < STEPS; s++) step(m, opt, d, s, rank * share, share);
+  /* The overlap: every bucket of every step was started by a gradient hook, during backward. */
+  ct_ddp_stats st;
+  CHECK(ct_ddp_get_stats(d, &st) == CT_OK, "ct_ddp_get_stats");
+  int nb = ct_ddp_num_buckets(d);
+  CHECK(st.steps == STEPS && st.buckets_started_in_backward == (int64_t)STEPS * nb && st.buckets_started_in_sync == 0,
+        "%s: %lld steps, %lld buckets started in backward and %lld in ct_ddp_sync_grads; expected %d, %lld, 0", name,
+        (long long)st.steps, (long long)st.buckets_started_in_backward, (long long)st.buckets_started_in_sync, STEPS,
+        (long long)STEPS * nb);
+  CHECK(st.allreduce_s > 0 && st.wait_s >= 0 && st.sync_s >= st.wait_s, "%s: stats all-reduce %g s, wait %g s, sync %g s",
+        name, st.allreduce_s, st.wait_s, st.sync_s);
+  CHECK(st.buckets_done_in_backward >= 0 && st.buckets_done_in_backward <= st.buckets_started_in_backward,
+        "%s: %lld buckets done in backward", name, (long long)st.buckets_done_in_backward);
+  if (rank == 0)
+    printf("test_ddp: %s: %d buckets x %d steps started by hooks during backward (%lld of them already complete "
+           "before ct_ddp_sync_grads); all-reduces in flight %.4f s, waited for in ct_ddp_sync_grads %.4f s\n", name,
+           nb, STEPS, (long long)st.buckets_done_in_backward, st.allreduce_s, st.wait_s);
 
   /* Every rank holds rank 0's parameters, bit for bit. */
   ct_named_tensor p[32];
@@ -141,13 +174,149 @@ static void equivalence(const char *name, ct_optim_opts oo, double bucket_mb, in
   ct_module_free(m);
 }
 
-/* Ranks whose models differ all fail in ct_ddp_new, with a message, instead of hanging later. */
-static void mismatch(void) {
+/* Ranks whose models differ all fail in ct_ddp_new, with a message naming the first parameter that
+ * differs and what it is on each rank, instead of hanging later. kind: 0 different sizes (so the
+ * element counts differ), 1 the same parameter count and element count but transposed shapes, 2 a
+ * float64 weight on the last rank, 3 an extra layer (parameter counts differ), 4 different bucket_mb. */
+static void mismatch(int kind) {
+  int rank = ct_dist_rank(), last = ct_dist_world_size() - 1;
   ct_generator g = ct_generator_new(3);
-  ct_module *m = ct_linear_new(4, ct_dist_rank() == 0 ? 3 : 5, 1, CT_DEVICE_CPU, &g);
-  ct_ddp *d = ct_ddp_new(m, NULL);
-  CHECK(d == NULL && ct_last_status() == CT_EINVAL, "ct_ddp_new accepted ranks with different models");
-  CHECK(strstr(ct_last_error(), "different models") != NULL, "the message says the models differ");
+  ct_module *m = NULL;
+  const char *want[3] = {NULL, NULL, NULL};
+  char w0[96], w1[96];
+  double mb = 0;
+  if (kind == 0) {
+    m = ct_linear_new(4, rank == 0 ? 3 : 5, 1, CT_DEVICE_CPU, &g);
+    snprintf(w0, sizeof w0, "float32 (3, 4) on rank 0");
+    snprintf(w1, sizeof w1, "float32 (5, 4) on rank %d", last);
+  } else if (kind == 1) {
+    m = ct_linear_new(rank == last ? 6 : 4, rank == last ? 4 : 6, 0, CT_DEVICE_CPU, &g);
+    snprintf(w0, sizeof w0, "float32 (6, 4) on rank 0");
+    snprintf(w1, sizeof w1, "float32 (4, 6) on rank %d", last);
+  } else if (kind == 2) {
+    m = ct_linear_new(4, 6, 1, CT_DEVICE_CPU, &g);
+    if (rank == last) { /* swap the weight for a float64 one */
+      ct_tensor *w64 = ct_randn(2, (int64_t[]){6, 4}, 0, 1, CT_F64, CT_DEVICE_CPU, &g);
+      CHECK(w64 && m->slot_is_buffer[0] == 0 && strcmp(m->slot_name[0], "weight") == 0, "Linear's slot 0 is its weight");
+      ct_tensor_free(m->slot[0]);
+      m->slot[0] = w64;
+    }
+    snprintf(w0, sizeof w0, "float32 (6, 4) on rank 0");
+    snprintf(w1, sizeof w1, "float64 (6, 4) on rank %d", last);
+  } else if (kind == 3) {
+    ct_module *l[2] = {ct_linear_new(4, 4, 1, CT_DEVICE_CPU, &g), ct_linear_new(4, 4, 1, CT_DEVICE_CPU, &g)};
+    m = ct_sequential_new(rank == last ? 2 : 1, l);
+    if (rank != last) ct_module_free(l[1]);
+    snprintf(w0, sizeof w0, "absent on rank 0");
+    snprintf(w1, sizeof w1, "float32 (4, 4) on rank %d", last);
+    want[2] = "parameter counts: 2 on rank 0";
+  } else {
+    m = ct_linear_new(4, 4, 1, CT_DEVICE_CPU, &g);
+    mb = rank == last ? 2 : 1;
+    snprintf(w0, sizeof w0, "bucket_mb 1 on rank 0");
+    snprintf(w1, sizeof w1, "2 on rank %d", last);
+  }
+  want[0] = w0, want[1] = w1;
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = mb});
+  CHECK(d == NULL && ct_last_status() == CT_EINVAL, "mismatch %d: ct_ddp_new accepted ranks with different models", kind);
+  CHECK(strstr(ct_last_error(), kind == 4 ? "different buckets" : "different models") != NULL,
+        "mismatch %d: the message says the models differ", kind);
+  CHECK(kind == 3 || kind == 4 || strstr(ct_last_error(), "parameter 0 ") != NULL, "mismatch %d: names parameter 0", kind);
+  CHECK(kind != 3 || strstr(ct_last_error(), "parameter 2 ") != NULL, "mismatch %d: names parameter 2", kind);
+  for (int i = 0; i < 3; i++)
+    CHECK(!want[i] || strstr(ct_last_error(), want[i]) != NULL, "mismatch %d: the message names \"%s\"", kind, want[i]);
+  if (rank == 0) printf("test_ddp: mismatch %d: %s\n", kind, ct_last_error());
+  ct_ddp_free(d);
+  ct_module_free(m);
+}
+
+/* Two backward passes with grad sync on and no ct_ddp_sync_grads between them: the second pass's
+ * hooks find gradients already reported, and ct_ddp_sync_grads says so (CT_EAUTOGRAD) on every rank,
+ * without hanging; the DDP is usable again after the gradients are zeroed. */
+static void double_backward(void) {
+  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  ct_generator g = ct_generator_new(7);
+  ct_module *m = ct_model_new("mlp", CT_DEVICE_CPU, &g);
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = 0.1});
+  CHECK(d != NULL, "ct_ddp_new");
+  if (!d) {
+    ct_module_free(m);
+    return;
+  }
+  ct_optimizer *opt = ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.01});
+  int64_t share = B / world;
+  forward_backward(m, 0, rank * share, share, 1);
+  forward_backward(m, 1, rank * share, share, 1);
+  ct_status s = ct_ddp_sync_grads(d);
+  CHECK(s == CT_EAUTOGRAD && strstr(ct_last_error(), "without ct_ddp_sync_grads in between") != NULL,
+        "two backward passes without a sync: status %d", (int)s);
+  if (rank == 0) printf("test_ddp: two backward passes without a sync: %s\n", ct_last_error());
+  ct_optimizer_zero_grad(opt);
+  step(m, opt, d, 2, rank * share, share); /* and a normal step after it */
+  ct_optimizer_free(opt);
+  ct_ddp_free(d);
+  ct_module_free(m);
+}
+
+/* No_sync accumulation (DDP's no_sync()): each rank's share of B/N samples as K = 2 micro-batches of
+ * B/2N, each loss scaled by 1/2 so that the accumulated gradient is the share's mean, with grad
+ * sync off for the first backward and on for the second, then ct_ddp_sync_grads and an SGD step,
+ * equals one process with batch B, to 1e-5. late_enable: keep grad sync off during both backward
+ * passes and turn it on only before ct_ddp_sync_grads, which then starts every bucket itself (no
+ * hook fired): the same result. */
+static void accumulation(int late_enable) {
+  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  ct_optim_opts oo = {.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
+  ct_generator g = ct_generator_new(rank == 0 ? 7 : 200 + (uint64_t)rank);
+  ct_module *m = ct_model_new("mlp", CT_DEVICE_CPU, &g);
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = 0.1});
+  CHECK(d != NULL, "ct_ddp_new");
+  if (!d) {
+    ct_module_free(m);
+    return;
+  }
+  ct_optimizer *opt = ct_optimizer_new(m, &oo);
+  int64_t share = B / world, micro = share / 2;
+  const int steps = 20;
+  for (int s = 0; s < steps; s++) {
+    CHECK(ct_ddp_set_grad_sync(d, 0) == CT_OK, "grad sync off");
+    forward_backward(m, s, rank * share, micro, 0.5);
+    /* with sync off, ct_ddp_sync_grads leaves the local gradients alone */
+    ct_named_tensor p[1];
+    params(m, p, 1);
+    ct_tensor *gw = ct_grad(p[0].tensor);
+    float before = gw ? ((const float *)ct_tensor_data(gw))[0] : NAN;
+    CHECK(ct_ddp_sync_grads(d) == CT_OK, "ct_ddp_sync_grads with sync off");
+    CHECK(gw && ((const float *)ct_tensor_data(gw))[0] == before, "ct_ddp_sync_grads with sync off changed a gradient");
+    if (!late_enable) CHECK(ct_ddp_set_grad_sync(d, 1) == CT_OK, "grad sync on");
+    forward_backward(m, s, rank * share + micro, share - micro, 0.5);
+    if (late_enable) CHECK(ct_ddp_set_grad_sync(d, 1) == CT_OK, "grad sync on");
+    CHECK(ct_ddp_sync_grads(d) == CT_OK, "ct_ddp_sync_grads at step %d", s);
+    CHECK(ct_optimizer_step(opt) == CT_OK, "optimizer step %d", s);
+    ct_optimizer_zero_grad(opt);
+  }
+  ct_ddp_stats st;
+  ct_ddp_get_stats(d, &st);
+  int64_t nb = ct_ddp_num_buckets(d);
+  CHECK(st.steps == steps, "%lld averaging syncs, expected %d (the syncs with grad sync off do nothing)", (long long)st.steps, steps);
+  CHECK(late_enable ? st.buckets_started_in_sync == steps * nb && st.buckets_started_in_backward == 0
+                    : st.buckets_started_in_backward == steps * nb && st.buckets_started_in_sync == 0,
+        "accumulation (late %d): %lld buckets started in backward, %lld in sync", late_enable,
+        (long long)st.buckets_started_in_backward, (long long)st.buckets_started_in_sync);
+  if (rank == 0) {
+    ct_generator g0 = ct_generator_new(7);
+    ct_module *ref = ct_model_new("mlp", CT_DEVICE_CPU, &g0);
+    ct_optimizer *ropt = ct_optimizer_new(ref, &oo);
+    for (int s = 0; s < steps; s++) step(ref, ropt, NULL, s, 0, B);
+    double diff = max_diff(m, ref);
+    printf("test_ddp: no_sync accumulation%s, %d ranks x 2 micro-batches of %lld, %d steps: max abs difference from 1 "
+           "process x batch %d = %.3g\n", late_enable ? " (sync turned on after both backward passes)" : "", world,
+           (long long)micro, steps, B, diff);
+    CHECK(diff <= 1e-5, "accumulation: max abs difference %g > 1e-5", diff);
+    ct_optimizer_free(ropt);
+    ct_module_free(ref);
+  }
+  ct_optimizer_free(opt);
   ct_ddp_free(d);
   ct_module_free(m);
 }
@@ -173,6 +342,22 @@ static void collectives(void) {
         (long long)((int64_t *)ct_tensor_data(ids))[4]);
   CHECK(ct_dist_broadcast(&ids, 1, world) == CT_EINVAL, "a root outside the group is an error");
   CHECK(ct_dist_all_reduce_mean(&ids, 1) == CT_EDTYPE, "the mean of an int64 tensor is an error");
+  /* Exact sums: int64 counts beyond float32's 2^24, and float32/float64 values. */
+  int64_t big = ((int64_t)1 << 40) + 7 * rank + 1;
+  ct_tensor *cnt = ct_full(1, shape, (double)big, CT_I64, CT_DEVICE_CPU);
+  ct_tensor *sf = ct_full(1, shape, rank + 0.5, CT_F32, CT_DEVICE_CPU);
+  ct_tensor *sd = ct_full(1, shape, 0.25 * rank, CT_F64, CT_DEVICE_CPU);
+  ct_tensor *sums[3] = {cnt, sf, sd};
+  CHECK(ct_dist_all_reduce_sum(sums, 3) == CT_OK, "all_reduce_sum");
+  int64_t want_c = world * (((int64_t)1 << 40) + 1) + 7 * (int64_t)world * (world - 1) / 2;
+  CHECK(((int64_t *)ct_tensor_data(cnt))[3] == want_c, "int64 sum %lld, expected %lld",
+        (long long)((int64_t *)ct_tensor_data(cnt))[3], (long long)want_c);
+  CHECK(((float *)ct_tensor_data(sf))[2] == (float)(world * (world - 1) / 2.0 + 0.5 * world), "float32 sum %g",
+        ((float *)ct_tensor_data(sf))[2]);
+  CHECK(((double *)ct_tensor_data(sd))[4] == 0.25 * world * (world - 1) / 2.0, "float64 sum %g", ((double *)ct_tensor_data(sd))[4]);
+  ct_tensor *u8 = ct_full(1, shape, 1, CT_U8, CT_DEVICE_CPU);
+  CHECK(ct_dist_all_reduce_sum(&u8, 1) == CT_EDTYPE, "the sum of a uint8 tensor is an error");
+  ct_tensor_free(cnt), ct_tensor_free(sf), ct_tensor_free(sd), ct_tensor_free(u8);
   ct_tensor_free(f), ct_tensor_free(dd), ct_tensor_free(ids);
 }
 
@@ -196,8 +381,9 @@ int main(void) {
   CHECK(world >= 1 && B % world == 0, "world size %d must divide the batch %d", world, B);
   CHECK(ct_dist_local_rank() >= 0 && ct_dist_local_rank() < world, "local rank %d", ct_dist_local_rank());
   CHECK(ct_dist_init() == CT_OK, "a second ct_dist_init does nothing");
+  CHECK(ct_dist_timeout() == 60.0, "the default timeout is 60 s");
   collectives();
-  mismatch();
+  for (int kind = 0; kind < 5; kind++) mismatch(kind);
   /* 0.1 MiB buckets split the mlp's 235146 floats (0.9 MiB) over several all-reduces. */
   equivalence("SGD lr 0.05 momentum 0.9", (ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9}, 0.1, 4, 1e-5);
   /* Adam divides each gradient by sqrt(v) + eps, so where a gradient entry is near zero (terms that
@@ -210,6 +396,9 @@ int main(void) {
    * 1e-4, ten times the single-process accumulation's difference. */
   equivalence("Adam lr 1e-3 eps 1e-6", (ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 1e-3, .eps = 1e-6}, 0, 1, 1e-5);
   equivalence("Adam defaults (lr 1e-3 eps 1e-8)", (ct_optim_opts){.kind = CT_OPTIM_ADAM}, 0.1, 4, 1e-4);
+  accumulation(0);
+  accumulation(1);
+  double_backward();
   CHECK(ct_dist_finalize() == CT_OK, "finalize");
   return failures ? 1 : 0;
 #endif

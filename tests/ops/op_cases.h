@@ -403,6 +403,9 @@ static const op_case op_cases[] = {
     /* fused on the CPU in float32 (odd conv output: the last row and column are dropped; a strided
      * conv without bias), and a 3x3 window, which runs the ops one by one */
     CONV_POOL("conv2d_relu_max_pool2d", IN(OC_ANY, 2, 3, 7, 9), IN(OC_ANY, 4, 3, 3, 3), IN(OC_ANY, 4), 3, 1, 1, 1, 1, 2),
+    /* several images (one per thread), pooled rows of 11: four SSE windows twice and a tail of
+     * three, in float32 and in the halves' fused kernel (conv2d_relu_pool2x2_halves) */
+    CONV_POOL("conv2d_relu_max_pool2d_batch4", IN(OC_ANY, 4, 3, 10, 22), IN(OC_ANY, 8, 3, 3, 3), IN(OC_ANY, 8), 3, 1, 1, 1, 1, 2),
     CONV_POOL("conv2d_relu_max_pool2d_k3", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 1, 1, 3),
     CONV_POOL("conv2d_relu_max_pool2d_s2_nobias", IN(OC_ANY, 1, 2, 9, 9), IN(OC_ANY, 3, 2, 3, 3), IN0(OC_ANY), 2, 2, 2, 0, 0, 2),
     CONV("conv2d_groups2", IN(OC_ANY, 2, 4, 4, 4), IN(OC_ANY, 6, 2, 3, 3), IN(OC_ANY, 6), 3, 1, 1, 1, 1, 1, 1, 2),
@@ -491,7 +494,12 @@ static int oc_make_inputs(const op_case *c, ct_dtype dt, ct_device dev, uint64_t
         case OC_BOOL: v = (double)(oc_rng_next(&s) & 1); break;
         default: v = (0.1 + 1.9 * u) * (oc_rng_next(&s) & 1 ? 1 : -1);
       }
-      if (dt == CT_F32 && in->kind != OC_INDEX && in->kind != OC_BOOL) v = (double)(float)v;
+      /* the reference sees the values the tensor holds: rounded to dt's precision */
+      if (in->kind != OC_INDEX && in->kind != OC_BOOL) {
+        if (dt == CT_F32) v = (double)(float)v;
+        else if (dt == CT_F16) v = (double)ct_f16_to_f32(ct_f32_to_f16((float)v));
+        else if (dt == CT_BF16) v = (double)ct_bf16_to_f32(ct_f32_to_bf16((float)v));
+      }
       host[k].v[j] = v;
     }
     ct_tensor *h = ct_from_host(host[k].v, in->ndim, in->shape, CT_F64, CT_DEVICE_CPU);
@@ -566,12 +574,15 @@ static ct_tensor **oc_backward_grads(const op_case *c, ct_tensor **in, ct_tensor
   return in;
 }
 
-static void oc_check_grad_f32(const op_case *c, ct_device dev, uint64_t seed, double atol, double rtol) {
+/* The backward in a low dtype dt (float32, the training dtype with its own fast paths, or float16
+ * and bfloat16, mixed precision's) against the backward in float64 of the same values. Gradients
+ * must come back in dt, as in PyTorch. */
+static void oc_check_grad_dtype(const op_case *c, ct_device dev, uint64_t seed, ct_dtype dt, double atol, double rtol) {
   oc_arr host[5] = {{0}};
-  ct_tensor *in32[5] = {0}, *in64[5] = {0};
-  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, CT_F32, dev, seed, host, in32));
+  ct_tensor *inl[5] = {0}, *in64[5] = {0};
+  ct_assert_nonnull((void *)(intptr_t)oc_make_inputs(c, dt, dev, seed, host, inl));
   for (int k = 0; k < c->n_in; k++)
-    in64[k] = ct_assert_nonnull(ct_tensor_dtype(in32[k]) == CT_F32 ? ct_cast(in32[k], CT_F64) : ct_tensor_retain(in32[k]));
+    in64[k] = ct_assert_nonnull(ct_tensor_dtype(inl[k]) == dt ? ct_cast(inl[k], CT_F64) : ct_tensor_retain(inl[k]));
   /* the output's shape, from a run without grad */
   ct_tensor *probe = ct_assert_nonnull(c->run(in64, c));
   int64_t n = ct_tensor_numel(probe);
@@ -579,23 +590,29 @@ static void oc_check_grad_f32(const op_case *c, ct_device dev, uint64_t seed, do
   uint64_t s = seed ^ 0x9e3779b97f4a7c15ull;
   for (int64_t i = 0; i < n; i++) rv[i] = 2.0 * oc_rng_unif(&s) - 1.0;
   ct_tensor *rh = ct_assert_nonnull(ct_from_host(rv, ct_tensor_ndim(probe), ct_tensor_shape(probe), CT_F64, CT_DEVICE_CPU));
-  ct_tensor *r = ct_assert_nonnull(ct_to(rh, dev, 0));
-  oc_backward_grads(c, in32, r);
+  /* r rounded to dt, so that both sides get the same upstream gradient */
+  ct_tensor *rl = ct_assert_nonnull(ct_cast(rh, dt)), *r64 = ct_assert_nonnull(ct_cast(rl, CT_F64));
+  ct_tensor *r = ct_assert_nonnull(ct_to(r64, dev, 0));
+  oc_backward_grads(c, inl, r);
   oc_backward_grads(c, in64, r);
   for (int k = 0; k < c->n_in; k++)
     if (c->grad & (1u << k)) {
-      ct_tensor *g32 = ct_grad(in32[k]), *g64 = ct_grad(in64[k]);
-      if (!g32 || !g64) fprintf(stderr, "case %s: input %d has no float32 or float64 gradient\n", c->name, k);
-      ct_assert_nonnull(g32), ct_assert_nonnull(g64);
-      assert_int_equal(ct_tensor_dtype(g32), CT_F32);
-      ct_tensor *g64h = ct_assert_nonnull(ct_to(g64, CT_DEVICE_CPU, 0)), *g32h = ct_assert_nonnull(ct_to(g32, CT_DEVICE_CPU, 0));
-      ct_assert_close(g32h, g64h, atol, rtol);
-      ct_tensor_free(g64h), ct_tensor_free(g32h);
+      ct_tensor *gl = ct_grad(inl[k]), *g64 = ct_grad(in64[k]);
+      if (!gl || !g64) fprintf(stderr, "case %s: input %d has no %s or float64 gradient\n", c->name, k, ct_dtype_name(dt));
+      ct_assert_nonnull(gl), ct_assert_nonnull(g64);
+      assert_int_equal(ct_tensor_dtype(gl), dt);
+      ct_tensor *g64h = ct_assert_nonnull(ct_to(g64, CT_DEVICE_CPU, 0)), *glh = ct_assert_nonnull(ct_to(gl, CT_DEVICE_CPU, 0));
+      ct_assert_close(glh, g64h, atol, rtol);
+      ct_tensor_free(g64h), ct_tensor_free(glh);
     }
   free(rv);
-  ct_tensor_free(probe), ct_tensor_free(rh), ct_tensor_free(r);
+  ct_tensor_free(probe), ct_tensor_free(rh), ct_tensor_free(rl), ct_tensor_free(r64), ct_tensor_free(r);
   for (int k = 0; k < c->n_in; k++) ct_tensor_free(in64[k]);
-  oc_free_inputs(c, host, in32);
+  oc_free_inputs(c, host, inl);
+}
+
+static void oc_check_grad_f32(const op_case *c, ct_device dev, uint64_t seed, double atol, double rtol) {
+  oc_check_grad_dtype(c, dev, seed, CT_F32, atol, rtol);
 }
 
 #endif

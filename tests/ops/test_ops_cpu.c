@@ -1,6 +1,7 @@
 /* tests/ops/test_ops_cpu.c: every row of the op table (op_cases.h) on the CPU: values in float32
  * and float64 against the float64 reference, gradients by finite differences in float64, and the
- * float32 backward against the float64 backward.
+ * float32 backward against the float64 backward; the same values and backward in float16 and
+ * bfloat16 (mixed precision), and what the table cannot see of them (lowp_checks.h).
  * Plus the random op (dropout in training) checked by its statistics. */
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include "testutil.h"
 #include "op_cases.h"
+#include "lowp_checks.h"
 #include "core/internal.h"
 
 /* f32 inputs are rounded before the reference sees them, so the only error is f32 arithmetic. */
@@ -18,6 +20,18 @@
 #define F32_GRAD_RTOL 1e-4
 #define F64_ATOL 1e-12
 #define F64_RTOL 1e-10
+/* float16 and bfloat16 compute in float32 inside every op and round the result once, so a single
+ * op is within half an ulp (u = 2^-11 for float16's 11-bit significand, 2^-8 for bfloat16's 8 bits)
+ * of the reference. Ops the front-end composes from several rounded half ops (var, norm,
+ * batch_norm, mse_loss, linear's bias add) round up to four times, and x - mean cancels the
+ * leading bits of values of order 1: hence 4u, relative and absolute (inputs are of order 1). */
+#define F16_TOL (4.0 / 2048)
+#define BF16_TOL (4.0 / 256)
+/* Their gradients go through twice as many roundings (the backward of each rounded op, in the
+ * tensor's dtype as in PyTorch, plus the upstream gradient), and sums of a few dozen products
+ * whose terms each carry u: 16u. */
+#define F16_GRAD_TOL (16.0 / 2048)
+#define BF16_GRAD_TOL (16.0 / 256)
 
 static void check_values(const op_case *c, ct_dtype dt, uint64_t seed) {
   oc_arr host[5] = {{0}};
@@ -39,6 +53,8 @@ static void check_values(const op_case *c, ct_dtype dt, uint64_t seed) {
   assert_int_equal(ct_tensor_dtype(out), oc_output_dtype(c, dt));
   ct_tensor *rt = ct_assert_nonnull(ct_from_host(ref.v, ref.ndim, ref.shape, CT_F64, CT_DEVICE_CPU));
   if (dt == CT_F32) ct_assert_close(out, rt, F32_ATOL, F32_RTOL);
+  else if (dt == CT_F16) ct_assert_close(out, rt, F16_TOL, F16_TOL);
+  else if (dt == CT_BF16) ct_assert_close(out, rt, BF16_TOL, BF16_TOL);
   else ct_assert_close(out, rt, F64_ATOL, F64_RTOL);
   ct_tensor_free(rt), ct_tensor_free(out), free(ref.v);
   oc_free_inputs(c, host, in);
@@ -52,6 +68,10 @@ static void test_case(void **state) {
   check_values(c, CT_F64, seed + 1);
   if (c->grad) oc_check_grad(c, CT_DEVICE_CPU, seed + 2);
   if (c->grad) oc_check_grad_f32(c, CT_DEVICE_CPU, seed + 3, F32_GRAD_ATOL, F32_GRAD_RTOL);
+  check_values(c, CT_F16, seed + 4);
+  check_values(c, CT_BF16, seed + 5);
+  if (c->grad) oc_check_grad_dtype(c, CT_DEVICE_CPU, seed + 6, CT_F16, F16_GRAD_TOL, F16_GRAD_TOL);
+  if (c->grad) oc_check_grad_dtype(c, CT_DEVICE_CPU, seed + 7, CT_BF16, BF16_GRAD_TOL, BF16_GRAD_TOL);
 }
 
 /* The table itself: every public op of ops.h appears in some row (a guard against a forgotten op). */
@@ -203,10 +223,115 @@ static void test_conv2d_no_input_channels(void **state) {
   ct_tensor_free(x), ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(y);
 }
 
+/* conv2d + relu + MaxPool2d(2) in float16 and bfloat16 runs the fused kernel on the halves
+ * (conv2d_relu_pool2x2_halves) instead of casting to float32 and materializing the conv output:
+ * the op's peak allocation stays below the size of that output in the half dtype alone (the
+ * unfused path allocates it, and twice that again in float32). Its values equal the unfused
+ * path's (conv2d, then relu_max_pool2d, in the same half dtype) bit for bit, since both compute
+ * the conv in float32 the same way and rounding commutes with max; its gradients are the unfused
+ * path's within the halves' gradient tolerance (a tie made by rounding may pick another winner). */
+static void test_fused_conv_pool_halves(void **state) {
+  (void)state;
+  const int64_t N = 4, C = 3, O = 8, H = 12, W = 10; /* conv output (4, 8, 12, 10), pooled (4, 8, 6, 5) */
+  ct_dtype dts[2] = {CT_F16, CT_BF16};
+  double tols[2] = {F16_GRAD_TOL, BF16_GRAD_TOL};
+  ct_conv2d_opts co = {.padding = {1, 1}};
+  ct_pool2d_opts po = {.kernel = {2, 2}};
+  for (int k = 0; k < 2; k++) {
+    ct_generator gen = ct_generator_new(11 + (uint64_t)k);
+    ct_tensor *src[4] = {ct_randn(4, (int64_t[]){N, C, H, W}, 0, 1, CT_F32, CT_DEVICE_CPU, &gen),
+                         ct_randn(4, (int64_t[]){O, C, 3, 3}, 0, 0.5, CT_F32, CT_DEVICE_CPU, &gen),
+                         ct_randn(1, (int64_t[]){O}, 0, 0.5, CT_F32, CT_DEVICE_CPU, &gen),
+                         ct_randn(4, (int64_t[]){N, O, H / 2, W / 2}, 0, 1, CT_F32, CT_DEVICE_CPU, &gen)};
+    ct_tensor *y[2], *gr[2][3];
+    for (int path = 0; path < 2; path++) { /* 0: the fused op, 1: conv2d then relu_max_pool2d */
+      ct_tensor *in[4];
+      for (int i = 0; i < 4; i++) {
+        in[i] = ct_assert_nonnull(ct_cast(ct_assert_nonnull(src[i]), dts[k]));
+        if (i < 3) ct_assert_ok(ct_requires_grad_(in[i], 1));
+      }
+      ct_memory_stats st;
+      ct_assert_ok(ct_memory_stats_get(CT_DEVICE_CPU, &st));
+      ct_assert_ok(ct_reset_peak_memory_stats(CT_DEVICE_CPU));
+      size_t before = st.allocated;
+      if (path == 0) {
+        y[0] = ct_assert_nonnull(ct_conv2d_relu_max_pool2d(in[0], in[1], in[2], &co, &po));
+      } else {
+        ct_tensor *c = ct_assert_nonnull(ct_conv2d(in[0], in[1], in[2], &co));
+        y[1] = ct_assert_nonnull(ct_relu_max_pool2d(c, &po));
+        ct_tensor_free(c);
+      }
+      ct_assert_ok(ct_memory_stats_get(CT_DEVICE_CPU, &st));
+      size_t conv_out = (size_t)(N * O * H * W) * ct_dtype_size(dts[k]);
+      if (path == 0) assert_true(st.peak_allocated - before < conv_out);
+      else assert_true(st.peak_allocated - before >= conv_out); /* the check above can fail */
+      ct_tensor *p = ct_assert_nonnull(ct_mul(y[path], in[3])), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+      ct_assert_ok(ct_backward(s));
+      for (int i = 0; i < 3; i++) {
+        assert_int_equal(ct_tensor_dtype(ct_grad(in[i])), dts[k]);
+        gr[path][i] = ct_assert_nonnull(ct_cast(ct_grad(in[i]), CT_F64));
+      }
+      ct_tensor_free(s), ct_tensor_free(p);
+      for (int i = 0; i < 4; i++) ct_tensor_free(in[i]);
+    }
+    assert_int_equal(ct_tensor_dtype(y[0]), dts[k]);
+    ct_assert_close(y[0], y[1], 0, 0);
+    for (int i = 0; i < 3; i++) ct_assert_close(gr[0][i], gr[1][i], tols[k], tols[k]);
+    for (int path = 0; path < 2; path++) {
+      ct_tensor_free(y[path]);
+      for (int i = 0; i < 3; i++) ct_tensor_free(gr[path][i]);
+    }
+    for (int i = 0; i < 4; i++) ct_tensor_free(src[i]);
+  }
+}
+
+/* The CPU's casts between float32 and the halves run inlined copies of dtype.c's conversions
+ * (src/backend/cpu/half.h): bit for bit the same, over every float16, and over float32 bit
+ * patterns spread across the whole range (normals, subnormals, ties, overflow, inf and NaN). */
+static void test_half_casts_match_dtype_c(void **state) {
+  (void)state;
+  int64_t nh = 65536;
+  uint16_t *h = malloc((size_t)nh * 2);
+  for (int64_t i = 0; i < nh; i++) h[i] = (uint16_t)i;
+  ct_tensor *th = ct_assert_nonnull(ct_from_host(h, 1, &nh, CT_F16, CT_DEVICE_CPU));
+  ct_tensor *tf = ct_assert_nonnull(ct_cast(th, CT_F32));
+  float *f = malloc((size_t)nh * 4);
+  ct_assert_ok(ct_to_host(tf, f, (size_t)nh * 4, CT_F32));
+  for (int64_t i = 0; i < nh; i++) {
+    float r = ct_f16_to_f32(h[i]);
+    assert_memory_equal(&f[i], &r, 4);
+  }
+  free(f), ct_tensor_free(tf), ct_tensor_free(th), free(h);
+  /* float32 -> float16 and bfloat16: a stride through the 2^32 patterns, plus the edges */
+  int64_t nf = 1 << 20;
+  uint32_t *u = malloc((size_t)nf * 4);
+  for (int64_t i = 0; i < nf; i++) u[i] = (uint32_t)(i * 4099u);
+  const uint32_t edge[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x477ff000u,
+                           0x477fefffu, 0x38800000u, 0x387fffffu, 0x33000000u, 0x33000001u, 0x3f801000u, 0x3f803000u};
+  for (size_t k = 0; k < sizeof edge / sizeof edge[0]; k++) u[k] = edge[k];
+  ct_tensor *t32 = ct_assert_nonnull(ct_from_host(u, 1, &nf, CT_F32, CT_DEVICE_CPU));
+  ct_dtype dts[2] = {CT_F16, CT_BF16};
+  uint16_t *o = malloc((size_t)nf * 2);
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *c = ct_assert_nonnull(ct_cast(t32, dts[k]));
+    ct_assert_ok(ct_to_host(c, o, (size_t)nf * 2, dts[k]));
+    for (int64_t i = 0; i < nf; i++) {
+      float v;
+      memcpy(&v, &u[i], 4);
+      assert_int_equal(o[i], dts[k] == CT_F16 ? ct_f32_to_f16(v) : ct_f32_to_bf16(v));
+    }
+    ct_tensor_free(c);
+  }
+  free(o), free(u), ct_tensor_free(t32);
+}
+
 int main(void) {
+  lp_dev = CT_DEVICE_CPU;
   const struct CMUnitTest more[] = {cmocka_unit_test(test_table_covers_ops), cmocka_unit_test(test_dropout_training),
                                     cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
-                                    cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels)};
+                                    cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels),
+                                    cmocka_unit_test(test_half_casts_match_dtype_c),
+                                    cmocka_unit_test(test_fused_conv_pool_halves), LP_TESTS};
   size_t nmore = sizeof more / sizeof more[0];
   struct CMUnitTest *tests = calloc((size_t)OC_NCASES + nmore, sizeof *tests);
   for (int i = 0; i < OC_NCASES; i++)

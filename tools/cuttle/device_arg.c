@@ -26,3 +26,35 @@ ct_status ct_cli_device(const char *prog, const char *s, ct_device *out) {
   }
   return CT_OK;
 }
+
+int ct_cli_device_list(const char *prog, const char *s, ct_device *out, int cap) {
+  char buf[512];
+  if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) {
+    fprintf(stderr, "%s: the --devices list is too long\n", prog);
+    return -1;
+  }
+  int n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (n == cap) {
+      fprintf(stderr, "%s: --devices takes at most %d devices\n", prog, cap);
+      return -1;
+    }
+    if (strcmp(tok, "auto") == 0) {
+      fprintf(stderr, "%s: --devices wants device names (cpu, opencl:N, cuda:N), not auto\n", prog);
+      return -1;
+    }
+    ct_status st = ct_cli_device(prog, tok, &out[n]);
+    if (st != CT_OK) {
+      if (st != CT_EDEVICE) fprintf(stderr, "%s: --devices: %s\n", prog, ct_last_error());
+      return -1;
+    }
+    for (int i = 0; i < n; i++)
+      if (ct_device_eq(out[i], out[n])) {
+        fprintf(stderr, "%s: --devices names %s twice\n", prog, tok);
+        return -1;
+      }
+    n++;
+  }
+  if (n == 0) fprintf(stderr, "%s: --devices needs at least one device\n", prog);
+  return n > 0 ? n : -1;
+}

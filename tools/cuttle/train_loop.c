@@ -12,45 +12,86 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-double ct_cli_evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers) {
-  ct_loader_opts lo = {.batch_size = 1000, .num_workers = workers, .device = dev};
+/* This rank's share of ds: the loader's distributed sampler without shuffling gives rank r the
+ * samples r, r + W, r + 2W, ..., padded by repeating the first ones up to ceil(N / W) in all; the
+ * real ones come first, so the rank counts only its first ceil((N - r) / W) samples. */
+static int64_t real_samples(int64_t n, int rank, int world) { return n > rank ? (n - rank + world - 1) / world : 0; }
+
+double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2]) {
+  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  ct_loader_opts lo = {.batch_size = 1000, .num_workers = workers, .device = dev, .rank = rank, .world_size = world};
+  int64_t mine = real_samples(ct_dataset_len(ds), rank, world);
   ct_loader *l = ct_loader_new(ds, &lo);
-  if (!l) return ct_last_status();
   int64_t correct = 0, total = 0;
-  ct_module_train(m, 0);
-  ct_no_grad_begin();
-  ct_tensor *x, *y;
-  int r;
-  while ((r = ct_loader_next(l, &x, &y)) == 1) {
-    ct_scope_begin();
-    ct_tensor *logits = ct_module_forward(m, x);
-    ct_tensor *pred = ct_argmax(logits, 1, 0);
-    ct_tensor *eq = ct_eq(pred, y);
-    ct_tensor *s = ct_sum(eq, 0, NULL, 0);
-    double c = s ? ct_item(s) : NAN;
-    total += ct_tensor_size(y, 0);
-    ct_scope_end();
-    ct_tensor_free(x), ct_tensor_free(y);
-    if (isnan(c)) {
-      r = -1;
-      break;
+  int r = l ? 0 : ct_last_status();
+  if (l) {
+    ct_module_train(m, 0);
+    ct_no_grad_begin();
+    ct_tensor *x, *y;
+    while ((r = ct_loader_next(l, &x, &y)) == 1) {
+      ct_scope_begin();
+      int64_t b = ct_tensor_size(y, 0), keep = mine - total < b ? mine - total : b;
+      double c = 0;
+      if (keep > 0) { /* keep < b only in the last batch of a padded shard */
+        ct_tensor *xs = keep < b ? ct_narrow(x, 0, 0, keep) : x, *ys = keep < b ? ct_narrow(y, 0, 0, keep) : y;
+        ct_tensor *logits = ct_module_forward(m, xs);
+        ct_tensor *pred = ct_argmax(logits, 1, 0);
+        ct_tensor *eq = ct_eq(pred, ys);
+        ct_tensor *s = ct_sum(eq, 0, NULL, 0);
+        c = s ? ct_item(s) : NAN;
+        total += keep;
+      }
+      ct_scope_end();
+      ct_tensor_free(x), ct_tensor_free(y);
+      if (isnan(c)) {
+        r = ct_last_status() ? ct_last_status() : CT_EINVAL;
+        break;
+      }
+      correct += (int64_t)c;
     }
-    correct += (int64_t)c;
+    ct_no_grad_end();
+    ct_module_train(m, 1);
+    ct_loader_free(l);
   }
-  ct_no_grad_end();
-  ct_module_train(m, 1);
-  ct_loader_free(l);
-  if (r < 0) return r < -1 ? r : ct_last_status() ? ct_last_status() : CT_EINVAL;
+  if (r < 0) correct = total = 0;
+  if (world > 1) {
+    /* Every rank takes part, a failed one too (its third count says so), so none waits alone. */
+    int64_t v[3] = {correct, total, r < 0};
+    ct_tensor *t = ct_from_host(v, 1, (int64_t[]){3}, CT_I64, CT_DEVICE_CPU);
+    ct_status s = t ? ct_dist_all_reduce_sum(&t, 1) : ct_last_status();
+    if (s == CT_OK) s = ct_to_host(t, v, sizeof v, CT_I64);
+    ct_tensor_free(t);
+    if (s != CT_OK) return s;
+    if (r >= 0 && v[2] > 0) {
+      ct_clear_error(); /* the failing ranks hold the reason and print it */
+      fprintf(stderr, "cuttle: rank %d: the evaluation failed on %lld of %d ranks (their messages say why)\n", rank,
+              (long long)v[2], world);
+      return CT_EINVAL;
+    }
+    correct = v[0], total = v[1];
+  }
+  if (r < 0) return r;
+  if (counts) counts[0] = correct, counts[1] = total;
   return total ? (double)correct / (double)total : 0;
 }
 
-static void progress(int epoch, int epochs, int64_t done, int64_t total, double img_s, double loss, double elapsed) {
+double ct_cli_evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers) {
+  return ct_cli_evaluate_counts(m, ds, dev, workers, NULL);
+}
+
+static void progress(const ct_cli_epoch_opts *o, int64_t done, double img_s, double loss, double elapsed) {
+  int64_t total = o->per_epoch;
+  if (done > total) done = total; /* the distributed sampler pads the last batches of an epoch */
   int width = 30, fill = total ? (int)(width * done / total) : width;
   double eta = done ? elapsed * (double)(total - done) / (double)done : 0;
-  fprintf(stderr, "\repoch %d/%d [", epoch, epochs);
+  fprintf(stderr, "\repoch %d/%d [", o->epoch, o->epochs);
   for (int i = 0; i < width; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
-  fprintf(stderr, "] %3d%% %7.0f img/s  loss %.4f  ETA %02d:%02d ", total ? (int)(100 * done / total) : 100, img_s, loss,
-          (int)eta / 60, (int)eta % 60);
+  fprintf(stderr, "] %3d%% %7.0f img/s  loss %.4f  ", total ? (int)(100 * done / total) : 100, img_s, loss);
+  if (o->global_batch > 0) fprintf(stderr, "batch %lld  ", (long long)o->global_batch);
+  if (o->scaler) /* pytorch#55585: say what the scaler did */
+    fprintf(stderr, "scale %g  skipped %lld  ", ct_grad_scaler_scale_value(o->scaler),
+            (long long)ct_grad_scaler_steps_skipped(o->scaler));
+  fprintf(stderr, "ETA %02d:%02d ", (int)eta / 60, (int)eta % 60);
   fflush(stderr);
 }
 
@@ -59,28 +100,89 @@ static void progress(int epoch, int epochs, int64_t done, int64_t total, double 
  * progress line is drawn and at the end of the epoch. */
 static double read_sum(ct_tensor *acc) { return acc ? ct_item(acc) : 0.0; }
 
+ct_tensor *ct_cli_replica_loss(ct_tensor *output, ct_tensor *target, int replica, void *ctx) {
+  (void)replica;
+  int group = *(const int *)ctx;
+  ct_tensor *loss = ct_cross_entropy(output, target, CT_REDUCTION_MEAN, 0);
+  return group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;
+}
+
+/* Add loss x batch size to the epoch's sum *acc, on the device, without recording a graph. */
+static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc) {
+  ct_no_grad_begin();
+  ct_tensor *w = ct_mul_scalar(loss, (double)batch);
+  ct_tensor *next = *acc ? ct_add(*acc, w) : ct_cast(w, CT_F64);
+  ct_no_grad_end();
+  if (!next) return ct_last_status();
+  ct_tensor_free(*acc);
+  *acc = ct_scope_keep(next);
+  return CT_OK;
+}
+
+/* One micro-batch: forward (in an autocast region with --amp), the loss divided by the group's
+ * size, backward (of the scaled loss with a GradScaler); the unscaled loss times the batch size is
+ * added to *acc. Runs in the caller's scope. */
+static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group, ct_tensor **acc,
+                            const ct_cli_epoch_opts *o) {
+  if (o->channels_last && ct_tensor_ndim(x) == 4 && !(x = ct_contiguous_format(x, CT_CHANNELS_LAST))) return ct_last_status();
+  if (o->dp) { /* the replicas run forward, loss and backward; the loss comes back to the host */
+    if (o->dp_group) *o->dp_group = group;
+    double l = 0;
+    ct_status s = ct_data_parallel_forward_backward(o->dp, x, y, &l);
+    if (s != CT_OK) return s;
+    ct_tensor *loss = ct_scalar(l * group, CT_F32, ct_tensor_device(y));
+    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc) : ct_last_status();
+  }
+  ct_device dev = ct_tensor_device(x);
+  int amp = o->amp == CT_F16 || o->amp == CT_BF16;
+  if (amp && ct_autocast_begin(dev.kind, o->amp, 1) != CT_OK) return ct_last_status();
+  ct_tensor *logits = ct_module_forward(m, x);
+  ct_tensor *loss = ct_cross_entropy(logits, y, CT_REDUCTION_MEAN, 0);
+  if (amp) ct_autocast_end(); /* backward runs outside the region, as torch recommends */
+  ct_tensor *scaled = group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;
+  if (o->scaler && scaled) scaled = ct_grad_scaler_scale(o->scaler, scaled);
+  ct_status s = scaled ? ct_backward(scaled) : ct_last_status();
+  return s == CT_OK ? add_loss(loss, ct_tensor_size(y, 0), acc) : s;
+}
+
+/* The optimizer step of a group: through the GradScaler with --amp f16 (skipped when a gradient is
+ * inf or NaN, then the scale updated), else ct_optimizer_step; with --devices the new parameters
+ * are then copied to the other replicas. */
+static ct_status optimizer_step(ct_optimizer *opt, const ct_cli_epoch_opts *o) {
+  ct_status s = CT_OK;
+  if (o->scaler) {
+    int stepped = ct_grad_scaler_step(o->scaler, opt);
+    s = stepped < 0 ? (ct_status)stepped : ct_grad_scaler_update(o->scaler);
+  } else s = ct_optimizer_step(opt);
+  if (s == CT_OK && o->dp) s = ct_data_parallel_broadcast(o->dp);
+  return s;
+}
+
 ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader, const ct_cli_epoch_opts *o,
                              ct_cli_epoch_stats *out) {
   double t0 = now(), loss_sum = 0, last_print = 0, last_publish = 0;
-  int64_t seen = 0, steps = 0;
+  int64_t seen = 0, skipped = 0, steps = 0, micro = 0, pos = 0, nb = ct_loader_len(loader);
+  int k = o->accumulate > 1 ? o->accumulate : 1, world = o->world > 1 ? o->world : 1;
+  int in_group = 0; /* micro-batches of the current group done so far */
   ct_status status = CT_OK;
   ct_tensor *x, *y, *acc = NULL; /* acc: float64 0-dim sum of loss x batch size, on the device */
-  while (!(o->interrupted && *o->interrupted) && ct_loader_next(loader, &x, &y) == 1) {
+  int r = 1;
+  for (; pos < o->skip && (r = ct_loader_next(loader, &x, &y)) == 1; pos++) {
+    skipped += ct_tensor_size(y, 0);
+    ct_tensor_free(x), ct_tensor_free(y);
+  }
+  while (r == 1 && !(in_group == 0 && o->interrupted && *o->interrupted) && (r = ct_loader_next(loader, &x, &y)) == 1) {
+    /* The group that starts at a multiple of k after the skip has k micro-batches, or fewer at the
+     * end of the epoch; the last one of it all-reduces and steps. */
+    int64_t start = pos - in_group, group = nb - start < k ? nb - start : k;
+    int last = in_group + 1 >= group;
     ct_scope_begin();
-    ct_tensor *logits = ct_module_forward(m, x);
-    ct_tensor *loss = ct_cross_entropy(logits, y, CT_REDUCTION_MEAN, 0);
-    ct_status s = loss ? ct_backward(loss) : ct_last_status();
-    if (s == CT_OK) s = ct_optimizer_step(opt);
-    ct_optimizer_zero_grad(opt);
+    ct_status s = o->ddp ? ct_ddp_set_grad_sync(o->ddp, last) : CT_OK;
+    if (s == CT_OK) s = micro_step(m, x, y, (int)group, &acc, o);
+    if (s == CT_OK && last && o->ddp) s = ct_ddp_sync_grads(o->ddp);
+    if (s == CT_OK && last) s = optimizer_step(opt, o);
+    if (last || s != CT_OK) ct_optimizer_zero_grad(opt);
     int64_t b = ct_tensor_size(y, 0);
-    if (s == CT_OK) {
-      ct_no_grad_begin();
-      ct_tensor *w = ct_mul_scalar(loss, (double)b);
-      ct_tensor *next = acc ? ct_add(acc, w) : ct_cast(w, CT_F64);
-      ct_no_grad_end();
-      if (!next) s = ct_last_status();
-      else ct_tensor_free(acc), acc = ct_scope_keep(next);
-    }
     ct_scope_end();
     ct_tensor_free(x), ct_tensor_free(y);
     if (s != CT_OK) {
@@ -88,14 +190,18 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       status = s;
       break;
     }
-    seen += b, steps++;
+    seen += b, micro++, pos++;
+    in_group = last ? 0 : in_group + 1;
+    if (!last) continue;
+    steps++;
+    if (o->position) *o->position = pos;
     if (o->after_step) {
-      int r = o->after_step(o->ctx);
-      if (r < 0) {
-        status = r;
+      int a = o->after_step(o->ctx);
+      if (a < 0) {
+        status = a;
         break;
       }
-      if (r > 0) break;
+      if (a > 0) break;
     }
     double t = now();
     if (o->publish && t - last_publish > 2.0) { /* `cuttle smi --pid` shows these allocator figures */
@@ -103,11 +209,15 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       ct_clear_error(); /* a monitor that cannot write its file is no training error */
       last_publish = t;
     }
-    if (o->progress && (t - last_print > 0.25 || seen == o->per_epoch)) {
+    if (o->progress && (t - last_print > 0.25 || pos == nb)) {
       loss_sum = read_sum(acc);
-      progress(o->epoch, o->epochs, seen, o->per_epoch, seen / (t - t0), loss_sum / seen, t - t0);
+      progress(o, world * (skipped + seen), world * seen / (t - t0), loss_sum / seen, t - t0);
       last_print = t;
     }
+  }
+  if (status == CT_OK && r < 0) {
+    fprintf(stderr, "\ncuttle: reading a batch failed: %s\n", ct_last_error());
+    status = r;
   }
   double secs = now() - t0; /* the final read below is not part of the training loop's time */
   if (status == CT_OK) {
@@ -119,6 +229,6 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     }
   }
   ct_tensor_free(acc);
-  *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .seconds = secs};
+  *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .batches = micro, .seconds = secs};
   return status;
 }

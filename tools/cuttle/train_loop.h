@@ -8,7 +8,16 @@
 #include "cuttle.h"
 
 /* Test accuracy in [0, 1] of m on ds (batches of 1000 on dev, `workers` loader threads), or a
- * negative status. Leaves m in training mode. */
+ * negative status. Leaves m in training mode.
+ *
+ * In a process group of several ranks (after ct_dist_init), each rank evaluates its shard, the
+ * distributed sampler's (rank, rank + W, rank + 2W, ...) without the padding it adds when W does
+ * not divide N, and the counts of correct predictions and of samples are summed over the ranks
+ * with ct_dist_all_reduce_sum (int64, exact): every rank returns the exact accuracy of the whole
+ * set, the one a single process computes, not an average of the ranks' accuracies. Every rank must
+ * call it; a rank that fails still takes part in the sum, so all of them fail together. counts
+ * (may be NULL) receives {correct, samples}. */
+double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2]);
 double ct_cli_evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers);
 
 typedef struct {
@@ -22,17 +31,53 @@ typedef struct {
    * uses it for --save-every and --max-steps. */
   int (*after_step)(void *ctx);
   void *ctx;
+  /* Data-parallel training (tools/cuttle/ranks.c): when not NULL, gradients are averaged over the
+   * ranks through ddp (ct_ddp_sync_grads) before each optimizer step. */
+  ct_ddp *ddp;
+  /* Gradient accumulation: micro-batches per optimizer step (0 means 1). Each micro-batch's mean
+   * loss is divided by the number of micro-batches in its group before backward, so the summed
+   * gradient is that of the mean loss over the group's samples (the last group of an epoch may be
+   * shorter and is divided by its own size). With ddp, the first backward passes of a group run
+   * with ct_ddp_set_grad_sync(ddp, 0) (torch's no_sync) and only the last all-reduces. */
+  int accumulate;
+  int64_t skip;         /* batches to pass over, untrained, at the start (a resumed position) */
+  int64_t *position;    /* when not NULL: batches of this epoch consumed so far (skipped ones
+                           included), updated before each after_step call */
+  int world;            /* ranks training together (0 means 1): the progress line counts images
+                           as world times this rank's */
+  int64_t global_batch; /* samples per optimizer step over all ranks, shown on the progress line
+                           when > 0 */
+  /* Mixed precision (--amp): the forward and the loss run in an autocast region of this dtype
+   * (CT_F16 or CT_BF16) for the device's kind, backward outside it; 0 (CT_F32) turns it off.
+   * scaler (may be NULL; --amp f16 has one) scales each loss before backward and replaces
+   * ct_optimizer_step by ct_grad_scaler_step (skipped on an inf/NaN gradient) and update; the
+   * progress line then shows the scale and the skipped steps. */
+  ct_dtype amp;
+  ct_grad_scaler *scaler;
+  int channels_last;     /* --channels-last: batches converted to channels_last before the forward */
+  /* --devices: when not NULL, forward, loss and backward of each batch are split over dp's
+   * replicas (one thread per device), and the parameters broadcast back after each step. */
+  ct_data_parallel *dp;
+  int *dp_group;          /* the int dp's loss_ctx points to, set to each batch's group size */
 } ct_cli_epoch_opts;
+
+/* The loss --devices gives ct_data_parallel_new (ct_data_parallel_opts.loss), with loss_ctx an int
+ * holding the accumulation group's size: the shard's mean cross-entropy divided by it. */
+ct_tensor *ct_cli_replica_loss(ct_tensor *output, ct_tensor *target, int replica, void *ctx);
 
 typedef struct {
   double loss_sum;   /* sum over images of the loss */
   int64_t seen;      /* images trained on */
   int64_t steps;     /* optimizer steps */
+  int64_t batches;   /* micro-batches trained on (steps x accumulate, but for a short last group) */
   double seconds;    /* wall time of the loop, from before the first batch to after the last step */
 } ct_cli_epoch_stats;
 
-/* One epoch of loader's batches: forward, cross-entropy, backward, optimizer step, each step in a
- * scope. Returns CT_OK (also when interrupted or ended by after_step), the status of the failed step
+/* One epoch of loader's batches: forward, cross-entropy, backward, (with accumulate, again for each
+ * micro-batch of the group,) gradient all-reduce with ddp, optimizer step; each micro-batch in a
+ * scope. *interrupted is read, and after_step called, only between optimizer steps, so a stop
+ * never leaves a group half accumulated. seen, loss_sum count this rank's images only.
+ * Returns CT_OK (also when interrupted or ended by after_step), the status of the failed step
  * after printing "cuttle: training step failed: ..." to stderr, or after_step's negative status. */
 ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader, const ct_cli_epoch_opts *o,
                              ct_cli_epoch_stats *out);

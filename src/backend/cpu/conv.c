@@ -14,6 +14,7 @@
  * Inputs are contiguous (the front-end makes them so). f32 and f64. */
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <string.h>
 #include "backend/cpu/conv.h"
 
@@ -146,11 +147,22 @@ static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, c
 
 /* Scratch kept per calling thread and grown only: allocating tens of MB per call cost a page
  * fault per 4 KiB in every step (docs/perf.md). The slots are conv.h's; the memory stays
- * reachable from thread-local storage. */
-static _Thread_local struct {
+ * reachable from thread-local storage, and a thread that ends (a worker of ct_data_parallel, say)
+ * frees its own through a thread-specific key's destructor. */
+typedef struct {
   void *p;
   size_t n;
-} workspace[CT_CONV_SCRATCH_SLOTS];
+} scratch;
+static _Thread_local scratch workspace[CT_CONV_SCRATCH_SLOTS];
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *slots) {
+  scratch *w = slots;
+  for (int i = 0; i < CT_CONV_SCRATCH_SLOTS; i++) free(w[i].p), w[i].p = NULL, w[i].n = 0;
+}
+static void scratch_key_new(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
 
 char *ct__conv_scratch(int slot, size_t n) {
   /* an empty convolution (no input channels) still gets a block: NULL means out of memory */
@@ -159,6 +171,8 @@ char *ct__conv_scratch(int slot, size_t n) {
   void *p = ct__realloc(workspace[slot].p, n, "conv2d's scratch");
   if (!p) return NULL;
   workspace[slot].p = p, workspace[slot].n = n;
+  pthread_once(&scratch_once, scratch_key_new);
+  if (scratch_key_ok) pthread_setspecific(scratch_key, workspace); /* this thread's slots, freed when it ends */
   return p;
 }
 

@@ -1,18 +1,23 @@
 /* src/backend/cpu/elementwise.c: copy, fill, unary, binary, where and their backward kernels.
  *
- * Two paths per kernel: a float32 path when every operand is f32 (the training hot path), and a
- * reference path for every dtype that loads each element as a double and stores it back
- * (ct__load/ct__store). The formulas come from src/ops/ops.def. */
+ * Three paths per kernel: a float32 path when every operand is f32 (the training hot path), a
+ * half path when every operand is float16 (or every one bfloat16), with the conversions inlined
+ * (half.h), and a reference path for every dtype that loads each element as a double and stores it
+ * back (ct__load/ct__store). The half path computes exactly as the reference path does: in double,
+ * rounded through float32, so the two agree bit for bit. Casts between float32 and the halves
+ * have inlined loops too. The formulas come from src/ops/ops.def. */
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/iter.h"
+#include "backend/cpu/half.h"
 
 typedef struct {
   int op;
   ct_dtype dt[CT_ITER_MAX];
   double value;
   int f32; /* every operand is float32 */
+  int lp;  /* every operand is float16 (CT_LP_F16) or every one bfloat16 (CT_LP_BF16), else 0 */
 } ew_ctx;
 
 /* ---- copy and fill */
@@ -25,6 +30,15 @@ static void copy_body(void *c, int64_t n, char **p, const int64_t *s) {
       return;
     }
     for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], p[1] + i * s[1], es);
+    return;
+  }
+  int lp0 = ct__lp_tag(x->dt[0]), lp1 = ct__lp_tag(x->dt[1]);
+  if (lp0 && x->dt[1] == CT_F32) { /* float32 -> half: the casts in and out of a half op */
+    for (int64_t i = 0; i < n; i++) ct__lp_store(p[0] + i * s[0], lp0, *(const float *)(p[1] + i * s[1]));
+    return;
+  }
+  if (lp1 && x->dt[0] == CT_F32) {
+    for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) = (float)ct__lp_load(p[1] + i * s[1], lp1);
     return;
   }
   for (int64_t i = 0; i < n; i++) ct__store(p[0] + i * s[0], x->dt[0], ct__load(p[1] + i * s[1], x->dt[1]));
@@ -79,6 +93,11 @@ static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
         double x = *(const float *)(p[1] + i * s[1]);                        \
         *(float *)(p[0] + i * s[0]) = (float)(fwd);                          \
       }                                                                      \
+    else if (k->lp)                                                          \
+      for (int64_t i = 0; i < n; i++) {                                      \
+        double x = ct__lp_load(p[1] + i * s[1], k->lp);                      \
+        ct__lp_store(p[0] + i * s[0], k->lp, fwd);                           \
+      }                                                                      \
     else                                                                     \
       for (int64_t i = 0; i < n; i++) {                                      \
         double x = ct__load(p[1] + i * s[1], k->dt[1]);                      \
@@ -125,6 +144,16 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
       }                                                                                   \
       break;                                                                              \
     }                                                                                     \
+    if (k->lp) {                                                                          \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        double g = ct__lp_load(p[1] + i * s[1], k->lp);                                   \
+        double x = ct__lp_load(p[2] + i * s[2], k->lp);                                   \
+        double y = ct__lp_load(p[3] + i * s[3], k->lp);                                   \
+        (void)x, (void)y;                                                                 \
+        ct__lp_store(p[0] + i * s[0], k->lp, g * (deriv));                                \
+      }                                                                                   \
+      break;                                                                              \
+    }                                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                     \
       double g = ct__load(p[1] + i * s[1], k->dt[1]);                                     \
       double x = ct__load(p[2] + i * s[2], k->dt[2]);                                     \
@@ -140,8 +169,8 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
 static ct_status run(int n, ct_tensor *const *ts, int op, ct_iter_body body) {
   ct_iter it;
   ct_iter_init(&it, n, ts, ts[0]->ndim, ts[0]->shape);
-  ew_ctx c = {.op = op, .f32 = 1};
-  for (int i = 0; i < n; i++) c.dt[i] = ts[i]->dtype, c.f32 &= ts[i]->dtype == CT_F32;
+  ew_ctx c = {.op = op, .f32 = 1, .lp = ct__lp_tag(ts[0]->dtype)};
+  for (int i = 0; i < n; i++) c.dt[i] = ts[i]->dtype, c.f32 &= ts[i]->dtype == CT_F32, c.lp = ts[i]->dtype == ts[0]->dtype ? c.lp : 0;
   ct_iter_run_split(&it, body, &c);
   return CT_OK;
 }
@@ -178,6 +207,11 @@ static void binary_body(void *c, int64_t n, char **p, const int64_t *s) {
       for (int64_t i = 0; i < n; i++) {                                                  \
         double a = *(const float *)(p[1] + i * s[1]), b = *(const float *)(p[2] + i * s[2]); \
         *(float *)(p[0] + i * s[0]) = (float)(fwd);                                      \
+      }                                                                                  \
+    else if (k->lp)                                                                      \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        double a = ct__lp_load(p[1] + i * s[1], k->lp), b = ct__lp_load(p[2] + i * s[2], k->lp); \
+        ct__lp_store(p[0] + i * s[0], k->lp, fwd);                                       \
       }                                                                                  \
     else                                                                                 \
       for (int64_t i = 0; i < n; i++) {                                                  \
@@ -217,6 +251,16 @@ static void binary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
       }                                                                                   \
       break;                                                                              \
     }                                                                                     \
+    if (k->e.lp) {                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        double g = ct__lp_load(p[1] + i * s[1], k->e.lp);                                 \
+        double a = ct__lp_load(p[2] + i * s[2], k->e.lp), b = ct__lp_load(p[3] + i * s[3], k->e.lp); \
+        double y = (fwd);                                                                 \
+        (void)y;                                                                          \
+        ct__lp_store(p[0] + i * s[0], k->e.lp, k->wrt == 0 ? g * (da) : g * (db));        \
+      }                                                                                   \
+      break;                                                                              \
+    }                                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                     \
       double g = ct__load(p[1] + i * s[1], dt[1]);                                        \
       double a = ct__load(p[2] + i * s[2], dt[2]), b = ct__load(p[3] + i * s[3], dt[3]);  \
@@ -239,8 +283,9 @@ ct_status ct__cpu_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_t
   ct_tensor *ts[4] = {out, g, a, b};
   ct_iter it;
   ct_iter_init(&it, 4, ts, out->ndim, out->shape);
-  bw_ctx c = {.e.op = op, .e.f32 = 1, .wrt = wrt};
-  for (int i = 0; i < 4; i++) c.e.dt[i] = ts[i]->dtype, c.e.f32 &= ts[i]->dtype == CT_F32;
+  bw_ctx c = {.e.op = op, .e.f32 = 1, .e.lp = ct__lp_tag(out->dtype), .wrt = wrt};
+  for (int i = 0; i < 4; i++)
+    c.e.dt[i] = ts[i]->dtype, c.e.f32 &= ts[i]->dtype == CT_F32, c.e.lp = ts[i]->dtype == out->dtype ? c.e.lp : 0;
   ct_iter_run_split(&it, binary_bw_body, &c);
   return CT_OK;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/nhwc.h"
 
 static int cpu_count(void) { return 1; }
 
@@ -91,11 +92,13 @@ const ct_backend ct__cpu_backend = {
     .where = ct__cpu_where,
     .reduce = ct__cpu_reduce,
     .matmul = ct__cpu_matmul,
+    .matmul_halves = 1u << CT_F16 | 1u << CT_BF16, /* sbgemm for bf16 where there is one, else widened blocks */
     .conv2d = ct__cpu_conv2d,
     .conv2d_backward = ct__cpu_conv2d_backward,
     .pool2d_argmax_dtype = ct__cpu_pool2d_argmax_dtype,
     .pool2d_fuses_relu = 1,
     .conv2d_relu_pool2x2 = ct__cpu_conv2d_relu_pool2x2,
+    .conv2d_relu_pool2x2_halves = 1u << CT_F16 | 1u << CT_BF16,
     .conv2d_relu_pool2x2_backward = ct__cpu_conv2d_relu_pool2x2_backward,
     .pool2d = ct__cpu_pool2d,
     .pool2d_backward = ct__cpu_pool2d_backward,
@@ -122,4 +125,8 @@ const ct_backend ct__cpu_backend = {
     .event_elapsed_ms = ct__cpu_event_elapsed_ms,
     .event_free = ct__cpu_event_free,
     .amp_unscale_ = ct__cpu_amp_unscale_,
+    .conv2d_nhwc = ct__cpu_conv2d_nhwc, /* channels_last: conv_nhwc.c, pool_nhwc.c */
+    .conv2d_nhwc_backward = ct__cpu_conv2d_nhwc_backward,
+    .pool2d_nhwc = ct__cpu_pool2d_nhwc,
+    .pool2d_nhwc_backward = ct__cpu_pool2d_nhwc_backward,
 };

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/half.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -143,7 +144,7 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
   ct_dtype dt = x->dtype;
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
-  int f32 = dt == CT_F32;
+  int f32 = dt == CT_F32, lp = ct__lp_tag(dt); /* halves: inlined conversions (half.h) */
   int relu = kind == CT_POOL_MAX_RELU;
   if (argmax && argmax->dtype == CT_U8) return maxpool2x2_f32(y, argmax, x, relu);
   if (f32 && kind != CT_POOL_AVG) { /* the training hot path: float compares, no conversions */
@@ -191,7 +192,8 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
           for (int j = 0; j < kw; j++) {
             int64_t w = wo * sw - pw + j;
             if (w < 0 || w >= W) continue;
-            double v = f32 ? ((const float *)xp)[h * W + w] : ct__load(xp + (h * W + w) * (int64_t)es, dt);
+            const char *e = xp + (h * W + w) * (int64_t)es;
+            double v = f32 ? *(const float *)e : lp ? ct__lp_load(e, lp) : ct__load(e, dt);
             if (relu && v <= 0) v = 0.0;
             if (kind == CT_POOL_AVG) best += v;
             else if (v > best || best_i < 0 || isnan(v)) best = v, best_i = h * W + w;
@@ -200,6 +202,7 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
         if (kind == CT_POOL_AVG) best /= (double)(kh * kw);
         if (relu && best <= 0) best_i = -1;
         if (f32) ((float *)yp)[ho * Wo + wo] = (float)best;
+        else if (lp) ct__lp_store(yp + (ho * Wo + wo) * (int64_t)es, lp, best);
         else ct__store(yp + (ho * Wo + wo) * (int64_t)es, dt, best);
         if (ap) ap[ho * Wo + wo] = best_i;
       }

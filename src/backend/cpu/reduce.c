@@ -1,8 +1,9 @@
 /* src/backend/cpu/reduce.c: sum, max and min over the dims that out keeps as size 1.
  * Accumulates in double on every dtype (a reference-quality sum; float32 training does not
- * notice the cost next to the GEMMs). */
+ * notice the cost next to the GEMMs): float16 and bfloat16 sums never stall at their ulp. */
 #include <math.h>
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/half.h"
 
 ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x) {
   int nd = x->ndim;
@@ -21,7 +22,7 @@ ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct
   const char *xb = ct__ptr(x);
   char *ob = ct__ptr(out);
   int64_t *ib = indices ? ct__ptr(indices) : NULL;
-  int f32 = x->dtype == CT_F32;
+  int f32 = x->dtype == CT_F32, lp = ct__lp_tag(x->dtype);
 #pragma omp parallel for schedule(static) if (nout * rcount >= 32768 && nout > 1)
   for (int64_t j = 0; j < nout; j++) {
     /* the multi-index of out element j gives the base offset in x (reduced dims at 0) */
@@ -35,7 +36,7 @@ ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct
     int64_t ridx[CT_MAX_DIMS] = {0}, off = base, best_i = 0;
     double acc = op == CT_REDUCE_SUM ? 0.0 : NAN;
     for (int64_t k = 0; k < rcount; k++) {
-      double v = f32 ? *(const float *)(xb + off * 4) : ct__load(xb + off * (int64_t)xes, x->dtype);
+      double v = f32 ? *(const float *)(xb + off * 4) : lp ? ct__lp_load(xb + off * 2, lp) : ct__load(xb + off * (int64_t)xes, x->dtype);
       if (op == CT_REDUCE_SUM) acc += v;
       else if (k == 0 || isnan(v) || (!isnan(acc) && (op == CT_REDUCE_MAX ? v > acc : v < acc))) {
         if (!(k > 0 && isnan(acc))) acc = v, best_i = k; /* the first NaN wins, as in torch */

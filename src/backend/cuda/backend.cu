@@ -62,4 +62,13 @@ extern "C" const ct_backend ct__cuda_backend = {
     .event_elapsed_ms = ct__cuda_event_elapsed_ms,
     .event_free = ct__cuda_event_free,
     .amp_unscale_ = NULL, /* the GradScaler composes ops (src/optim/grad_scaler.c); no CUDA kernel yet */
+    /* cuDNN's NHWC descriptors are not wired yet: the front-end permutes channels_last tensors */
+    .conv2d_nhwc = NULL,
+    .conv2d_nhwc_backward = NULL,
+    .pool2d_nhwc = NULL,
+    .pool2d_nhwc_backward = NULL,
+    /* cuBLAS (CUBLAS_COMPUTE_32F) and cuDNN (CUDNN_DATA_FLOAT compute, tensor-op math) take f16 and
+     * bf16 operands as they are and accumulate in float32 (matmul.cu, conv.cu): tensor cores */
+    .matmul_halves = (1u << CT_F16) | (1u << CT_BF16),
+    .conv2d_halves = (1u << CT_F16) | (1u << CT_BF16),
 };

@@ -47,11 +47,11 @@ ct__ocl_raw_gemm *ct__ocl_raw_gemm_new(ct_tensor *c, ct_tensor *a, ct_tensor *b)
 ct_status ct__ocl_raw_gemm_run(ct__ocl_raw_gemm *g) {
   size_t n = g->n;
   /* The lock is what any caller sharing the queue with cuttle needs (matmul.c takes it too). */
-  pthread_mutex_lock(&g->ctx->lock);
+  ct__ocl_blas_lock(g->ctx);
   CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f, g->a.mem,
                                       (size_t)g->a.off, n, g->b.mem, (size_t)g->b.off, n, 0.0f, g->c.mem, (size_t)g->c.off,
                                       n, &g->ctx->compute, NULL);
-  pthread_mutex_unlock(&g->ctx->lock);
+  ct__ocl_blas_unlock(g->ctx);
   if (st != CLBlastSuccess)
     return ct__error(CT_EBACKEND, "opencl:%d: CLBlastSgemm (%zu x %zu x %zu) failed with status %d", g->ctx->index, n, n, n,
                      (int)st);

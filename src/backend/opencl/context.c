@@ -92,6 +92,18 @@ ct__ocl_ctx *ct__ocl_ctx_get(int index) {
   return c;
 }
 
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER; /* opencl_backend.h says why */
+
+void ct__ocl_blas_lock(ct__ocl_ctx *c) {
+  pthread_mutex_lock(&c->lock);
+  pthread_mutex_lock(&blas_lock);
+}
+
+void ct__ocl_blas_unlock(ct__ocl_ctx *c) {
+  pthread_mutex_unlock(&blas_lock);
+  pthread_mutex_unlock(&c->lock);
+}
+
 ct_status ct__ocl_synchronize(int index) {
   ct__ocl_ctx *c = ct__ocl_ctx_get(index);
   if (!c) return ct_last_status();

@@ -39,14 +39,14 @@ static ct_status gemm(ct__ocl_ctx *c, ct_dtype dt, int ta, int tb, int64_t M, in
                       size_t lda, cl_mem b, size_t boff, size_t ldb, double beta, cl_mem cm, size_t coff, size_t ldc) {
   CLBlastTranspose fa = ta ? CLBlastTransposeYes : CLBlastTransposeNo, fb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastStatusCode st;
-  pthread_mutex_lock(&c->lock); /* CLBlast enqueues on the compute queue, between cuttle's launches */
+  ct__ocl_blas_lock(c); /* CLBlast enqueues on the compute queue, between cuttle's launches */
   if (dt == CT_F32)
     st = CLBlastSgemm(CLBlastLayoutRowMajor, fa, fb, (size_t)M, (size_t)N, (size_t)K, 1.0f, a, aoff, lda, b, boff, ldb,
                       (float)beta, cm, coff, ldc, &c->compute, NULL);
   else
     st = CLBlastDgemm(CLBlastLayoutRowMajor, fa, fb, (size_t)M, (size_t)N, (size_t)K, 1.0, a, aoff, lda, b, boff, ldb, beta,
                       cm, coff, ldc, &c->compute, NULL);
-  pthread_mutex_unlock(&c->lock);
+  ct__ocl_blas_unlock(c);
   if (st == CLBlastSuccess) return CT_OK;
   if (ct__ocl_is_oom((cl_int)st)) /* CLBlast's codes above -1000 are OpenCL's */
     return ct__ocl_call_error(c->index, dt == CT_F32 ? "conv2d: CLBlastSgemm" : "conv2d: CLBlastDgemm", (cl_int)st);

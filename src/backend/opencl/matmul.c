@@ -53,7 +53,7 @@ ct_status ct__ocl_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
   if ((s = ct__ocl_buf_of(ua, &ab)) == CT_OK && (s = ct__ocl_buf_of(ub, &bb)) == CT_OK && (s = ct__ocl_buf_of(out, &ob)) == CT_OK) {
     int64_t sa = nd == 3 ? ua->stride[0] : 0, sb = nd == 3 ? ub->stride[0] : 0, so = M * N;
     CLBlastTranspose fa = tra ? CLBlastTransposeYes : CLBlastTransposeNo, fb = trb ? CLBlastTransposeYes : CLBlastTransposeNo;
-    pthread_mutex_lock(&c->lock); /* CLBlast enqueues on the compute queue, between cuttle's launches */
+    ct__ocl_blas_lock(c); /* CLBlast enqueues on the compute queue, between cuttle's launches */
     for (int64_t i = 0; i < B && s == CT_OK; i++) {
       CLBlastStatusCode st;
       size_t oa = (size_t)(ab.off + i * sa), obb = (size_t)(bb.off + i * sb), oo = (size_t)(ob.off + i * so);
@@ -70,7 +70,7 @@ ct_status ct__ocl_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
                       out->dtype == CT_F32 ? 'S' : 'D', (long long)M, (long long)N, (long long)K, (int)st,
                       st > -1000 ? ": " : "", st > -1000 ? ct__ocl_errstr((cl_int)st) : "");
     }
-    pthread_mutex_unlock(&c->lock);
+    ct__ocl_blas_unlock(c);
     if (s == CT_OK) ct__ocl_exit_guard(c);
   }
   ct__ocl_tmp_free(&ta);

@@ -61,6 +61,15 @@ ct__ocl_ctx *ct__ocl_ctx_get(int index);
 ct__ocl_ctx *ct__ocl_ctx_peek(int index); /* the context when it exists, else NULL (no error) */
 ct_status ct__ocl_synchronize(int index);
 
+/* ---- CLBlast calls: ct__ocl_blas_lock takes c->lock (CLBlast enqueues on the compute queue,
+ * between cuttle's launches) and then one process-wide lock, because CLBlast is not safe to call
+ * from two threads at once even on two devices: its Database constructor fills a class-static
+ * vector (Database::database, src/database/database.cpp of CLBlast 1.5.3) on first use without a
+ * lock, so two threads' first GEMMs (ct_data_parallel's replicas) race on it (ThreadSanitizer
+ * found it). The calls only enqueue, so holding the lock costs little. Unlock in reverse. */
+void ct__ocl_blas_lock(ct__ocl_ctx *c);
+void ct__ocl_blas_unlock(ct__ocl_ctx *c);
+
 /* ---- the program (program.c): the kernel `name` of the device's program, built or loaded from
  * the on-disk cache on first use. The caller holds ctx->lock. */
 cl_kernel ct__ocl_kernel(ct__ocl_ctx *ctx, const char *name);

@@ -1,0 +1,162 @@
+/* bench/allreduce.c: `cuttle bench allreduce`, run under mpirun: the bus bandwidth of cuttle's
+ * all-reduce (ct_dist_all_reduce_sum on float32 CPU tensors) against MPI_Allreduce called directly
+ * on the same buffers, for messages of 4 KiB to 256 MiB.
+ *
+ * Bandwidth as nccl-tests defines it (nccl-tests' doc/PERFORMANCE.md): algbw = bytes / time and
+ * busbw = algbw * 2 (n - 1) / n for n ranks, the share of a ring all-reduce's traffic each link
+ * carries, comparable across rank counts. A sample is one call timed on every rank between barriers,
+ * the slowest rank's time kept (all ranks must finish an all-reduce); each size reports the median
+ * of its samples. The two ways alternate sample by sample, so a machine that slows down mid-run
+ * weighs on both. "ratio" is cuttle's busbw over MPI's: issue 10's target is >= 0.95.
+ *
+ * The buffers hold zeros during timing (repeated in-place sums of zeros stay zeros: no overflow and
+ * no refill between samples); before timing, one all-reduce of rank-dependent values is checked. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench.h"
+#include "cuttle/dist.h"
+#ifdef CUTTLE_WITH_MPI
+#include <mpi.h>
+#endif
+
+static int usage(FILE *f) {
+  fprintf(f, "usage: mpirun -np N cuttle bench allreduce [--min BYTES] [--max BYTES] [--samples K] [--quick] [--csv FILE]\n"
+             "bus bandwidth (nccl-tests' busbw) of ct_dist_all_reduce_sum vs MPI_Allreduce on the same float32\n"
+             "CPU buffers, sizes from --min (4096) to --max (268435456) by factors of 4; --quick stops at 16 MiB.\n"
+             "As root, mpirun needs --allow-run-as-root; more ranks than cores need --oversubscribe.\n");
+  return f == stdout ? 0 : 2;
+}
+
+#ifdef CUTTLE_WITH_MPI
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One all-reduce of t, cuttle's way (way 0) or MPI's (way 1), timed between barriers; the slowest
+ * rank's seconds, or a negative number on failure (every rank then fails: the check is collective). */
+static double sample(ct_tensor *t, int way) {
+  int64_t n = ct_tensor_numel(t);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  int ok = way == 0 ? ct_dist_all_reduce_sum(&t, 1) == CT_OK
+                    : MPI_Allreduce(MPI_IN_PLACE, ct_tensor_data(t), (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
+  double dt = MPI_Wtime() - t0, worst = 0;
+  int all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return all_ok ? worst : -1;
+}
+
+/* Rank r holds r + 1 everywhere; after the sum every element is n (n + 1) / 2. */
+static int check_sum(int64_t numel, int world) {
+  ct_tensor *t = ct_full(1, &numel, (double)(ct_dist_rank() + 1), CT_F32, CT_DEVICE_CPU);
+  int ok = t && ct_dist_all_reduce_sum(&t, 1) == CT_OK;
+  const float *p = ok ? ct_tensor_data(t) : NULL;
+  float want = (float)world * (float)(world + 1) / 2.0f;
+  for (int64_t i = 0; ok && i < numel; i++) ok = p[i] == want;
+  if (!ok) fprintf(stderr, "cuttle bench allreduce: rank %d: the sum check failed: %s\n", ct_dist_rank(), ct_last_error());
+  ct_tensor_free(t);
+  return ok;
+}
+
+int ct_bench_allreduce(int argc, char **argv) {
+  int64_t lo = 4096, hi = 268435456;
+  int samples = 0, quick = 0;
+  const char *csv = NULL;
+  static const struct option longopts[] = {{"min", required_argument, 0, 'a'}, {"max", required_argument, 0, 'b'},
+                                           {"samples", required_argument, 0, 's'}, {"quick", no_argument, 0, 'q'},
+                                           {"csv", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'a': lo = strtoll(optarg, NULL, 10); break;
+      case 'b': hi = strtoll(optarg, NULL, 10); break;
+      case 's': samples = atoi(optarg); break;
+      case 'q': quick = 1; break;
+      case 'c': csv = optarg; break;
+      case 'h': return usage(stdout);
+      default: return usage(stderr);
+    }
+  }
+  if (quick && hi > 16 << 20) hi = 16 << 20;
+  if (lo < 4 || hi < lo) {
+    fprintf(stderr, "cuttle bench allreduce: need 4 <= --min <= --max bytes\n");
+    return 2;
+  }
+  if (ct_dist_init() != CT_OK) {
+    fprintf(stderr, "cuttle bench allreduce: %s\n", ct_last_error());
+    return 1;
+  }
+  int world = ct_dist_world_size(), rank = ct_dist_rank(), rc = 0;
+  if (world < 2) {
+    if (rank == 0) fprintf(stderr, "cuttle bench allreduce: run it under mpirun with 2 or more ranks (mpirun -np 2 cuttle bench allreduce)\n");
+    ct_dist_finalize();
+    return 2;
+  }
+  static const char *headers[] = {"bytes", "cuttle busbw GB/s", "MPI busbw GB/s", "ratio", "cuttle us", "MPI us"};
+  char title[128];
+  snprintf(title, sizeof title, "all-reduce (sum, float32, CPU tensors), %d ranks: busbw = bytes/time * 2(n-1)/n", world);
+  ct_bench_table *tab = rank == 0 ? ct_bench_table_new(title, 6, headers) : NULL;
+  if (!check_sum(1000, world)) rc = 1;
+  for (int64_t bytes = lo; bytes <= hi && !rc; bytes *= 4) {
+    int64_t numel = bytes / 4;
+    ct_tensor *t = ct_zeros(1, &numel, CT_F32, CT_DEVICE_CPU);
+    if (!t) {
+      fprintf(stderr, "cuttle bench allreduce: rank %d: %s\n", rank, ct_last_error());
+      rc = 1; /* the other ranks then wait in a barrier: mpirun ends them when this one exits non-zero */
+      break;
+    }
+    /* about 0.5 s of samples per way, at least 5 and at most 200 */
+    int k = samples > 0 ? samples : 0;
+    double first = sample(t, 1);
+    if (first < 0) rc = 1;
+    if (!k) k = first > 0 ? (int)fmin(200, fmax(5, 0.5 / first)) : 5;
+    double *ts[2] = {calloc((size_t)k, sizeof(double)), calloc((size_t)k, sizeof(double))};
+    if (!ts[0] || !ts[1]) rc = 1;
+    sample(t, 0); /* warm-up of cuttle's path */
+    for (int i = 0; i < k && !rc; i++)
+      for (int way = 0; way < 2 && !rc; way++)
+        if ((ts[way][i] = sample(t, way)) < 0) rc = 1;
+    if (!rc && tab) {
+      double m0 = median(ts[0], k), m1 = median(ts[1], k), f = 2.0 * (world - 1) / world;
+      double bw0 = (double)bytes / m0 * f / 1e9, bw1 = (double)bytes / m1 * f / 1e9;
+      char b[32];
+      ct_bench_table_rowf(tab, "%s|%.3f|%.3f|%.3f|%.1f|%.1f", ct_bench_bytes((size_t)bytes, b, sizeof b), bw0, bw1,
+                          bw0 / bw1, m0 * 1e6, m1 * 1e6);
+    }
+    if (rc && rank == 0) fprintf(stderr, "cuttle bench allreduce: an all-reduce failed: %s\n", ct_last_error());
+    free(ts[0]), free(ts[1]);
+    ct_tensor_free(t);
+  }
+  if (tab) {
+    ct_bench_table_print(tab, stdout);
+    if (!rc && ct_bench_table_csv(tab, csv)) rc = 1;
+    ct_bench_table_free(tab);
+  }
+  ct_dist_finalize();
+  return rc;
+}
+
+#else
+
+int ct_bench_allreduce(int argc, char **argv) {
+  (void)argv;
+  if (argc > 1 && strcmp(argv[1], "--help") == 0) return usage(stdout);
+  fprintf(stderr, "cuttle bench allreduce: cuttle was built without MPI; apt-get install libopenmpi-dev openmpi-bin "
+                  "(scripts/deps.sh does it) and rebuild\n");
+  return 1;
+}
+
+#endif
