@@ -23,6 +23,7 @@ static const struct {
     {"two-devices", ct_bench_two_devices, "two matmuls on two devices at once vs one after the other on one"},
     {"data-parallel", ct_bench_data_parallel, "a training step on several devices (ct_data_parallel) vs one device"},
     {"amp-memory", ct_bench_amp_memory, "peak allocated bytes of one training step: float32 vs autocast f16/bf16"},
+    {"ddp-overlap", ct_bench_ddp_overlap, "under mpirun: the share of DDP's all-reduce time hidden behind backward"},
     {"allreduce", ct_bench_allreduce, "under mpirun: all-reduce bus bandwidth, cuttle vs MPI_Allreduce, 4 KiB to 256 MiB"},
     {"conv-format", ct_bench_conv_format, "the cnn's conv layers, NCHW vs channels_last (NHWC), fwd and fwd+bwd, per device"},
 };

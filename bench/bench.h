@@ -18,6 +18,7 @@ int ct_bench_train(int argc, char **argv);
 int ct_bench_two_devices(int argc, char **argv);
 int ct_bench_data_parallel(int argc, char **argv);
 int ct_bench_allreduce(int argc, char **argv);
+int ct_bench_ddp_overlap(int argc, char **argv);
 int ct_bench_amp_memory(int argc, char **argv);
 int ct_bench_conv_format(int argc, char **argv);
 

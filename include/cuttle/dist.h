@@ -121,6 +121,12 @@ typedef struct ct_ddp ct_ddp;
 
 typedef struct {
   double bucket_mb; /* bucket capacity in MiB (DDP's bucket_cap_mb); 0 means 25 */
+  /* 1: while buckets are in flight during backward, a thread keeps MPI's progress engine running
+   * (MPI_Iprobe every 100 us; needs MPI_THREAD_MULTIPLE, else ignored), so that communication
+   * moves on during a long backward op. It pays where a core is free for it; with every core
+   * computing it costs more than it hides (docs/perf.md, ddp-overlap). 0: progress only in the
+   * gradient hooks' tests and in ct_ddp_sync_grads. */
+  int progress_thread;
 } ct_ddp_opts;
 
 /* Wrap m (borrowed: m must outlive the ct_ddp) for data-parallel training, as the constructor of

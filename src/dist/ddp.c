@@ -56,6 +56,8 @@ struct ct_ddp {
   ct__ddp_nccl *nccl; /* every parameter on one CUDA device with NCCL built in: the buckets live there
                        * and NCCL reduces them (ddp_nccl.c); NULL: the host buffers and MPI */
   int nccl_started;   /* buckets NCCL started in this pass */
+  int progress_thread; /* ct_ddp_opts.progress_thread */
+  int progressing;    /* the progress thread runs for this pass's all-reduces (ct__dist_progress_begin) */
   ct_tensor **grads;  /* (np) scratch: one bucket's gradients for the NCCL calls */
 };
 
@@ -63,6 +65,7 @@ static void grad_hook(ct_tensor *leaf, void *ctx);
 
 void ct_ddp_free(ct_ddp *d) {
   if (!d) return;
+  if (d->progressing) ct__dist_progress_end();
   for (int i = 0; d->hooked && i < d->np; i++)
     if (d->hooked[i]) ct_tensor_remove_post_accumulate_grad_hook(d->params[i], grad_hook, &d->hc[i]);
   for (int k = 0; d->b && k < d->nb; k++) {
@@ -219,7 +222,7 @@ ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts) {
     ct_ddp_free(d), free(named), free(all);
     return NULL;
   }
-  d->m = m, d->np = np, d->grad_sync = 1;
+  d->m = m, d->np = np, d->grad_sync = 1, d->progress_thread = o.progress_thread != 0;
   ct_module_named_tensors(m, 1, named, nt);
   int64_t cur = 0;
   for (int i = 0, k = 0; i < nt; i++) {
@@ -342,6 +345,7 @@ static ct_status launch(ct_ddp *d, int k, int from_hook, const char *op) {
   if (s != CT_OK) return s;
   if (from_hook) d->stats.buckets_started_in_backward++;
   else d->stats.buckets_started_in_sync++;
+  if (from_hook && d->progress_thread && !d->progressing) ct__dist_progress_begin(), d->progressing = 1;
   return CT_OK;
 }
 
@@ -430,6 +434,7 @@ static void grad_hook(ct_tensor *leaf, void *ctx) {
 
 /* Forget this step: no parameter ready, no bucket started. */
 static void reset_step(ct_ddp *d) {
+  if (d->progressing) ct__dist_progress_end(), d->progressing = 0;
   memset(d->ready, 0, (size_t)d->np * sizeof *d->ready);
   for (int k = 0; k < d->nb; k++) d->b[k].pending = d->start[k + 1] - d->start[k];
   d->next = 0;

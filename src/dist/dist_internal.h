@@ -43,6 +43,11 @@ double ct__dist_op_seconds(const ct__dist_op *h);
  * buffer inside MPI: it is kept, and 0 says the caller must not free the buffer either. NULL: 1. */
 int ct__dist_op_release(ct__dist_op *h);
 
+/* Keep MPI's progress engine running on a thread of its own while all-reduces are in flight during
+ * backward (process_group.c explains why); calls nest; nothing without MPI_THREAD_MULTIPLE. */
+void ct__dist_progress_begin(void);
+void ct__dist_progress_end(void);
+
 /* Blocking forms, bounded by the timeout like ct__dist_wait. */
 ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op);
 /* Reduce n int64 values in place with MPI_MAX (max nonzero) or MPI_MIN; errors name op. */

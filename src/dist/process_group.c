@@ -27,6 +27,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,77 @@ static struct {
   int64_t *seen;       /* (world) announcements received from each rank: the last collective it reached */
   MPI_Request *sends;  /* announcements in flight; MPI_REQUEST_NULL once done */
   int nsends, capsends;
+  int multiple;        /* MPI gave MPI_THREAD_MULTIPLE: the progress thread may run */
 #endif
 } g = {.world = 1, .timeout = 60.0};
+
+#ifdef CUTTLE_WITH_MPI
+/* The progress thread (ct_ddp_opts.progress_thread). Open MPI moves a non-blocking collective on
+ * only inside MPI calls, and backward can spend tens of milliseconds in one convolution without
+ * any: a bucket's all-reduce started by a gradient hook then sits still until the next hook. While
+ * DDP has all-reduces in flight (ct__dist_progress_begin/end) this thread calls MPI_Iprobe on a tag
+ * nobody sends, which runs Open MPI's progress engine without touching the collectives' requests
+ * (two threads may not use one request at once), every 100 microseconds: the asynchronous progress
+ * Open MPI 4.1 does not offer over TCP. It needs MPI_THREAD_MULTIPLE; without it there is no
+ * thread. It pays only where a core is free for it: with every core busy computing (2 ranks on 2
+ * cores here) it slowed the cnn's step by 2 to 5 ms (`cuttle bench ddp-overlap`, docs/perf.md). */
+#define TAG_PROGRESS 0x7e57
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  pthread_t thread;
+  int started, active, quit;
+} prog = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void *progress_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&prog.lock);
+  while (!prog.quit) {
+    if (!prog.active) {
+      pthread_cond_wait(&prog.wake, &prog.lock);
+      continue;
+    }
+    pthread_mutex_unlock(&prog.lock);
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROGRESS, g.ctl, &flag, &st);
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+    pthread_mutex_lock(&prog.lock);
+  }
+  pthread_mutex_unlock(&prog.lock);
+  return NULL;
+}
+
+void ct__dist_progress_begin(void) {
+  if (!g.initialized || !g.multiple) return;
+  pthread_mutex_lock(&prog.lock);
+  if (!prog.started && pthread_create(&prog.thread, NULL, progress_main, NULL) == 0) prog.started = 1;
+  prog.active++;
+  pthread_cond_signal(&prog.wake);
+  pthread_mutex_unlock(&prog.lock);
+}
+
+void ct__dist_progress_end(void) {
+  if (!g.initialized || !g.multiple) return;
+  pthread_mutex_lock(&prog.lock);
+  if (prog.active > 0) prog.active--;
+  pthread_mutex_unlock(&prog.lock);
+}
+
+/* Stop the thread before MPI_Finalize. */
+static void progress_stop(void) {
+  pthread_mutex_lock(&prog.lock);
+  int started = prog.started;
+  prog.quit = 1, prog.active = 0;
+  pthread_cond_signal(&prog.wake);
+  pthread_mutex_unlock(&prog.lock);
+  if (started) pthread_join(prog.thread, NULL);
+  prog.started = 0, prog.quit = 0;
+}
+#else
+void ct__dist_progress_begin(void) {}
+void ct__dist_progress_end(void) {}
+#endif
 
 int ct_dist_rank(void) { return g.initialized ? g.rank : 0; }
 int ct_dist_world_size(void) { return g.initialized ? g.world : 1; }
@@ -161,12 +231,14 @@ static void announce(void) {
 ct_status ct_dist_init(void) {
   if (g.initialized) return CT_OK;
   if (g.finalized) return ct__error(CT_EUNSUPPORTED, "ct_dist_init: the process group was finalized; MPI cannot be initialized twice in a process");
-  int flag = 0, rc = MPI_Initialized(&flag);
+  int flag = 0, rc = MPI_Initialized(&flag), provided = 0;
   if (rc == MPI_SUCCESS && !flag) {
-    int provided = 0;
-    rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    /* MULTIPLE for the progress thread; the library's own calls stay on the calling thread */
+    rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return ct__error(CT_EBACKEND, "ct_dist_init: MPI_Init_thread failed with error %d", rc);
-  }
+  } else if (rc == MPI_SUCCESS)
+    MPI_Query_thread(&provided);
+  g.multiple = provided >= MPI_THREAD_MULTIPLE;
   if (rc != MPI_SUCCESS) return ct__error(CT_EBACKEND, "ct_dist_init: MPI_Initialized failed with error %d", rc);
   /* Errors come back as codes, so cuttle reports them instead of MPI aborting the job. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -323,9 +395,119 @@ static ct_status wait_release(ct__dist_op *h, const char *op) {
   return s;
 }
 
+/* The watchdog of a blocking MPI_Allreduce: if the call has not returned by the deadline, a rank
+ * stopped inside it (every rank had arrived), and no error will ever come back; the thread then
+ * says so and ends the job with MPI_Abort, as PyTorch's NCCL watchdog ends the process. Runs on
+ * the progress thread's mutex; a thread of its own, started on first use. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  pthread_t thread;
+  int started, armed, quit;
+  double deadline;
+  char what[160];
+} dog = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&dog.lock);
+  while (!dog.quit) {
+    if (!dog.armed) {
+      pthread_cond_wait(&dog.wake, &dog.lock);
+      continue;
+    }
+    double left = dog.deadline - ct__dist_now();
+    if (left <= 0) {
+      fprintf(stderr, "cuttle: rank %d: %s did not complete within %g s although every rank had arrived (a rank "
+                      "stopped during it); ending the job\n", g.rank, dog.what, g.timeout);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (left < 0.5 ? left : 0.5);
+    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&dog.wake, &dog.lock, &ts);
+  }
+  pthread_mutex_unlock(&dog.lock);
+  return NULL;
+}
+
+/* 1 when armed (the thread runs), 0 when no thread could start (the call then runs unguarded). */
+static int watchdog_arm(const char *what) {
+  pthread_mutex_lock(&dog.lock);
+  if (!dog.started && pthread_create(&dog.thread, NULL, watchdog_main, NULL) == 0) dog.started = 1;
+  if (dog.started) {
+    dog.armed = 1, dog.deadline = ct__dist_now() + g.timeout;
+    snprintf(dog.what, sizeof dog.what, "%s", what);
+    pthread_cond_signal(&dog.wake);
+  }
+  int ok = dog.started;
+  pthread_mutex_unlock(&dog.lock);
+  return ok;
+}
+
+static void watchdog_disarm(void) {
+  pthread_mutex_lock(&dog.lock);
+  dog.armed = 0;
+  pthread_mutex_unlock(&dog.lock);
+}
+
+static void watchdog_stop(void) {
+  pthread_mutex_lock(&dog.lock);
+  int started = dog.started;
+  dog.quit = 1, dog.armed = 0;
+  pthread_cond_signal(&dog.wake);
+  pthread_mutex_unlock(&dog.lock);
+  if (started) pthread_join(dog.thread, NULL);
+  dog.started = 0, dog.quit = 0;
+}
+
+/* Blocking all-reduces of at least this many bytes wait, bounded, until every rank has announced
+ * that it reached the collective, then call the blocking MPI_Allreduce under the watchdog: Open
+ * MPI's blocking collectives (the tuned component) ran 1.3x to 3.5x faster than its non-blocking
+ * ones (libnbc) from 64 KiB up on this machine (`cuttle bench allreduce`, docs/perf.md). Below, the
+ * two are as fast and the arrival wait (about 20 us on loopback) would cost more than it saves, so
+ * small ones stay non-blocking. DDP's buckets are always non-blocking: they overlap backward. */
+#define BLOCKING_MIN_BYTES (64 << 10)
+
+static ct_status allreduce_blocking(void *buf, int64_t count, ct_dtype dt, const char *op) {
+  int64_t seq = ++g.seq;
+  announce();
+  double deadline = ct__dist_now() + g.timeout;
+  for (int arrived = 0; !arrived;) {
+    drain();
+    arrived = 1;
+    for (int p = 0; p < g.world; p++) arrived &= g.seen[p] >= seq;
+    if (arrived) break;
+    if (ct__dist_now() > deadline) {
+      char who[200];
+      int n = 0;
+      missing(seq, who, sizeof who, &n);
+      ct__error(CT_EBACKEND, "%s: all-reduce (collective #%lld) timed out after %g s on rank %d: %s never arrived (dead "
+                "or stuck); ending the job", op, (long long)seq, g.timeout, g.rank, who);
+      return break_group(CT_EBACKEND);
+    }
+    sched_yield();
+  }
+  char what[96];
+  snprintf(what, sizeof what, "%s: all-reduce (collective #%lld)", op, (long long)seq);
+  int guarded = watchdog_arm(what);
+  size_t esize = ct_dtype_size(dt);
+  int rc = MPI_SUCCESS;
+  for (int64_t off = 0; off < count && rc == MPI_SUCCESS; off += CHUNK) {
+    int64_t n = count - off < CHUNK ? count - off : CHUNK;
+    rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * esize, (int)n, mpi_type(dt), MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (guarded) watchdog_disarm();
+  return rc == MPI_SUCCESS ? CT_OK : break_group(mpi_error(op, "MPI_Allreduce", rc));
+}
+
 ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op) {
+  ct_status s = ct__dist_need_init(op);
+  if (s != CT_OK) return s;
+  if (g.multiple && (size_t)count * ct_dtype_size(dt) >= BLOCKING_MIN_BYTES) return allreduce_blocking(buf, count, dt, op);
   ct__dist_op *h;
-  ct_status s = ct__dist_iallreduce_sum(buf, count, dt, op, "all-reduce", &h);
+  s = ct__dist_iallreduce_sum(buf, count, dt, op, "all-reduce", &h);
   return s == CT_OK ? wait_release(h, op) : s;
 }
 
@@ -398,6 +580,8 @@ ct_status ct_dist_finalize(void) {
     }
     if (!all) nanosleep(&(struct timespec){0, 100000}, NULL);
   }
+  progress_stop();
+  watchdog_stop();
   MPI_Comm_free(&g.ctl);
   rc = MPI_Finalize();
   free(g.seen), free(g.sends);

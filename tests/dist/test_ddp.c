@@ -106,12 +106,16 @@ static void step(ct_module *m, ct_optimizer *opt, ct_ddp *d, int s, int64_t lo, 
   ct_scope_end();
 }
 
+/* 1: the equivalence runs with ct_ddp_opts.progress_thread (MPI progress on a thread of its own
+ * during backward), which must change nothing but the timing. */
+static int progress_thread;
+
 static void equivalence(const char *name, ct_optim_opts oo, double bucket_mb, int min_buckets, double tol) {
   int rank = ct_dist_rank(), world = ct_dist_world_size();
   /* Rank 0 starts from the reference's initialization, every other rank from its own. */
   ct_generator g = ct_generator_new(rank == 0 ? 7 : 100 + (uint64_t)rank);
   ct_module *m = ct_model_new("mlp", CT_DEVICE_CPU, &g);
-  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = bucket_mb});
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = bucket_mb, .progress_thread = progress_thread});
   CHECK(d != NULL, "ct_ddp_new");
   if (!d) {
     ct_module_free(m);
@@ -386,6 +390,10 @@ int main(void) {
   for (int kind = 0; kind < 5; kind++) mismatch(kind);
   /* 0.1 MiB buckets split the mlp's 235146 floats (0.9 MiB) over several all-reduces. */
   equivalence("SGD lr 0.05 momentum 0.9", (ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9}, 0.1, 4, 1e-5);
+  progress_thread = 1;
+  equivalence("SGD lr 0.05 momentum 0.9, progress thread", (ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9},
+              0.1, 4, 1e-5);
+  progress_thread = 0;
   /* Adam divides each gradient by sqrt(v) + eps, so where a gradient entry is near zero (terms that
    * cancel) an absolute rounding error dg of the gradient moves the update by about lr * dg / eps:
    * 1e5 * dg with PyTorch's defaults lr 1e-3, eps 1e-8. Summing the batch in another order (as the
