@@ -6,6 +6,8 @@
  *   stop           rank 1 stops itself with SIGSTOP before the step (a stuck rank)
  *   kill           rank 1 kills itself with SIGKILL before the step (a dead rank)
  *   sleep-startup  rank 1 sleeps instead of calling ct_ddp_new (stuck before the start-up checks)
+ *   sleep-allreduce  rank 1 sleeps; the others call ct_dist_all_reduce_sum on 1 MiB, which takes the
+ *                  blocking path (arrival wait, then MPI_Allreduce) instead of a DDP bucket's
  * Every rank sets a 3 s timeout, wraps the mlp in ct_ddp (0.1 MiB buckets: several per step) and
  * trains one step together; then rank 1 fails and the others run a step, which must fail within the
  * timeout naming rank 1 and the collective. Each survivor prints
@@ -68,9 +70,14 @@ int main(int argc, char **argv) {
   if (s == CT_OK) {
     s = train_step(m, d); /* all ranks together */
     if (s != CT_OK) fprintf(stderr, "dist_fault_worker rank %d: the first step failed: %s\n", rank, ct_last_error());
-    if (rank == 1) fail(mode);
+    if (rank == 1) fail(strcmp(mode, "sleep-allreduce") == 0 ? "sleep" : mode);
     t0 = now(CLOCK_MONOTONIC);
-    s = train_step(m, d);
+    if (strcmp(mode, "sleep-allreduce") == 0) {
+      ct_tensor *big = ct_zeros(1, (int64_t[]){1 << 18}, CT_F32, CT_DEVICE_CPU);
+      s = big ? ct_dist_all_reduce_sum(&big, 1) : ct_last_status();
+      ct_tensor_free(big);
+    } else
+      s = train_step(m, d);
   }
   printf("FAULT rank %d: status %d after %.2f s: %s\n", rank, (int)s, now(CLOCK_MONOTONIC) - t0,
          s == CT_OK ? "no error" : ct_last_error());

@@ -40,6 +40,8 @@ if [ "$MODE" != kill ]; then
     echo "$line" | grep -q "(collective #[0-9]*)"; check "rank $r did not number the collective" $?
     if [ "$MODE" = sleep-startup ]; then
       echo "$line" | grep -q "ct_ddp_new: start-up check"; check "rank $r did not name ct_ddp_new's check" $?
+    elif [ "$MODE" = sleep-allreduce ]; then
+      echo "$line" | grep -q "ct_dist_all_reduce_sum: all-reduce"; check "rank $r did not name ct_dist_all_reduce_sum" $?
     else
       echo "$line" | grep -q "ct_ddp_sync_grads: all-reduce of bucket [0-9]"; check "rank $r did not name the bucket" $?
     fi
