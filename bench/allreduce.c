@@ -23,7 +23,8 @@
 #endif
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: mpirun -np N cuttle bench allreduce [--min BYTES] [--max BYTES] [--samples K] [--quick] [--csv FILE]\n"
+  fprintf(f, "usage: cuttle bench allreduce [--min BYTES] [--max BYTES] [--samples K] [--quick] [--csv FILE]\n"
+             "run it under mpirun: mpirun -np N cuttle bench allreduce ...\n"
              "bus bandwidth (nccl-tests' busbw) of ct_dist_all_reduce_sum vs MPI_Allreduce on the same float32\n"
              "CPU buffers, sizes from --min (4096) to --max (268435456) by factors of 4; --quick stops at 16 MiB.\n"
              "As root, mpirun needs --allow-run-as-root; more ranks than cores need --oversubscribe.\n");
@@ -79,7 +80,7 @@ int ct_bench_allreduce(int argc, char **argv) {
                                            {0, 0, 0, 0}};
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
       case 'a': lo = strtoll(optarg, NULL, 10); break;
       case 'b': hi = strtoll(optarg, NULL, 10); break;
@@ -153,7 +154,7 @@ int ct_bench_allreduce(int argc, char **argv) {
 
 int ct_bench_allreduce(int argc, char **argv) {
   (void)argv;
-  if (argc > 1 && strcmp(argv[1], "--help") == 0) return usage(stdout);
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return usage(stdout);
   fprintf(stderr, "cuttle bench allreduce: cuttle was built without MPI; apt-get install libopenmpi-dev openmpi-bin "
                   "(scripts/deps.sh does it) and rebuild\n");
   return 1;

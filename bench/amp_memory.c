@@ -48,7 +48,7 @@ int ct_bench_amp_memory(int argc, char **argv) {
                                            {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
       case 'm': model = optarg; break;
       case 'b': batch = strtoll(optarg, NULL, 10); break;

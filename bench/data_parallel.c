@@ -110,7 +110,7 @@ int ct_bench_data_parallel(int argc, char **argv) {
   int64_t batch = 0;
   int quick = 0, o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (o) {
       case 'd': devices = optarg; break;
       case 'm': model = optarg; break;

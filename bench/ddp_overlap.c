@@ -20,8 +20,9 @@
 #include "cuttle/dist.h"
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: mpirun -np N cuttle bench ddp-overlap [--model cnn|mlp] [--batch-size N] [--bucket-mb X] [--steps K]\n"
+  fprintf(f, "usage: cuttle bench ddp-overlap [--model cnn|mlp] [--batch-size N] [--bucket-mb X] [--steps K]\n"
              "                                             [--progress-thread]\n"
+             "run it under mpirun: mpirun -np N cuttle bench ddp-overlap ...\n"
              "share of the gradient all-reduce hidden behind backward: compute-only vs serial vs overlapped steps\n"
              "defaults: --model cnn --batch-size 64 (per rank) --bucket-mb 1 --steps 15; CPU tensors\n");
   return f == stdout ? 0 : 2;
@@ -78,7 +79,7 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
                                            {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
       case 'm': model = optarg; break;
       case 'b': batch = strtoll(optarg, NULL, 10); break;

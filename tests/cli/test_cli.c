@@ -43,7 +43,8 @@ static void every_command_has_help(void **state) {
   (void)state;
   static const char *const cmds[] = {"devices", "train", "eval", "smi", "bench", "bench gemm", "bench overhead",
                                      "bench matmul-sweep", "bench norms", "bench bandwidth", "bench train",
-                                     "bench two-devices"};
+                                     "bench two-devices", "bench data-parallel", "bench amp-memory",
+                                     "bench conv-format", "bench allreduce", "bench ddp-overlap"};
   char out[16384];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int rc = run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);
