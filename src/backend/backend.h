@@ -90,7 +90,8 @@ typedef struct ct_backend {
    * dtype for an input x and options o (NULL: int64 flat indices h W + w into x's plane) */
   ct_dtype (*pool2d_argmax_dtype)(const ct_tensor *x, const ct_pool2d_opts *o);
   int pool2d_fuses_relu; /* 1: pool2d and pool2d_backward take CT_POOL_MAX_RELU */
-  /* conv2d, then max pooling of its relu with a 2x2 window and stride 2, in float32, without the
+  /* conv2d, then max pooling of its relu with a 2x2 window and stride 2, in float32 (and the halves
+   * of conv2d_relu_pool2x2_halves, with their own argmax format there), without the
    * conv output (N, O, Hc, Wc) in memory: y (N, O, Hc/2, Wc/2); argmax as pool2d_argmax_dtype's
    * choice for that pooling and CT_POOL_MAX_RELU's marks. The backward takes gy of y's shape.
    * NULL: no such kernel (the front-end then runs conv2d and pool2d). */

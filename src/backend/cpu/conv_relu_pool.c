@@ -4,7 +4,8 @@
  * rebuilds dy_n from the pooled gradient and the positions in the same kind of buffer and runs the
  * conv's per-image backward on it (conv.c). The conv output and its gradient, (N, O, Hc, Wc) each,
  * never reach memory: for the cnn's first layer that is 12.8 MB written and read back twice per
- * step of 128 images (docs/perf.md). */
+ * step of 128 images (docs/perf.md). The halves run the same float32 steps on per-image widened
+ * copies and keep their window positions two a byte (fused_forward_half below). */
 #include <omp.h>
 #include <string.h>
 #include "backend/cpu/conv.h"

@@ -62,9 +62,10 @@ extern "C" const ct_backend ct__cuda_backend = {
     .event_elapsed_ms = ct__cuda_event_elapsed_ms,
     .event_free = ct__cuda_event_free,
     .amp_unscale_ = NULL, /* the GradScaler composes ops (src/optim/grad_scaler.c); no CUDA kernel yet */
-    /* cuDNN's NHWC descriptors are not wired yet: the front-end permutes channels_last tensors */
-    .conv2d_nhwc = NULL,
-    .conv2d_nhwc_backward = NULL,
+    /* channels_last convolutions with cuDNN's NHWC descriptors; pooling has no NHWC kernel yet: the
+     * front-end permutes channels_last tensors around pool2d */
+    .conv2d_nhwc = ct__cuda_conv2d_nhwc,
+    .conv2d_nhwc_backward = ct__cuda_conv2d_nhwc_backward,
     .pool2d_nhwc = NULL,
     .pool2d_nhwc_backward = NULL,
     /* cuBLAS (CUBLAS_COMPUTE_32F) and cuDNN (CUDNN_DATA_FLOAT compute, tensor-op math) take f16 and

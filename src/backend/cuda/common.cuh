@@ -241,6 +241,11 @@ ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
 ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
 ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
                                    ct_tensor *w, const ct_conv2d_opts *o);
+/* channels_last (backend.h's conv2d_nhwc entries): cuDNN's NHWC descriptors on dense channels_last x,
+ * w, y and gradients */
+ct_status ct__cuda_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+ct_status ct__cuda_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
+                                        ct_tensor *w, const ct_conv2d_opts *o);
 /* pool.cu */
 ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
 ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax,

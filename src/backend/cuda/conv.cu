@@ -48,9 +48,12 @@ static int cudnn_type(ct_dtype dt, cudnnDataType_t *data, cudnnDataType_t *compu
   }
 }
 
-static ct_status set_tensor(tensor_desc &td, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w) {
+/* fmt: CUDNN_TENSOR_NCHW for row-major tensors, CUDNN_TENSOR_NHWC for channels_last ones; the
+ * dims are the logical (n, c, h, w) either way, as cuDNN's 4-D descriptors take them. */
+static ct_status set_tensor(tensor_desc &td, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w,
+                            cudnnTensorFormat_t fmt = CUDNN_TENSOR_NCHW) {
   CT_CUDNN_TRY(cudnnCreateTensorDescriptor(&td.d));
-  CT_CUDNN_TRY(cudnnSetTensor4dDescriptor(td.d, CUDNN_TENSOR_NCHW, dt, (int)n, (int)c, (int)h, (int)w));
+  CT_CUDNN_TRY(cudnnSetTensor4dDescriptor(td.d, fmt, dt, (int)n, (int)c, (int)h, (int)w));
   return CT_OK;
 }
 
@@ -70,7 +73,7 @@ struct conv_setup {
 
 /* x: (N, Cin, H, W), w: (Cout, Cin/g, kH, kW), y: (N, Cout, Ho, Wo) (shapes only) */
 static ct_status setup(conv_setup &s, ct__cuda_ctx *ctx, const ct_tensor *x, const ct_tensor *w, const ct_tensor *y,
-                       const ct_conv2d_opts *o) {
+                       const ct_conv2d_opts *o, cudnnTensorFormat_t fmt) {
   if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4)
     return ct__error(CT_ESHAPE, "cuda: conv2d wants 4-D x, w and y, got %d, %d and %d dims", x->ndim, w->ndim, y->ndim);
   if (!cudnn_type(x->dtype, &s.data, &s.compute))
@@ -80,10 +83,10 @@ static ct_status setup(conv_setup &s, ct__cuda_ctx *ctx, const ct_tensor *x, con
       return ct__error(CT_EINVAL, "cuda: conv2d: a dimension exceeds cuDNN's int range");
   s.h = ct__cuda_cudnn(ctx);
   if (!s.h) return ct_last_status();
-  CT_TRY(set_tensor(s.xd, s.data, x->shape[0], x->shape[1], x->shape[2], x->shape[3]));
-  CT_TRY(set_tensor(s.yd, s.data, y->shape[0], y->shape[1], y->shape[2], y->shape[3]));
+  CT_TRY(set_tensor(s.xd, s.data, x->shape[0], x->shape[1], x->shape[2], x->shape[3], fmt));
+  CT_TRY(set_tensor(s.yd, s.data, y->shape[0], y->shape[1], y->shape[2], y->shape[3], fmt));
   CT_CUDNN_TRY(cudnnCreateFilterDescriptor(&s.wd.d));
-  CT_CUDNN_TRY(cudnnSetFilter4dDescriptor(s.wd.d, s.data, CUDNN_TENSOR_NCHW, (int)w->shape[0], (int)w->shape[1],
+  CT_CUDNN_TRY(cudnnSetFilter4dDescriptor(s.wd.d, s.data, fmt, (int)w->shape[0], (int)w->shape[1],
                                           (int)w->shape[2], (int)w->shape[3]));
   int sh = o->stride[0] ? o->stride[0] : 1, sw = o->stride[1] ? o->stride[1] : 1;
   int dh = o->dilation[0] ? o->dilation[0] : 1, dw = o->dilation[1] ? o->dilation[1] : 1;
@@ -118,17 +121,32 @@ static ct_status pick(ct__cuda_ctx *ctx, conv_setup &s, const Perf *perf, int n,
   return ct__error(CT_EBACKEND, "cuda: cuDNN offers no usable %s algorithm for this convolution (or no workspace memory for one)", what);
 }
 
-/* y: (N, Cout, Ho, Wo) contiguous; x, w any strides; b: (Cout) or NULL */
-ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
+/* The device pointer of t as cuDNN reads it: a channels_last tensor (nhwc; the vtable's *_nhwc
+ * entries pass dense ones) as it is, else a row-major copy when t is strided (tmp keeps it). */
+static ct_status dense(scoped_tmp &tmp, ct_tensor *t, bool nhwc, const void **p) {
+  if (nhwc) {
+    *p = ct__ptr(t);
+    return CT_OK;
+  }
+  CT_TRY(ct__cuda_tmp_contiguous(&tmp.t, t));
+  *p = ct__ptr(&tmp.t.t);
+  return CT_OK;
+}
+
+/* y: (N, Cout, Ho, Wo) contiguous (nhwc: dense channels_last, as x and w); x, w any strides;
+ * b: (Cout) or NULL */
+static ct_status conv_forward(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o, bool nhwc) {
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(y);
   if (!ctx) return ct_last_status();
   if (ct__numel(y->ndim, y->shape) == 0) return CT_OK;
-  if (!ct__cuda_is_contiguous(y)) return ct__error(CT_EINVAL, "cuda: conv2d wants a contiguous y");
+  if (!nhwc && !ct__cuda_is_contiguous(y)) return ct__error(CT_EINVAL, "cuda: conv2d wants a contiguous y");
+  cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   conv_setup s;
-  CT_TRY(setup(s, ctx, x, w, y, o));
+  CT_TRY(setup(s, ctx, x, w, y, o, fmt));
   scoped_tmp xc, wc, bc;
-  CT_TRY(ct__cuda_tmp_contiguous(&xc.t, x));
-  CT_TRY(ct__cuda_tmp_contiguous(&wc.t, w));
+  const void *xp, *wp;
+  CT_TRY(dense(xc, x, nhwc, &xp));
+  CT_TRY(dense(wc, w, nhwc, &wp));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int n = 0, algo = 0;
   CT_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(s.h, s.xd.d, s.wd.d, s.cd.d, s.yd.d,
@@ -136,23 +154,34 @@ ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b
   void *ws = NULL;
   size_t wsz = 0;
   CT_TRY(pick(ctx, s, perf, n, "forward", &algo, &ws, &wsz));
-  CT_CUDNN_TRY(cudnnConvolutionForward(s.h, s.one(), s.xd.d, ct__ptr(&xc.t.t), s.wd.d, ct__ptr(&wc.t.t), s.cd.d,
+  CT_CUDNN_TRY(cudnnConvolutionForward(s.h, s.one(), s.xd.d, xp, s.wd.d, wp, s.cd.d,
                                        (cudnnConvolutionFwdAlgo_t)algo, ws, wsz, s.zero(), s.yd.d, ct__ptr(y)));
   if (b) {
     tensor_desc bd;
-    CT_TRY(set_tensor(bd, s.data, 1, y->shape[1], 1, 1));
+    CT_TRY(set_tensor(bd, s.data, 1, y->shape[1], 1, 1, fmt)); /* (1, C, 1, 1): one layout in both formats */
     CT_TRY(ct__cuda_tmp_contiguous(&bc.t, b));
     CT_CUDNN_TRY(cudnnAddTensor(s.h, s.one(), bd.d, ct__ptr(&bc.t.t), s.one(), s.yd.d, ct__ptr(y)));
   }
   return CT_OK;
 }
 
-/* gx: x's shape, gw: w's shape, gb: (Cout); each NULL when not wanted; gy: y's shape */
-ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
-                                   ct_tensor *w, const ct_conv2d_opts *o) {
+ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
+  return conv_forward(y, x, w, b, o, false);
+}
+
+/* The channels_last forward (backend.h's conv2d_nhwc): cuDNN's NHWC descriptors, no copies. */
+ct_status ct__cuda_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
+  return conv_forward(y, x, w, b, o, true);
+}
+
+/* gx: x's shape, gw: w's shape, gb: (Cout); each NULL when not wanted; gy: y's shape (nhwc: the 4-D
+ * ones dense channels_last) */
+static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
+                               const ct_conv2d_opts *o, bool nhwc) {
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(gy);
   if (!ctx) return ct_last_status();
-  if ((gx && !ct__cuda_is_contiguous(gx)) || (gw && !ct__cuda_is_contiguous(gw)) || (gb && !ct__cuda_is_contiguous(gb)))
+  if ((!nhwc && gx && !ct__cuda_is_contiguous(gx)) || (!nhwc && gw && !ct__cuda_is_contiguous(gw)) ||
+      (gb && !ct__cuda_is_contiguous(gb)))
     return ct__error(CT_EINVAL, "cuda: conv2d_backward wants contiguous gx, gw and gb");
   if (ct__numel(gy->ndim, gy->shape) == 0) {
     if (gx) CT_TRY(ct__cuda_fill(gx, 0.0));
@@ -160,13 +189,16 @@ ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, 
     if (gb) CT_TRY(ct__cuda_fill(gb, 0.0));
     return CT_OK;
   }
+  cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   conv_setup s;
-  CT_TRY(setup(s, ctx, x, w, gy, o));
+  CT_TRY(setup(s, ctx, x, w, gy, o, fmt));
   scoped_tmp gyc;
-  CT_TRY(ct__cuda_tmp_contiguous(&gyc.t, gy));
+  const void *gyp;
+  CT_TRY(dense(gyc, gy, nhwc, &gyp));
   if (gx) {
     scoped_tmp wc;
-    CT_TRY(ct__cuda_tmp_contiguous(&wc.t, w));
+    const void *wp;
+    CT_TRY(dense(wc, w, nhwc, &wp));
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int n = 0, algo = 0;
     CT_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d,
@@ -174,12 +206,13 @@ ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, 
     void *ws = NULL;
     size_t wsz = 0;
     CT_TRY(pick(ctx, s, perf, n, "backward-data", &algo, &ws, &wsz));
-    CT_CUDNN_TRY(cudnnConvolutionBackwardData(s.h, s.one(), s.wd.d, ct__ptr(&wc.t.t), s.yd.d, ct__ptr(&gyc.t.t), s.cd.d,
+    CT_CUDNN_TRY(cudnnConvolutionBackwardData(s.h, s.one(), s.wd.d, wp, s.yd.d, gyp, s.cd.d,
                                               (cudnnConvolutionBwdDataAlgo_t)algo, ws, wsz, s.zero(), s.xd.d, ct__ptr(gx)));
   }
   if (gw) {
     scoped_tmp xc;
-    CT_TRY(ct__cuda_tmp_contiguous(&xc.t, x));
+    const void *xp;
+    CT_TRY(dense(xc, x, nhwc, &xp));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int n = 0, algo = 0;
     CT_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d,
@@ -187,14 +220,24 @@ ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, 
     void *ws = NULL;
     size_t wsz = 0;
     CT_TRY(pick(ctx, s, perf, n, "backward-filter", &algo, &ws, &wsz));
-    CT_CUDNN_TRY(cudnnConvolutionBackwardFilter(s.h, s.one(), s.xd.d, ct__ptr(&xc.t.t), s.yd.d, ct__ptr(&gyc.t.t),
+    CT_CUDNN_TRY(cudnnConvolutionBackwardFilter(s.h, s.one(), s.xd.d, xp, s.yd.d, gyp,
                                                 s.cd.d, (cudnnConvolutionBwdFilterAlgo_t)algo, ws, wsz, s.zero(), s.wd.d,
                                                 ct__ptr(gw)));
   }
   if (gb) {
     tensor_desc bd;
-    CT_TRY(set_tensor(bd, s.data, 1, gy->shape[1], 1, 1));
-    CT_CUDNN_TRY(cudnnConvolutionBackwardBias(s.h, s.one(), s.yd.d, ct__ptr(&gyc.t.t), s.zero(), bd.d, ct__ptr(gb)));
+    CT_TRY(set_tensor(bd, s.data, 1, gy->shape[1], 1, 1, fmt));
+    CT_CUDNN_TRY(cudnnConvolutionBackwardBias(s.h, s.one(), s.yd.d, gyp, s.zero(), bd.d, ct__ptr(gb)));
   }
   return CT_OK;
+}
+
+ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
+                                   ct_tensor *w, const ct_conv2d_opts *o) {
+  return conv_backward(gx, gw, gb, gy, x, w, o, false);
+}
+
+ct_status ct__cuda_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
+                                        ct_tensor *w, const ct_conv2d_opts *o) {
+  return conv_backward(gx, gw, gb, gy, x, w, o, true);
 }

@@ -2,9 +2,9 @@
  * registry (src/core/device.c) returns for CT_OPENCL when cuttle is built with CUTTLE_WITH_OPENCL.
  * Each entry lives in the file of its family (device.c, context.c, allocator.c, copy.c,
  * elementwise.c, reduce.c, matmul.c, conv.c, pool.c, softmax.c, random.c, index.c, optim.c).
- * pool2d_argmax_dtype is NULL (int64 flat indices) and conv2d_relu_pool2x2 NULL, so the front-end
- * runs conv2d, relu and max_pool2d one by one. Pinned host memory lives in pinned.c, streams and
- * events in event.c. */
+ * pool2d_argmax_dtype is NULL (int64 flat indices); conv2d_relu_pool2x2 (conv_relu_pool.c) pools
+ * the conv output of a chunk of images from scratch, in float32 and the halves. Pinned host memory
+ * lives in pinned.c, streams and events in event.c. */
 #include "backend/opencl/opencl_backend.h"
 
 const ct_backend ct__opencl_backend = {
@@ -30,8 +30,9 @@ const ct_backend ct__opencl_backend = {
     .conv2d_backward = ct__ocl_conv2d_backward,
     .pool2d_argmax_dtype = NULL,
     .pool2d_fuses_relu = 0,
-    .conv2d_relu_pool2x2 = NULL,
-    .conv2d_relu_pool2x2_backward = NULL,
+    .conv2d_relu_pool2x2 = ct__ocl_conv2d_relu_pool2x2,
+    .conv2d_relu_pool2x2_backward = ct__ocl_conv2d_relu_pool2x2_backward,
+    .conv2d_relu_pool2x2_halves = 1u << CT_F16 | 1u << CT_BF16,
     .pool2d = ct__ocl_pool2d,
     .pool2d_backward = ct__ocl_pool2d_backward,
     .softmax = ct__ocl_softmax,

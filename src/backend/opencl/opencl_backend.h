@@ -176,6 +176,11 @@ ct_status ct__ocl_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor
 ct_status ct__ocl_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
 ct_status ct__ocl_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
 ct_status ct__ocl_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
+/* conv_relu_pool.c: the vtable's conv2d_relu_pool2x2 and its backward (float32 and the halves) */
+ct_status ct__ocl_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
+                                      const ct_conv2d_opts *o);
+ct_status ct__ocl_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *argmax,
+                                               ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o);
 ct_status ct__ocl_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
                                   const ct_conv2d_opts *o);
 ct_status ct__ocl_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
