@@ -81,7 +81,9 @@ static int dense_in(const ct_tensor *t, ct_memory_format fmt) {
 
 ct_tensor *ct__to_format(ct_tensor *t, ct_dtype dt, ct_memory_format fmt) {
   if (!t) return NULL;
-  if (t->dtype == dt && dense_in(t, fmt)) return ct_tensor_retain(t);
+  /* tracked like the copy below (ct__alloc tracks it in the open scope), so that the caller's
+   * ct_tensor_free releases this reference and not the one the scope holds on t */
+  if (t->dtype == dt && dense_in(t, fmt)) return ct__retain_tracked(t);
   ct_tensor *c = ct__alloc_format(t->ndim, t->shape, dt, t->device, fmt);
   ct_status s = c ? t->storage->backend->copy(c, t) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(c), NULL;

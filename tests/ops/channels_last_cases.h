@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
+#include "core/internal.h" /* ct_tensor.refs, for the scope test */
 
 static ct_device cl_dev;
 
@@ -386,8 +387,34 @@ static void cl_test_module(void **state) {
   ct_module_free(m0), ct_module_free(m1);
 }
 
+/* A training step in a scope, as `cuttle train` runs one: at the scope's end the channels_last
+ * batch holds no reference beyond the caller's. (The conv front-end once handed a retained input
+ * back to ct_tensor_free, which released the scope's hold on it instead: every batch leaked.) */
+static void cl_test_scope_releases_inputs(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(5);
+  ct_module *m = ct_model_new("cnn", cl_dev, &g);
+  assert_non_null(m);
+  assert_int_equal(ct_module_to_memory_format(m, CT_CHANNELS_LAST), CT_OK);
+  ct_tensor *x0 = ct_randn(4, (int64_t[]){4, 1, 28, 28}, 0, 1, CT_F32, cl_dev, &g);
+  ct_tensor *y = ct_randint(1, (int64_t[]){4}, 0, 10, CT_I64, cl_dev, &g);
+  ct_assert_ok(ct_scope_begin());
+  ct_tensor *x = ct_contiguous_format(x0, CT_CHANNELS_LAST);
+  assert_non_null(x);
+  ct_tensor *mine = ct_tensor_retain(x); /* not tracked: the test's own reference */
+  ct_tensor *loss = ct_cross_entropy(ct_module_forward(m, x), y, CT_REDUCTION_MEAN, 0);
+  assert_non_null(loss);
+  ct_assert_ok(ct_backward(loss));
+  ct_scope_end();
+  assert_int_equal(__atomic_load_n(&mine->refs, __ATOMIC_ACQUIRE), 1);
+  ct_tensor_free(mine), ct_tensor_free(x0), ct_tensor_free(y);
+  ct_module_free(m);
+  ct_assert_ok(ct_synchronize(cl_dev)); /* the queued backward ends before the process does */
+}
+
 #define CL_TESTS                                                                                     \
   cmocka_unit_test(cl_test_api), cmocka_unit_test(cl_test_elementwise), cmocka_unit_test(cl_test_conv2d), \
-      cmocka_unit_test(cl_test_pool), cmocka_unit_test(cl_test_fused_and_batch_norm), cmocka_unit_test(cl_test_module)
+      cmocka_unit_test(cl_test_pool), cmocka_unit_test(cl_test_fused_and_batch_norm), cmocka_unit_test(cl_test_module), \
+      cmocka_unit_test(cl_test_scope_releases_inputs)
 
 #endif
