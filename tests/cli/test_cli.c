@@ -14,26 +14,10 @@
 static char cuttle[4096];
 static char *tmp;
 
-/* Run a shell command, capture its stdout+stderr into out (n bytes), return its exit status. */
-static int run(char *out, size_t n, const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t k = fread(out, 1, n - 1, p);
-  out[k] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void devices_lists_the_cpu(void **state) {
   (void)state;
   char out[8192];
-  assert_int_equal(run(out, sizeof out, "%s devices", cuttle), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s devices", cuttle), 0);
   assert_non_null(strstr(out, "try_all_gpus(): [cpu]"));
 }
 
@@ -47,34 +31,34 @@ static void every_command_has_help(void **state) {
                                      "bench conv-format", "bench allreduce", "bench ddp-overlap"};
   char out[16384];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-    int rc = run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);
+    int rc = ct_test_run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);
     char want[64];
     snprintf(want, sizeof want, "usage: cuttle %s", cmds[i]);
     if (rc != 0 || !strstr(out, want)) fprintf(stderr, "cuttle %s --help: exit %d, said:\n%s\n", cmds[i], rc, out);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, want));
     /* -h is the same */
-    assert_int_equal(run(out, sizeof out, "%s %s -h", cuttle, cmds[i]), 0);
+    assert_int_equal(ct_test_run(out, sizeof out, "%s %s -h", cuttle, cmds[i]), 0);
     assert_non_null(strstr(out, want));
   }
   /* an unknown argument to devices is a usage error, no longer ignored */
-  assert_int_equal(run(out, sizeof out, "%s devices --frobnicate", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s devices --frobnicate", cuttle), 2);
   assert_non_null(strstr(out, "usage: cuttle devices"));
 }
 
 static void bad_options_are_usage_errors(void **state) {
   (void)state;
   char out[8192];
-  assert_int_equal(run(out, sizeof out, "%s train --device cuda:7", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --device cuda:7", cuttle), 2);
   assert_non_null(strstr(out, "not available"));
-  assert_int_equal(run(out, sizeof out, "%s train --device tpu", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --device tpu", cuttle), 2);
   assert_non_null(strstr(out, "bad device"));
-  assert_int_equal(run(out, sizeof out, "%s train --optimizer lion", cuttle), 2);
-  assert_int_equal(run(out, sizeof out, "%s train --save-every 10", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --optimizer lion", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --save-every 10", cuttle), 2);
   assert_non_null(strstr(out, "--save-every needs --save"));
-  assert_int_equal(run(out, sizeof out, "%s train --max-steps -1", cuttle), 2);
-  assert_int_equal(run(out, sizeof out, "%s frobnicate", cuttle), 2);
-  assert_int_equal(run(out, sizeof out, "%s train --data-dir /nonexistent/dir --model mlp", cuttle), 1);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --max-steps -1", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s frobnicate", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --data-dir /nonexistent/dir --model mlp", cuttle), 1);
   assert_non_null(strstr(out, "/nonexistent/dir"));
 }
 
@@ -83,7 +67,7 @@ static void train_save_eval_resume(void **state) {
   char out[16384], ck[4200], metrics[4200];
   snprintf(ck, sizeof ck, "%s/mlp.safetensors", tmp);
   snprintf(metrics, sizeof metrics, "%s/m.jsonl", tmp);
-  assert_int_equal(run(out, sizeof out, "%s train --model mlp --epochs 1 --no-progress --save %s --metrics %s", cuttle, ck,
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --model mlp --epochs 1 --no-progress --save %s --metrics %s", cuttle, ck,
                        metrics), 0);
   FILE *f = fopen(metrics, "r");
   assert_non_null(f);
@@ -98,23 +82,23 @@ static void train_save_eval_resume(void **state) {
   double acc = atof(strstr(line, "\"test_acc\": ") + 12);
   assert_true(acc > 0.8);
   /* eval reports the same accuracy from the checkpoint */
-  assert_int_equal(run(out, sizeof out, "%s eval --model mlp --device cpu --checkpoint %s", cuttle, ck), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --model mlp --device cpu --checkpoint %s", cuttle, ck), 0);
   char want[64];
   snprintf(want, sizeof want, "test_acc %.2f%%", 100 * acc);
   if (!strstr(out, want)) fprintf(stderr, "eval said: %s (wanted %s)\n", out, want);
   assert_non_null(strstr(out, want));
   /* and so does eval on an OpenCL device (PoCL in CI) from the checkpoint the CPU wrote */
-  assert_int_equal(run(out, sizeof out, "%s eval --model mlp --device opencl:0 --checkpoint %s", cuttle, ck), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --model mlp --device opencl:0 --checkpoint %s", cuttle, ck), 0);
   if (!strstr(out, want)) fprintf(stderr, "eval on opencl:0 said: %s (wanted %s)\n", out, want);
   assert_non_null(strstr(out, want));
   /* resume continues with epoch 2 */
-  assert_int_equal(run(out, sizeof out, "%s train --model mlp --epochs 2 --no-progress --resume %s --metrics %s", cuttle, ck,
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --model mlp --epochs 2 --no-progress --resume %s --metrics %s", cuttle, ck,
                        metrics), 0);
   assert_non_null(strstr(out, "resumed"));
   assert_non_null(strstr(out, "epoch 2:"));
   assert_null(strstr(out, "epoch 1:"));
   /* the wrong model for a checkpoint is a clear error */
-  assert_int_equal(run(out, sizeof out, "%s eval --model cnn --device cpu --checkpoint %s", cuttle, ck), 1);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --model cnn --device cpu --checkpoint %s", cuttle, ck), 1);
   assert_non_null(strstr(out, "cuttle eval:"));
 }
 

@@ -15,22 +15,6 @@
 static char cuttle[4096];
 static char *tmp;
 
-/* Run a shell command, capture its stdout+stderr into out (n bytes), return its exit status. */
-static int run(char *out, size_t n, const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t k = fread(out, 1, n - 1, p);
-  out[k] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int expect(int got, int want, const char *out) {
   if (got != want) fprintf(stderr, "exit %d, wanted %d; output:\n%s\n", got, want, out);
   return got;
@@ -39,12 +23,12 @@ static int expect(int got, int want, const char *out) {
 static void bad_combinations_are_usage_errors(void **state) {
   (void)state;
   char out[8192];
-  assert_int_equal(expect(run(out, sizeof out, "%s train --amp fp8", cuttle), 2, out), 2);
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --amp fp8", cuttle), 2, out), 2);
   assert_non_null(strstr(out, "unknown --amp"));
-  assert_int_equal(expect(run(out, sizeof out, "%s train --devices opencl:0,opencl:0", cuttle), 2, out), 2);
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --devices opencl:0,opencl:0", cuttle), 2, out), 2);
   assert_non_null(strstr(out, "twice"));
-  assert_int_equal(expect(run(out, sizeof out, "%s train --devices auto", cuttle), 2, out), 2);
-  assert_int_equal(expect(run(out, sizeof out, "%s train --devices cpu,opencl:0 --amp bf16", cuttle), 2, out), 2);
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --devices auto", cuttle), 2, out), 2);
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --devices cpu,opencl:0 --amp bf16", cuttle), 2, out), 2);
   assert_non_null(strstr(out, "--devices with --amp"));
 }
 
@@ -55,7 +39,7 @@ static void amp_f16_reports_and_keeps_the_scaler(void **state) {
   char out[16384], ck[4200], metrics[4200], line[2048];
   snprintf(ck, sizeof ck, "%s/amp.safetensors", tmp);
   snprintf(metrics, sizeof metrics, "%s/amp.jsonl", tmp);
-  assert_int_equal(expect(run(out, sizeof out, "%s train --model mlp --device cpu --epochs 1 --amp f16 --no-progress "
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model mlp --device cpu --epochs 1 --amp f16 --no-progress "
                                                "--save %s --metrics %s", cuttle, ck, metrics), 0, out), 0);
   assert_non_null(strstr(out, "autocast float16 with a GradScaler"));
   FILE *f = fopen(metrics, "r");
@@ -84,7 +68,7 @@ static void amp_f16_reports_and_keeps_the_scaler(void **state) {
   assert_non_null(strstr(line, want));
 
   /* the resumed run starts from the saved counts: its totals include the first epoch's */
-  assert_int_equal(expect(run(out, sizeof out, "%s train --model mlp --device cpu --epochs 2 --amp f16 --no-progress "
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model mlp --device cpu --epochs 2 --amp f16 --no-progress "
                                                "--resume %s --metrics %s", cuttle, ck, metrics), 0, out), 0);
   f = fopen(metrics, "r");
   assert_non_null(f);
@@ -100,7 +84,7 @@ static void amp_f16_reports_and_keeps_the_scaler(void **state) {
 static void amp_bf16_needs_no_scaler(void **state) {
   (void)state;
   char out[16384];
-  assert_int_equal(expect(run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --max-steps 20 --amp bf16 "
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --max-steps 20 --amp bf16 "
                                                "--no-progress", cuttle), 0, out), 0);
   assert_non_null(strstr(out, "autocast bfloat16"));
   assert_null(strstr(out, "GradScaler"));
@@ -113,16 +97,16 @@ static void channels_last_checkpoints_are_format_free(void **state) {
   (void)state;
   char out[16384], ck[4200];
   snprintf(ck, sizeof ck, "%s/cl.safetensors", tmp);
-  assert_int_equal(expect(run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --channels-last --no-progress "
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --channels-last --no-progress "
                                                "--save %s --max-steps 100", cuttle, ck), 0, out), 0);
   assert_non_null(strstr(out, "channels_last memory format"));
-  assert_int_equal(expect(run(out, sizeof out, "%s eval --model cnn --device cpu --checkpoint %s", cuttle, ck), 0, out), 0);
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s eval --model cnn --device cpu --checkpoint %s", cuttle, ck), 0, out), 0);
   const char *a = strstr(out, "test_acc ");
   assert_non_null(a);
   double acc = atof(a + 9);
   if (!(acc > 60)) fprintf(stderr, "eval said: %s\n", out);
   assert_true(acc > 60); /* percent, after 100 Adam steps; chance is 10 */
-  assert_int_equal(expect(run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --channels-last --no-progress "
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --channels-last --no-progress "
                                                "--resume %s --max-steps 5", cuttle, ck), 0, out), 0);
   assert_non_null(strstr(out, "resumed"));
 }
@@ -132,7 +116,7 @@ static void two_opencl_devices_from_one_process(void **state) {
   (void)state;
   char out[16384], ck[4200];
   snprintf(ck, sizeof ck, "%s/dp.safetensors", tmp);
-  assert_int_equal(expect(run(out, sizeof out, "POCL_DEVICES='pthread pthread' %s train --model mlp --epochs 1 --max-steps 30 "
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "POCL_DEVICES='pthread pthread' %s train --model mlp --epochs 1 --max-steps 30 "
                                                "--devices opencl:0,opencl:1 --no-progress --save %s", cuttle, ck), 0, out), 0);
   assert_non_null(strstr(out, "replicated on 2 devices"));
   assert_non_null(strstr(out, "on opencl:0"));

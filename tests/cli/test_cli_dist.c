@@ -48,24 +48,6 @@ static double now(void) {
 }
 #endif
 
-/* Run a shell command, capture its stdout+stderr into out (n bytes), return its exit status. */
-static int run(char *out, size_t n, const char *fmt, ...) {
-  char cmd[16384];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t k = fread(out, 1, n - 1, p);
-  out[k] = 0;
-  int st = pclose(p);
-  int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  fprintf(stderr, "[%d] %s\n", rc, cmd);
-  return rc;
-}
-
 #ifdef CUTTLE_WITH_MPI /* the helpers that only the mpirun cases use */
 static int count(const char *hay, const char *needle) {
   int n = 0;
@@ -142,7 +124,7 @@ static void two_ranks_write_once_and_evaluate_exactly(void **state) {
   (void)state;
   char out[32768];
   const char *ck = path("a.safetensors"), *metrics = path("a.jsonl");
-  int rc = run(out, sizeof out,
+  int rc = ct_test_run(out, sizeof out,
                "%s -np 2 %s train --model mlp --device cpu --epochs 1 --batch-size 256 --no-progress --save %s --metrics %s",
                mpirun, cuttle, ck, metrics);
   if (rc != 0) fprintf(stderr, "%s\n", out);
@@ -167,10 +149,10 @@ static void two_ranks_write_once_and_evaluate_exactly(void **state) {
   assert_true(acc > 0.75);
   assert_true(fabs(acc - correct / 10000.0) < 1e-6);
   /* the sum over 2 ranks equals one process's count on the same checkpoint, to the image */
-  assert_int_equal(run(out, sizeof out, "%s eval --model mlp --device cpu --checkpoint %s", cuttle, ck), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --model mlp --device cpu --checkpoint %s", cuttle, ck), 0);
   assert_int_equal(eval_correct(out), correct);
   /* and so does 3 ranks' (10000 = 3334 + 3333 + 3333: the padded sample is not counted twice) */
-  assert_int_equal(run(out, sizeof out, "%s -np 3 %s eval --model mlp --device cpu --checkpoint %s", mpirun, cuttle, ck), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 3 %s eval --model mlp --device cpu --checkpoint %s", mpirun, cuttle, ck), 0);
   assert_int_equal(count(out, "test_acc"), 1);
   assert_non_null(strstr(out, "10000 images"));
   assert_non_null(strstr(out, "3 ranks"));
@@ -183,13 +165,13 @@ static void two_ranks_resume_where_they_stopped(void **state) {
   char out[32768];
   const char *part = path("part.safetensors"), *whole = path("whole.safetensors"), *one = path("one.safetensors");
   const char *common = "--model mlp --device cpu --epochs 1 --batch-size 32 --no-progress";
-  assert_int_equal(run(out, sizeof out, "%s -np 2 %s train %s --max-steps 20 --save %s", mpirun, cuttle, common, whole), 0);
-  assert_int_equal(run(out, sizeof out, "%s -np 2 %s train %s --max-steps 10 --save %s", mpirun, cuttle, common, part), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 2 %s train %s --max-steps 20 --save %s", mpirun, cuttle, common, whole), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 2 %s train %s --max-steps 10 --save %s", mpirun, cuttle, common, part), 0);
   assert_int_equal(meta_int(part, "cuttle.position"), 10);
   assert_int_equal(meta_int(part, "cuttle.world_size"), 2);
   assert_int_equal(meta_int(part, "optimizer.steps"), 10);
-  assert_int_equal(run(out, sizeof out, "cp %s %s", part, one), 0);
-  assert_int_equal(run(out, sizeof out, "%s -np 2 %s train %s --max-steps 10 --resume %s --save %s", mpirun, cuttle, common, part,
+  assert_int_equal(ct_test_run(out, sizeof out, "cp %s %s", part, one), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 2 %s train %s --max-steps 10 --resume %s --save %s", mpirun, cuttle, common, part,
                        part), 0);
   assert_int_equal(count(out, "resumed from"), 1);
   assert_non_null(strstr(out, "epoch 1, batch 10"));
@@ -199,7 +181,7 @@ static void two_ranks_resume_where_they_stopped(void **state) {
   fprintf(stderr, "resumed 10 + 10 steps against 20 steps: max |diff| %g\n", d);
   assert_true(d == 0.0);
   /* one process cannot continue 2 ranks' shards: it says so and repeats the epoch */
-  assert_int_equal(run(out, sizeof out, "%s train %s --max-steps 1 --resume %s --save %s", cuttle, common, one, one), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train %s --max-steps 1 --resume %s --save %s", cuttle, common, one, one), 0);
   assert_non_null(strstr(out, "starts over"));
   assert_int_equal(meta_int(one, "cuttle.position"), 1);
 }
@@ -258,7 +240,7 @@ static int wait_exit(pid_t pid, double timeout_s) {
 
 static void print_log(const char *logfile) {
   char out[32768];
-  run(out, sizeof out, "cat %s", logfile);
+  ct_test_run(out, sizeof out, "cat %s", logfile);
   fprintf(stderr, "%s\n", out);
 }
 
@@ -312,18 +294,18 @@ static void nproc_starts_the_ranks(void **state) {
   char out[32768];
   const char *ck = path("nproc.safetensors"), *ref = path("mpirun.safetensors");
   const char *common = "--model mlp --device cpu --epochs 1 --batch-size 32 --no-progress --max-steps 20";
-  assert_int_equal(run(out, sizeof out, "OMPI_MCA_btl=tcp,self %s train --nproc 2 %s --save %s", cuttle, common, ck), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "OMPI_MCA_btl=tcp,self %s train --nproc 2 %s --save %s", cuttle, common, ck), 0);
   assert_non_null(strstr(out, "starting 2 ranks"));
   assert_non_null(strstr(out, "global batch 64"));
   assert_int_equal(count(out, "saved "), 1);
   assert_int_equal(meta_int(ck, "cuttle.world_size"), 2);
   /* the same run as mpirun -np 2 gives */
-  assert_int_equal(run(out, sizeof out, "%s -np 2 %s train %s --save %s", mpirun, cuttle, common, ref), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 2 %s train %s --save %s", mpirun, cuttle, common, ref), 0);
   double d = max_diff(ck, ref);
   fprintf(stderr, "--nproc 2 against mpirun -np 2: max |diff| %g\n", d);
   assert_true(d == 0.0);
   /* --nproc under mpirun is a usage error */
-  assert_int_equal(run(out, sizeof out, "%s -np 1 %s train --nproc 2 --model mlp", mpirun, cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 1 %s train --nproc 2 --model mlp", mpirun, cuttle), 2);
   assert_non_null(strstr(out, "leave it out"));
   char launch[8192];
   /* `exec env ... cuttle` keeps the pid: the signal goes to cuttle, which forwards it */
@@ -379,7 +361,7 @@ static void a_stuck_rank_ends_the_job(void **state) {
 static void nproc_says_how_to_get_mpi(void **state) {
   (void)state;
   char out[8192];
-  assert_int_equal(run(out, sizeof out, "%s train --nproc 2 --model mlp", cuttle), 1);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --nproc 2 --model mlp", cuttle), 1);
   assert_non_null(strstr(out, "apt-get install libopenmpi-dev openmpi-bin"));
 }
 
@@ -391,10 +373,10 @@ static void accumulate_matches_a_larger_batch(void **state) {
   char out[32768];
   const char *acc2 = path("acc2.safetensors"), *big = path("big.safetensors"), *small = path("small.safetensors");
   const char *common = "--model mlp --device cpu --epochs 1 --optimizer sgd --lr 0.05 --no-progress --max-steps 10";
-  assert_int_equal(run(out, sizeof out, "%s train %s --batch-size 32 --accumulate 2 --save %s", cuttle, common, acc2), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train %s --batch-size 32 --accumulate 2 --save %s", cuttle, common, acc2), 0);
   assert_non_null(strstr(out, "global batch 64"));
-  assert_int_equal(run(out, sizeof out, "%s train %s --batch-size 64 --save %s", cuttle, common, big), 0);
-  assert_int_equal(run(out, sizeof out, "%s train %s --batch-size 32 --save %s", cuttle, common, small), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train %s --batch-size 64 --save %s", cuttle, common, big), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train %s --batch-size 32 --save %s", cuttle, common, small), 0);
   assert_int_equal(meta_int(acc2, "optimizer.steps"), 10); /* optimizer steps, not micro-batches */
   assert_int_equal(meta_int(acc2, "cuttle.position"), 20); /* micro-batches consumed */
   double same = max_diff(acc2, big), other = max_diff(small, big);
@@ -403,7 +385,7 @@ static void accumulate_matches_a_larger_batch(void **state) {
   assert_true(other > 1e-3); /* the comparison can fail */
 #ifdef CUTTLE_WITH_MPI
   const char *dist = path("acc2_dist.safetensors");
-  assert_int_equal(run(out, sizeof out, "%s -np 2 %s train %s --batch-size 16 --accumulate 2 --save %s", mpirun, cuttle, common,
+  assert_int_equal(ct_test_run(out, sizeof out, "%s -np 2 %s train %s --batch-size 16 --accumulate 2 --save %s", mpirun, cuttle, common,
                        dist), 0);
   assert_non_null(strstr(out, "global batch 64"));
   same = max_diff(dist, big);

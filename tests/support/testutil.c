@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void ct__assert_ok(int s, const char *expr, const char *file, int line) {
@@ -124,4 +125,22 @@ int ct_test_require_opencl(int need) {
   fprintf(stderr, "need %d OpenCL device%s (PoCL with POCL_DEVICES=\"pthread pthread\"), found %d; scripts/deps.sh installs "
                   "pocl-opencl-icd. This test must not skip.\n", need, need == 1 ? "" : "s", n);
   return 0;
+}
+
+int ct_test_run(char *out, size_t n, const char *fmt, ...) {
+  char cmd[16384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+  out[0] = 0;
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t k = fread(out, 1, n - 1, p);
+  out[k] = 0;
+  int st = pclose(p);
+  int rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  fprintf(stderr, "[%d] %s\n", rc, cmd);
+  return rc;
 }

@@ -24,6 +24,11 @@ void ct_assert_error_contains(const char *needle);
 const char *ct_test_data_dir(void);
 /* A fresh directory under $TMPDIR for the test's files, removed by the caller (ct_test_rmdir). */
 char *ct_test_tmpdir(void);
+/* Run a shell command (printf-style), its stdout and stderr captured into out (n bytes, always
+ * terminated; the rest is dropped); the command and its exit status are echoed to stderr for the
+ * test log. Returns the exit status, or -1 when it could not run or ended by a signal. For the
+ * tests that drive the cuttle binary as a user does (tests/cli). */
+int ct_test_run(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ct_test_rmdir(char *dir);
 
 /* a and b have the same shape (else the test fails, printing both) and every value of a and b
