@@ -449,30 +449,37 @@ ct_status ct_ddp_sync_grads(ct_ddp *d) {
   if (s != CT_OK || !d->grad_sync) return s;
   double t0 = ct__dist_now();
   if (d->hook_status != CT_OK) {
-    /* Finish the all-reduces the hooks started (the other ranks started the same ones, or their
-     * waits end at their timeout), forget the step, and report: the gradients are then only partly
-     * averaged, and the caller zeroes them before the next step. */
+    /* A hook failed. Finish the all-reduces started (bounded) and forget the step; the gradients
+     * are then only partly averaged, and the caller zeroes them. When every bucket had started (a
+     * second backward without a sync: the same mistake on every rank), the ranks' collectives are
+     * still in step and the group stays usable. When some never started (a missing gradient, a
+     * failed copy: maybe on this rank only), this rank's next collective would be matched against
+     * another rank's pending bucket: the group breaks, every later collective fails at once, and
+     * the program ends the job (ct_dist_abort). */
     ct_status hs = d->hook_status;
+    int out_of_step = d->next < d->nb;
     char msg[sizeof d->hook_msg];
     memcpy(msg, d->hook_msg, sizeof msg);
     for (int k = 0; k < d->next; k++)
       if (d->b[k].op && ct__dist_wait(d->b[k].op, op) == CT_OK) ct__dist_op_release(d->b[k].op), d->b[k].op = NULL;
     reset_step(d);
-    return ct__error(hs, "%s", msg);
+    ct__error(hs, "%s", msg);
+    return out_of_step ? ct__dist_break(hs) : hs;
   }
   if (d->nccl) {
     s = sync_nccl(d, op);
     reset_step(d);
     d->stats.steps++;
     d->stats.sync_s += ct__dist_now() - t0;
-    return s;
+    return s == CT_OK ? s : ct__dist_break(s);
   }
-  /* The buckets no hook started, in order. */
+  /* The buckets no hook started, in order. A failure here (a missing gradient, a failed copy) leaves
+   * this rank's collectives out of step with the others': forget the step and break the group. */
   while (s == CT_OK && d->next < d->nb) s = launch(d, d->next++, 0, op);
-  if (s != CT_OK) return s;
+  if (s != CT_OK) return reset_step(d), ct__dist_break(s);
   double w0 = ct__dist_now();
   for (int k = 0; s == CT_OK && k < d->nb; k++) s = ct__dist_wait(d->b[k].op, op);
-  if (s != CT_OK) return s;
+  if (s != CT_OK) return reset_step(d), s; /* a failed wait has broken the group already */
   d->stats.wait_s += ct__dist_now() - w0;
   float inv = 1.0f / (float)ct_dist_world_size();
   for (int k = 0; s == CT_OK && k < d->nb; k++) {

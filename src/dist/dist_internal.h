@@ -14,6 +14,10 @@ int ct__dist_initialized(void);
 /* CT_OK when the group is joined and usable; else CT_EINVAL naming op (CT_EUNSUPPORTED without
  * MPI), or CT_EBACKEND when an earlier collective timed out or failed (the group is then broken). */
 ct_status ct__dist_need_init(const char *op);
+/* Break the group after an error that leaves this rank's collectives out of step with the other
+ * ranks' (it skipped or half-started a step's all-reduces): every later collective then fails at
+ * once instead of being matched against another rank's different one. Returns s. */
+ct_status ct__dist_break(ct_status s);
 /* Seconds on a monotonic clock. */
 double ct__dist_now(void);
 

@@ -184,6 +184,7 @@ struct ct__dist_op {
 
 /* Break the group with the pending error's message, and return its status. */
 static ct_status break_group(ct_status s) {
+  if (!g.initialized) return s;
   g.broken = 1;
   snprintf(g.why, sizeof g.why, "%s", ct_last_error());
   return s;
@@ -207,8 +208,10 @@ static void drain(void) {
   }
 }
 
-/* Tell every other rank that this one has reached collective #g.seq. */
-static void announce(void) {
+/* Tell every other rank that this one has reached collective #g.seq. A rank that cannot announce
+ * would make the others' waits run out and name it although it arrived, and its collectives would
+ * no longer match theirs: the group breaks here instead (CT_ENOMEM or MPI's error). */
+static ct_status announce(void) {
   drain(); /* keep the queue of received announcements short, however fast the waits complete */
   g.seen[g.rank] = g.seq;
   int live = 0; /* reap the announcements done, compacting the list */
@@ -221,11 +224,17 @@ static void announce(void) {
   if (g.nsends + g.world > g.capsends) {
     int cap = 2 * (g.nsends + g.world);
     MPI_Request *v = realloc(g.sends, (size_t)cap * sizeof *v);
-    if (!v) return; /* no announcement: a timeout would then name this rank as missing, wrongly but harmlessly */
+    if (!v) return break_group(ct__error(CT_ENOMEM, "announcing collective #%lld: out of memory for %d requests",
+                                         (long long)g.seq, cap));
     g.sends = v, g.capsends = cap;
   }
-  for (int p = 0; p < g.world; p++)
-    if (p != g.rank && MPI_Isend(NULL, 0, MPI_BYTE, p, TAG_ARRIVED, g.ctl, &g.sends[g.nsends]) == MPI_SUCCESS) g.nsends++;
+  for (int p = 0; p < g.world; p++) {
+    if (p == g.rank) continue;
+    int rc = MPI_Isend(NULL, 0, MPI_BYTE, p, TAG_ARRIVED, g.ctl, &g.sends[g.nsends]);
+    if (rc != MPI_SUCCESS) return break_group(mpi_error("announcing a collective", "MPI_Isend", rc));
+    g.nsends++;
+  }
+  return CT_OK;
 }
 
 ct_status ct_dist_init(void) {
@@ -297,16 +306,18 @@ static ct_status op_failed(ct__dist_op *h, const char *op, const char *how) {
   return break_group(CT_EBACKEND);
 }
 
-/* A new op numbered and announced, with room for nreq requests; NULL on CT_ENOMEM. */
+/* A new op numbered and announced, with room for nreq requests; NULL on CT_ENOMEM or a failed
+ * announcement. Either breaks the group: this rank would otherwise skip a collective the others
+ * start, and its next one would be matched against theirs. */
 static ct__dist_op *op_new(int nreq, const char *what) {
   ct__dist_op *h = ct__calloc(1, sizeof *h + (size_t)nreq * sizeof(MPI_Request), "a collective's state");
-  if (!h) return NULL;
+  if (!h) return break_group(ct_last_status()), NULL;
   h->req = (MPI_Request *)(h + 1);
   for (int i = 0; i < nreq; i++) h->req[i] = MPI_REQUEST_NULL;
   snprintf(h->what, sizeof h->what, "%s", what);
   h->seq = ++g.seq;
   h->t0 = ct__dist_now();
-  announce();
+  if (announce() != CT_OK) return free(h), NULL;
   return h;
 }
 
@@ -404,7 +415,7 @@ static struct {
   pthread_cond_t wake;
   pthread_t thread;
   int started, armed, quit;
-  double deadline;
+  double deadline, limit; /* limit: the timeout when armed, for the message */
   char what[160];
 } dog = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
@@ -419,7 +430,7 @@ static void *watchdog_main(void *arg) {
     double left = dog.deadline - ct__dist_now();
     if (left <= 0) {
       fprintf(stderr, "cuttle: rank %d: %s did not complete within %g s although every rank had arrived (a rank "
-                      "stopped during it); ending the job\n", g.rank, dog.what, g.timeout);
+                      "stopped during it); ending the job\n", g.rank, dog.what, dog.limit);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     struct timespec ts;
@@ -437,7 +448,7 @@ static int watchdog_arm(const char *what) {
   pthread_mutex_lock(&dog.lock);
   if (!dog.started && pthread_create(&dog.thread, NULL, watchdog_main, NULL) == 0) dog.started = 1;
   if (dog.started) {
-    dog.armed = 1, dog.deadline = ct__dist_now() + g.timeout;
+    dog.armed = 1, dog.limit = g.timeout, dog.deadline = ct__dist_now() + g.timeout;
     snprintf(dog.what, sizeof dog.what, "%s", what);
     pthread_cond_signal(&dog.wake);
   }
@@ -472,7 +483,7 @@ static void watchdog_stop(void) {
 
 static ct_status allreduce_blocking(void *buf, int64_t count, ct_dtype dt, const char *op) {
   int64_t seq = ++g.seq;
-  announce();
+  if (announce() != CT_OK) return ct_last_status();
   double deadline = ct__dist_now() + g.timeout;
   for (int arrived = 0; !arrived;) {
     drain();
@@ -501,6 +512,8 @@ static ct_status allreduce_blocking(void *buf, int64_t count, ct_dtype dt, const
   if (guarded) watchdog_disarm();
   return rc == MPI_SUCCESS ? CT_OK : break_group(mpi_error(op, "MPI_Allreduce", rc));
 }
+
+ct_status ct__dist_break(ct_status s) { return break_group(s); }
 
 ct_status ct__dist_allreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op) {
   ct_status s = ct__dist_need_init(op);
@@ -651,6 +664,8 @@ ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root) {
 }
 
 #else /* built without MPI */
+
+ct_status ct__dist_break(ct_status s) { return s; }
 
 struct ct__dist_op {
   int unused;

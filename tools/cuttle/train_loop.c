@@ -107,9 +107,18 @@ ct_tensor *ct_cli_replica_loss(ct_tensor *output, ct_tensor *target, int replica
   return group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;
 }
 
-/* Add loss x batch size to the epoch's sum *acc, on the device, without recording a graph. */
-static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc) {
+/* Add loss x batch size to the epoch's sum *acc, on the device, without recording a graph. With
+ * finite_only (a GradScaler runs), an inf or NaN loss adds 0: the scaler skips that step, which is
+ * its purpose, and one such batch must not turn the epoch's loss into NaN (the epoch's mean then
+ * leaves it out of the sum but not of the image count, a bias of one batch in hundreds). */
+static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc, int finite_only) {
   ct_no_grad_begin();
+  if (finite_only && loss) { /* |loss| <= FLT_MAX is false for inf and for NaN */
+    ct_tensor *big = ct_scalar(3.4028234663852886e38, ct_tensor_dtype(loss), ct_tensor_device(loss));
+    ct_tensor *zero = big ? ct_scalar(0, ct_tensor_dtype(loss), ct_tensor_device(loss)) : NULL;
+    ct_tensor *ok = zero ? ct_le(ct_abs(loss), big) : NULL;
+    loss = ok ? ct_where(ok, loss, zero) : NULL;
+  }
   ct_tensor *w = ct_mul_scalar(loss, (double)batch);
   ct_tensor *next = *acc ? ct_add(*acc, w) : ct_cast(w, CT_F64);
   ct_no_grad_end();
@@ -131,7 +140,7 @@ static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group,
     ct_status s = ct_data_parallel_forward_backward(o->dp, x, y, &l);
     if (s != CT_OK) return s;
     ct_tensor *loss = ct_scalar(l * group, CT_F32, ct_tensor_device(y));
-    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc) : ct_last_status();
+    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc, 0) : ct_last_status();
   }
   ct_device dev = ct_tensor_device(x);
   int amp = o->amp == CT_F16 || o->amp == CT_BF16;
@@ -142,7 +151,7 @@ static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group,
   ct_tensor *scaled = group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;
   if (o->scaler && scaled) scaled = ct_grad_scaler_scale(o->scaler, scaled);
   ct_status s = scaled ? ct_backward(scaled) : ct_last_status();
-  return s == CT_OK ? add_loss(loss, ct_tensor_size(y, 0), acc) : s;
+  return s == CT_OK ? add_loss(loss, ct_tensor_size(y, 0), acc, o->scaler != NULL) : s;
 }
 
 /* The optimizer step of a group: through the GradScaler with --amp f16 (skipped when a gradient is
