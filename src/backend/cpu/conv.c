@@ -134,8 +134,7 @@ static void col2im(ct_dtype dt, const geom *g, void *cols, int64_t ld, void *gx)
   else col2im_f64(g, cols, ld, gx);
 }
 
-/* C (M, N) = alpha op(A) op(B) + beta C in row-major, for either precision. */
-static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+void ct__conv_gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                  int64_t ldb, double beta, void *C, int64_t ldc) {
   if (dt == CT_F32)
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
@@ -201,7 +200,7 @@ void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn) {
       for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] = bias;
   }
   for (int64_t gi = 0; gi < g->G; gi++)
-    gemm(c->dt, 0, 0, Og, L, K, c->wp + gi * Og * K * es, K, cols + gi * K * L * es, L, c->bp ? 1.0 : 0.0,
+    ct__conv_gemm(c->dt, 0, 0, Og, L, K, c->wp + gi * Og * K * es, K, cols + gi * K * L * es, L, c->bp ? 1.0 : 0.0,
          yn + gi * Og * L * es, L);
 }
 
@@ -264,13 +263,13 @@ void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char
     char *cn = c->cols + tid * c->Kall * L * es;
     im2col(dt, g, c->xp + n * g->C * g->H * g->W * es, cn, L);
     for (int64_t gi = 0; gi < g->G; gi++)
-      gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * L * es, L, 1.0,
+      ct__conv_gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * L * es, L, 1.0,
            c->acc + (tid * c->wsz + gi * Og * K) * es, K);
   }
   if (c->gxp) { /* dcols_n,g (K, L) = W_g^T (K, Og) @ dy_n,g (Og, L), then col2im into gx_n */
     char *dc = c->dcols + tid * c->Kall * L * es, *gxn = c->gxp + n * g->C * g->H * g->W * es;
     for (int64_t gi = 0; gi < g->G; gi++)
-      gemm(dt, 1, 0, K, L, Og, c->wp + gi * Og * K * es, K, gyn + gi * Og * L * es, L, 1.0, dc + gi * K * L * es, L);
+      ct__conv_gemm(dt, 1, 0, K, L, Og, c->wp + gi * Og * K * es, K, gyn + gi * Og * L * es, L, 1.0, dc + gi * K * L * es, L);
     memset(gxn, 0, (size_t)(g->C * g->H * g->W * es));
     col2im(dt, g, dc, L, gxn);
   }

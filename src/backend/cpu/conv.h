@@ -21,6 +21,11 @@ enum {
 };
 /* Per calling thread, grown only, kept for the thread's life; NULL (CT_ENOMEM set) when out of memory. */
 char *ct__conv_scratch(int slot, size_t n);
+/* C (M, N) = op(A) op(B) + beta C, row-major, all float32 or all float64 (dt): cblas_sgemm or
+ * cblas_dgemm with alpha 1; ta, tb transpose A, B; lda, ldb, ldc in elements. The GEMM of the
+ * NCHW (conv.c) and NHWC (conv_nhwc.c) convolutions. */
+void ct__conv_gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                   int64_t ldb, double beta, void *C, int64_t ldc);
 
 /* x: (N, C, H, W), w: (O, C/G, kH, kW) -> y: (N, O, Ho, Wo), L = Ho Wo, K = C/G kH kW */
 typedef struct {

@@ -192,17 +192,6 @@ static void lower(const nhwc_geom *q, const char *x, char *cols) {
   else im2col_t_f64(q, (const double *)x, (double *)cols);
 }
 
-/* C (M, N) = op(A) op(B) + beta C in row-major, for either precision. */
-static void gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
-                 int64_t ldb, double beta, void *C, int64_t ldc) {
-  if (dt == CT_F32)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
-                A, (int)lda, B, (int)ldb, (float)beta, C, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0,
-                A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-}
-
 // x: (N, C, H, W) NHWC, w: (O, C/G, kH, kW) channels_last, b: (O) or NULL -> y: (N, O, Ho, Wo) NHWC
 ct_status ct__cpu_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
   nhwc_geom q = geometry(x, w, y->shape[2], y->shape[3], o);
@@ -219,10 +208,10 @@ ct_status ct__cpu_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tenso
     /* y_n starts as the bias in every row and the GEMMs add to it (beta = 1) */
     for (int64_t l = 0; bp && l < L; l++) memcpy(yn + l * O * es, bp, (size_t)(O * es));
     if (one_channel(&q)) /* y_n (L, O) = colsT^T (L, K) @ W^T (K, O) */
-      gemm(q.dt, 1, 1, L, O, K, cols, L, wp, K, bp ? 1.0 : 0.0, yn, O);
+      ct__conv_gemm(q.dt, 1, 1, L, O, K, cols, L, wp, K, bp ? 1.0 : 0.0, yn, O);
     else
       for (int64_t gi = 0; gi < g->G; gi++)
-        gemm(q.dt, 0, 1, L, Og, K, cols + gi * K * es, Kall, wp + gi * Og * K * es, K, bp ? 1.0 : 0.0, yn + gi * Og * es, O);
+        ct__conv_gemm(q.dt, 0, 1, L, Og, K, cols + gi * K * es, Kall, wp + gi * Og * K * es, K, bp ? 1.0 : 0.0, yn + gi * Og * es, O);
   }
   return CT_OK;
 }
@@ -263,21 +252,21 @@ ct_status ct__cpu_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *
       char *cn = cols + tid * Kall * L * es;
       lower(&q, xp + n * g->H * g->W * g->C * es, cn);
       if (one_channel(&q)) /* dW (O, K) += dy_n^T (O, L) @ colsT^T (L, K) */
-        gemm(dt, 1, 1, O, K, L, gyn, O, cn, L, 1.0, acc + tid * wsz * es, K);
+        ct__conv_gemm(dt, 1, 1, O, K, L, gyn, O, cn, L, 1.0, acc + tid * wsz * es, K);
       else
         for (int64_t gi = 0; gi < g->G; gi++)
-          gemm(dt, 1, 0, Og, K, L, gyn + gi * Og * es, O, cn + gi * K * es, Kall, 1.0, acc + (tid * wsz + gi * Og * K) * es, K);
+          ct__conv_gemm(dt, 1, 0, Og, K, L, gyn + gi * Og * es, O, cn + gi * K * es, Kall, 1.0, acc + (tid * wsz + gi * Og * K) * es, K);
     }
     if (gxp) { /* dcols_n,g (L, K) = dy_n,g (L, Og) @ W_g (Og, K), then col2im into gx_n */
       char *dc = dcols + tid * Kall * L * es, *gxn = gxp + n * g->H * g->W * g->C * es;
       memset(gxn, 0, (size_t)(g->H * g->W * g->C * es));
       if (one_channel(&q)) { /* dcolsT (K, L) = W^T (K, O) @ dy_n^T (O, L) */
-        gemm(dt, 1, 1, K, L, O, wp, K, gyn, O, 0.0, dc, L);
+        ct__conv_gemm(dt, 1, 1, K, L, O, wp, K, gyn, O, 0.0, dc, L);
         if (dt == CT_F32) col2im_t_f32(&q, (const float *)dc, (float *)gxn);
         else col2im_t_f64(&q, (const double *)dc, (double *)gxn);
       } else {
         for (int64_t gi = 0; gi < g->G; gi++)
-          gemm(dt, 0, 0, L, K, Og, gyn + gi * Og * es, O, wp + gi * Og * K * es, K, 0.0, dc + gi * K * es, Kall);
+          ct__conv_gemm(dt, 0, 0, L, K, Og, gyn + gi * Og * es, O, wp + gi * Og * K * es, K, 0.0, dc + gi * K * es, Kall);
         col2im(&q, dc, gxn);
       }
     }
