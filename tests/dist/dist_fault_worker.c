@@ -7,7 +7,8 @@
  *   kill           rank 1 kills itself with SIGKILL before the step (a dead rank)
  *   sleep-startup  rank 1 sleeps instead of calling ct_ddp_new (stuck before the start-up checks)
  *   sleep-allreduce  rank 1 sleeps; the others call ct_dist_all_reduce_sum on 1 MiB, which takes the
- *                  blocking path (arrival wait, then MPI_Allreduce) instead of a DDP bucket's
+ *                  blocking path (MPI_Allreduce under the watchdog, which ends the job itself)
+ *                  instead of a DDP bucket's
  * Every rank sets a 3 s timeout, wraps the mlp in ct_ddp (0.1 MiB buckets: several per step) and
  * trains one step together; then rank 1 fails and the others run a step, which must fail within the
  * timeout naming rank 1 and the collective. Each survivor prints
