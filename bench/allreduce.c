@@ -7,12 +7,16 @@
  * carries, comparable across rank counts. A sample is one call timed on every rank between barriers,
  * the slowest rank's time kept (all ranks must finish an all-reduce); each size reports the median
  * of its samples. The two ways alternate sample by sample, so a machine that slows down mid-run
- * weighs on both. "ratio" is cuttle's busbw over MPI's: issue 10's target is >= 0.95.
+ * weighs on both. "ratio" is cuttle's busbw over MPI's: issue 10's target is >= 0.95. A third
+ * column times MPI_Iallreduce completed by an MPI_Test loop, what DDP's buckets run on (Open MPI's
+ * libnbc, whose algorithm ct_dist_init chooses unless OMPI_MCA_coll_libnbc_iallreduce_algorithm is
+ * set: run it with that variable at 0 to see libnbc's own choice).
  *
  * The buffers hold zeros during timing (repeated in-place sums of zeros stay zeros: no overflow and
  * no refill between samples); before timing, one all-reduce of rank-dependent values is checked. */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <sched.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +47,25 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* One all-reduce of t, cuttle's way (way 0) or MPI's (way 1), timed between barriers; the slowest
- * rank's seconds, or a negative number on failure (every rank then fails: the check is collective). */
+/* One all-reduce of t, cuttle's way (way 0), MPI_Allreduce (way 1) or MPI_Iallreduce completed by
+ * an MPI_Test loop (way 2: what DDP's buckets run on), timed between barriers; the slowest rank's
+ * seconds, or a negative number on failure (every rank then fails: the check is collective). */
 static double sample(ct_tensor *t, int way) {
   int64_t n = ct_tensor_numel(t);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  int ok = way == 0 ? ct_dist_all_reduce_sum(&t, 1) == CT_OK
-                    : MPI_Allreduce(MPI_IN_PLACE, ct_tensor_data(t), (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
+  int ok;
+  if (way == 0) ok = ct_dist_all_reduce_sum(&t, 1) == CT_OK;
+  else if (way == 1) ok = MPI_Allreduce(MPI_IN_PLACE, ct_tensor_data(t), (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
+  else {
+    MPI_Request req;
+    int done = 0;
+    ok = MPI_Iallreduce(MPI_IN_PLACE, ct_tensor_data(t), (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req) == MPI_SUCCESS;
+    while (ok && !done) {
+      ok = MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+      if (!done) sched_yield();
+    }
+  }
   double dt = MPI_Wtime() - t0, worst = 0;
   int all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -106,10 +121,11 @@ int ct_bench_allreduce(int argc, char **argv) {
     ct_dist_finalize();
     return 2;
   }
-  static const char *headers[] = {"bytes", "cuttle busbw GB/s", "MPI busbw GB/s", "ratio", "cuttle us", "MPI us"};
+  static const char *headers[] = {"bytes", "cuttle busbw GB/s", "MPI busbw GB/s", "ratio", "cuttle us", "MPI us",
+                                  "Iallreduce us"};
   char title[128];
   snprintf(title, sizeof title, "all-reduce (sum, float32, CPU tensors), %d ranks: busbw = bytes/time * 2(n-1)/n", world);
-  ct_bench_table *tab = rank == 0 ? ct_bench_table_new(title, 6, headers) : NULL;
+  ct_bench_table *tab = rank == 0 ? ct_bench_table_new(title, 7, headers) : NULL;
   if (!check_sum(1000, world)) rc = 1;
   for (int64_t bytes = lo; bytes <= hi && !rc; bytes *= 4) {
     int64_t numel = bytes / 4;
@@ -124,21 +140,22 @@ int ct_bench_allreduce(int argc, char **argv) {
     double first = sample(t, 1);
     if (first < 0) rc = 1;
     if (!k) k = first > 0 ? (int)fmin(200, fmax(5, 0.5 / first)) : 5;
-    double *ts[2] = {calloc((size_t)k, sizeof(double)), calloc((size_t)k, sizeof(double))};
-    if (!ts[0] || !ts[1]) rc = 1;
+    double *ts[3] = {calloc((size_t)k, sizeof(double)), calloc((size_t)k, sizeof(double)),
+                     calloc((size_t)k, sizeof(double))};
+    if (!ts[0] || !ts[1] || !ts[2]) rc = 1;
     sample(t, 0); /* warm-up of cuttle's path */
     for (int i = 0; i < k && !rc; i++)
-      for (int way = 0; way < 2 && !rc; way++)
+      for (int way = 0; way < 3 && !rc; way++)
         if ((ts[way][i] = sample(t, way)) < 0) rc = 1;
     if (!rc && tab) {
-      double m0 = median(ts[0], k), m1 = median(ts[1], k), f = 2.0 * (world - 1) / world;
+      double m0 = median(ts[0], k), m1 = median(ts[1], k), m2 = median(ts[2], k), f = 2.0 * (world - 1) / world;
       double bw0 = (double)bytes / m0 * f / 1e9, bw1 = (double)bytes / m1 * f / 1e9;
       char b[32];
-      ct_bench_table_rowf(tab, "%s|%.3f|%.3f|%.3f|%.1f|%.1f", ct_bench_bytes((size_t)bytes, b, sizeof b), bw0, bw1,
-                          bw0 / bw1, m0 * 1e6, m1 * 1e6);
+      ct_bench_table_rowf(tab, "%s|%.3f|%.3f|%.3f|%.1f|%.1f|%.1f", ct_bench_bytes((size_t)bytes, b, sizeof b), bw0, bw1,
+                          bw0 / bw1, m0 * 1e6, m1 * 1e6, m2 * 1e6);
     }
     if (rc && rank == 0) fprintf(stderr, "cuttle bench allreduce: an all-reduce failed: %s\n", ct_last_error());
-    free(ts[0]), free(ts[1]);
+    free(ts[0]), free(ts[1]), free(ts[2]);
     ct_tensor_free(t);
   }
   if (tab) {

@@ -14,6 +14,8 @@
  * make several: one bucket cannot overlap anything, it is ready only when backward ends). */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
@@ -73,9 +75,10 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
   const char *model = "cnn";
   int64_t batch = 64;
   double bucket_mb = 1;
-  int steps = 15, progress_thread = 0;
+  int steps = 15, progress_thread = 0, compute_core = -1;
   static const struct option longopts[] = {{"model", 1, 0, 'm'}, {"batch-size", 1, 0, 'b'}, {"bucket-mb", 1, 0, 'B'},
                                            {"steps", 1, 0, 's'}, {"progress-thread", 0, 0, 'p'},
+                                           {"compute-core", 1, 0, 'c'},
                                            {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   optind = 1;
@@ -86,6 +89,7 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
       case 'B': bucket_mb = atof(optarg); break;
       case 's': steps = atoi(optarg); break;
       case 'p': progress_thread = 1; break;
+      case 'c': compute_core = atoi(optarg); break;
       case 'h': return usage(stdout);
       default: return usage(stderr);
     }
@@ -118,6 +122,17 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
   ct_ddp_stats st0, st1;
   ct_ddp_get_stats(d, &st0);
   for (int w = 0; w < 3 && !rc; w++) rc = step(m, opt, d, x, y, w) < 0; /* warm-up */
+  if (!rc && compute_core >= 0) {
+    /* The threads started so far (the progress thread, MPI's) keep every core; the compute, on this
+     * thread (OMP_NUM_THREADS=1), keeps to one, so the other cores are free for communication. */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(compute_core, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+      fprintf(stderr, "cuttle bench ddp-overlap: rank %d: cannot keep the compute to core %d\n", rank, compute_core);
+      rc = 1;
+    }
+  }
   for (int i = 0; i < steps && !rc; i++)
     for (int w = 0; w < 3 && !rc; w++) rc = (t[w][i] = step(m, opt, d, x, y, w)) < 0;
   ct_ddp_get_stats(d, &st1);

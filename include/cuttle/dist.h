@@ -43,9 +43,10 @@
 extern "C" {
 #endif
 
-/* Join the process group: MPI_Init_thread (MPI_THREAD_FUNNELED: only the calling thread makes MPI
- * calls, so the collectives, ct_ddp_sync_grads and the backward passes of a model wrapped in
- * ct_ddp, whose gradient hooks start all-reduces, must run on this thread) unless MPI is already
+/* Join the process group: MPI_Init_thread asking for MPI_THREAD_MULTIPLE (for cuttle's own helper
+ * threads: the watchdog of ct_dist_all_reduce_sum, DDP's optional progress thread; the collectives,
+ * ct_ddp_sync_grads and the backward passes of a model wrapped in ct_ddp, whose gradient hooks
+ * start all-reduces, must still all run on one thread) unless MPI is already
  * initialized, then read the rank and world size of MPI_COMM_WORLD and the local rank from
  * OMPI_COMM_WORLD_LOCAL_RANK (0 when unset), as torch.distributed's init_process_group with
  * LOCAL_RANK, and duplicate MPI_COMM_WORLD for the arrival announcements of the bounded waits.
@@ -64,14 +65,18 @@ CT_API int ct_dist_local_rank(void);
 /* Average n tensors over the ranks, in place: each ts[i] becomes the elementwise mean of the
  * ts[i] of all ranks (torch.distributed.all_reduce with SUM, then a division by the world size, as
  * DDP does to gradients). Every rank must call it with the same n and, tensor by tensor, the same
- * shapes and dtypes (float32 or float64, contiguous). A CPU tensor is reduced in place with
- * MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM), waited for at most ct_dist_timeout() seconds, then scaled
- * by 1/world; another device's tensor is copied to the host and back (counted in the ledger). The
- * tensors stay the caller's.
+ * shapes and dtypes (float32 or float64, contiguous). A CPU tensor is reduced in place with the
+ * blocking MPI_Allreduce(MPI_IN_PLACE, MPI_SUM), then scaled by 1/world; another device's tensor
+ * is copied to the host and back (counted in the ledger). The tensors stay the caller's.
+ * Bounded: if the all-reduce has not completed after ct_dist_timeout() seconds, a watchdog thread
+ * prints "cuttle: OP: all-reduce (collective #k) timed out after T s on rank R: rank P of N never
+ * arrived (dead or stuck); ending the job" to stderr and ends the job with MPI_Abort, since a
+ * blocking MPI call cannot be made to return (PyTorch's NCCL watchdog ends the process the same
+ * way). Without MPI_THREAD_MULTIPLE there is no watchdog; the all-reduce is then non-blocking and a
+ * timeout returns CT_EBACKEND, as ct_dist_broadcast's does.
  * Errors: CT_EINVAL (ts NULL with n > 0, a NULL tensor, n < 0, ct_dist_init not called),
- * CT_EDTYPE (not float32/float64), CT_ESHAPE (not contiguous), CT_EBACKEND (an MPI error, a rank
- * that did not arrive within the timeout, named in the message, or a group broken by an earlier
- * such error), CT_EUNSUPPORTED (built without MPI). */
+ * CT_EDTYPE (not float32/float64), CT_ESHAPE (not contiguous), CT_EBACKEND (an MPI error, or a
+ * group broken by an earlier failed collective), CT_EUNSUPPORTED (built without MPI). */
 CT_API ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n);
 
 /* Sum n tensors over the ranks, in place: each ts[i] becomes the elementwise sum of the ts[i] of
@@ -79,16 +84,18 @@ CT_API ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n);
  * float64 and int64 tensors, contiguous; int64 sums are exact, which is what evaluation counts
  * (correct predictions, samples seen) need. Every rank must call it with the same n and, tensor by
  * tensor, the same shapes and dtypes. Another device's tensor goes through the host as in
- * ct_dist_all_reduce_mean. The tensors stay the caller's. Waits at most ct_dist_timeout() seconds
- * for the other ranks. Errors: CT_EINVAL (ts NULL with n > 0, a NULL tensor, n < 0, ct_dist_init
- * not called), CT_EDTYPE (another dtype), CT_ESHAPE (not contiguous), CT_EBACKEND (an MPI error, a
- * rank that did not arrive within the timeout, or a group broken by an earlier timeout),
+ * ct_dist_all_reduce_mean. The tensors stay the caller's. Bounded by ct_dist_timeout() as
+ * ct_dist_all_reduce_mean is (its watchdog ends the job). Errors: CT_EINVAL (ts NULL with n > 0, a
+ * NULL tensor, n < 0, ct_dist_init not called), CT_EDTYPE (another dtype), CT_ESHAPE (not
+ * contiguous), CT_EBACKEND (an MPI error, or a group broken by an earlier failed collective),
  * CT_EUNSUPPORTED (built without MPI). */
 CT_API ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n);
 
 /* Overwrite n tensors on every rank with the values of rank root's (torch.distributed.broadcast),
  * bit for bit, any dtype, contiguous. Same requirements on the ranks and the same errors as
- * ct_dist_all_reduce_mean, plus CT_EINVAL for a root outside [0, world size). */
+ * ct_dist_all_reduce_mean, plus CT_EINVAL for a root outside [0, world size). Non-blocking
+ * underneath (MPI_Ibcast), so a rank that does not arrive within ct_dist_timeout() seconds makes it
+ * return CT_EBACKEND naming that rank, and breaks the group. */
 CT_API ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root);
 
 /* The process-wide bound, in seconds, on how long any collective (the all-reduces and broadcasts
@@ -113,7 +120,8 @@ CT_API ct_status ct_dist_finalize(void);
  * collective failed or timed out (the group is then unusable, and ct_dist_finalize refuses): the
  * CLI (tools/cuttle) calls it after printing the error. It does not return once the group is
  * joined; before ct_dist_init, after ct_dist_finalize, or in a build without MPI it does nothing and
- * returns, and the caller exits as it would anyway. A library function never calls it. */
+ * returns, and the caller exits as it would anyway. No library function calls it; the watchdog of a
+ * blocking all-reduce that timed out calls MPI_Abort itself. */
 CT_API void ct_dist_abort(int code);
 
 /* DistributedDataParallel over a module. */
