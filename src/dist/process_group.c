@@ -38,6 +38,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,46 +436,50 @@ static ct_status wait_release(ct__dist_op *h, const char *op) {
 }
 
 /* The watchdog of the blocking MPI_Allreduce. A thread of its own, started on first use, that
- * wakes every grace() / 2 seconds while one is armed (a timed wait: arming signals nothing, so a
- * fast all-reduce pays two lock round trips and no context switch). Past the grace period it
- * announces the collective for the blocked thread; past the deadline it names the ranks that never
- * arrived (or says that every rank did and a rank stopped during it), and ends the job with
- * MPI_Abort, as PyTorch's NCCL watchdog ends the process: nothing makes a blocking MPI call return. */
+ * wakes every grace() / 2 seconds (at most 50 ms) and looks at the collective the calling thread is
+ * blocked in. Arming and disarming are one atomic store each, with no lock, no clock read and no
+ * signal: a shared-memory all-reduce of 4 KiB takes about 1.5 us, and a lock round trip and a clock
+ * read cost a tenth of that. So the thread times a wait from the first tick that sees it, and the
+ * deadline is late by one tick at most. Past the grace period it announces the collective for the
+ * blocked thread; past the deadline it names the ranks that never arrived (or says that every rank
+ * did and a rank stopped during it), and ends the job with MPI_Abort, as PyTorch's NCCL watchdog
+ * ends the process: nothing makes a blocking MPI call return. */
 static struct {
-  pthread_mutex_t lock;
+  pthread_mutex_t lock; /* the thread's sleep and quit flag */
   pthread_cond_t wake;
   pthread_t thread;
   int started, quit;
-  int64_t seq;            /* the collective being waited for; 0 when disarmed */
-  double start, limit;    /* when the wait began; the timeout then, for the message */
-  const char *op;         /* the public function, a string literal */
+  _Atomic int64_t seq;     /* the collective being waited for; 0 when disarmed */
+  const char *_Atomic op;  /* the public function, a string literal; set before seq */
 } dog = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static void *watchdog_main(void *arg) {
   (void)arg;
+  int64_t watched = 0; /* the collective seen blocked at the last tick, and since when */
+  double since = 0;
   pthread_mutex_lock(&dog.lock);
   while (!dog.quit) {
-    if (dog.seq > 0) {
-      double waited = ct__dist_now() - dog.start;
-      if (waited > dog.limit) {
-        char who[200];
-        int n = 0;
-        missing(dog.seq, who, sizeof who, &n);
-        if (n > 0)
-          fprintf(stderr, "cuttle: %s: all-reduce (collective #%lld) timed out after %g s on rank %d: %s never arrived "
-                          "(dead or stuck); ending the job\n", dog.op, (long long)dog.seq, dog.limit, g.rank, who);
-        else
-          fprintf(stderr, "cuttle: %s: all-reduce (collective #%lld) did not complete within %g s on rank %d although "
-                          "every rank arrived (a rank stopped during it); ending the job\n", dog.op, (long long)dog.seq,
-                  dog.limit, g.rank);
-        fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-      }
-      if (waited > grace()) {
-        pthread_mutex_lock(&g.ann);
-        announce(dog.seq);
-        pthread_mutex_unlock(&g.ann);
-      }
+    int64_t seq = atomic_load(&dog.seq);
+    double now = ct__dist_now(), limit = g.timeout;
+    if (seq != watched) watched = seq, since = now;
+    else if (seq > 0 && now - since > limit) {
+      const char *op = atomic_load(&dog.op);
+      char who[200];
+      int n = 0;
+      missing(seq, who, sizeof who, &n);
+      if (n > 0)
+        fprintf(stderr, "cuttle: %s: all-reduce (collective #%lld) timed out after %g s on rank %d: %s never arrived "
+                        "(dead or stuck); ending the job\n", op, (long long)seq, limit, g.rank, who);
+      else
+        fprintf(stderr, "cuttle: %s: all-reduce (collective #%lld) did not complete within %g s on rank %d although "
+                        "every rank arrived (a rank stopped during it); ending the job\n", op, (long long)seq, limit,
+                g.rank);
+      fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    } else if (seq > 0 && now - since > grace()) {
+      pthread_mutex_lock(&g.ann);
+      announce(seq);
+      pthread_mutex_unlock(&g.ann);
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -486,28 +491,23 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-/* 1 when armed (the thread runs), 0 when no thread could start (the call then runs unguarded). */
+/* 1 when armed (the thread runs), 0 when no thread could start (the call then runs unguarded).
+ * Only the thread making the collectives calls it, so dog.started needs no lock. */
 static int watchdog_arm(int64_t seq, const char *op) {
-  pthread_mutex_lock(&dog.lock);
   if (!dog.started && pthread_create(&dog.thread, NULL, watchdog_main, NULL) == 0) dog.started = 1;
-  if (dog.started) {
-    dog.seq = seq, dog.limit = g.timeout, dog.start = ct__dist_now(), dog.op = op;
-  }
-  int ok = dog.started;
-  pthread_mutex_unlock(&dog.lock);
-  return ok;
+  if (!dog.started) return 0;
+  atomic_store(&dog.op, op);
+  atomic_store(&dog.seq, seq);
+  return 1;
 }
 
-static void watchdog_disarm(void) {
-  pthread_mutex_lock(&dog.lock);
-  dog.seq = 0;
-  pthread_mutex_unlock(&dog.lock);
-}
+static void watchdog_disarm(void) { atomic_store(&dog.seq, 0); }
 
 static void watchdog_stop(void) {
   pthread_mutex_lock(&dog.lock);
   int started = dog.started;
-  dog.quit = 1, dog.seq = 0;
+  dog.quit = 1;
+  atomic_store(&dog.seq, 0);
   pthread_cond_signal(&dog.wake);
   pthread_mutex_unlock(&dog.lock);
   if (started) pthread_join(dog.thread, NULL);
