@@ -299,13 +299,16 @@ static float *direct(ct_tensor *g) {
   return ct_tensor_data(g);
 }
 
-static ct_status unpack(ct_tensor *g, const float *src) {
+/* Copy a bucket's share src (the sum over the ranks) into gradient g, times scale (1 / world: the
+ * mean), in one pass. */
+static ct_status unpack(ct_tensor *g, float *src, float scale) {
   float *p = direct(g);
   int64_t n = ct_tensor_numel(g);
   if (p) {
-    memcpy(p, src, (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = src[i] * scale;
     return CT_OK;
   }
+  for (int64_t i = 0; i < n; i++) src[i] *= scale;
   ct_tensor *h = ct_from_host(src, ct_tensor_ndim(g), ct_tensor_shape(g), CT_F32, CT_DEVICE_CPU);
   if (!h) return ct_last_status();
   ct__untrack(h);
@@ -487,11 +490,10 @@ ct_status ct_ddp_sync_grads(ct_ddp *d) {
     d->stats.allreduce_s += ct__dist_op_seconds(b->op);
     ct__dist_op_release(b->op);
     b->op = NULL;
-    for (int64_t i = 0; i < b->numel; i++) b->buf[i] *= inv;
     int64_t off = 0;
     for (int j = d->start[k]; s == CT_OK && j < d->start[k + 1]; j++) {
       ct_tensor *g = ct_grad(d->params[d->order[j]]);
-      s = unpack(g, b->buf + off);
+      s = unpack(g, b->buf + off, inv);
       off += ct_tensor_numel(g);
     }
   }
