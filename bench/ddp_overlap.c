@@ -14,8 +14,6 @@
  * make several: one bucket cannot overlap anything, it is ready only when backward ends). */
 #define _GNU_SOURCE
 #include <getopt.h>
-#include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
@@ -75,10 +73,9 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
   const char *model = "cnn";
   int64_t batch = 64;
   double bucket_mb = 1;
-  int steps = 15, progress_thread = 0, compute_core = -1;
+  int steps = 15, progress_thread = 0;
   static const struct option longopts[] = {{"model", 1, 0, 'm'}, {"batch-size", 1, 0, 'b'}, {"bucket-mb", 1, 0, 'B'},
                                            {"steps", 1, 0, 's'}, {"progress-thread", 0, 0, 'p'},
-                                           {"compute-core", 1, 0, 'c'},
                                            {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   optind = 1;
@@ -89,7 +86,6 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
       case 'B': bucket_mb = atof(optarg); break;
       case 's': steps = atoi(optarg); break;
       case 'p': progress_thread = 1; break;
-      case 'c': compute_core = atoi(optarg); break;
       case 'h': return usage(stdout);
       default: return usage(stderr);
     }
@@ -122,19 +118,15 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
   ct_ddp_stats st0, st1;
   ct_ddp_get_stats(d, &st0);
   for (int w = 0; w < 3 && !rc; w++) rc = step(m, opt, d, x, y, w) < 0; /* warm-up */
-  if (!rc && compute_core >= 0) {
-    /* The threads started so far (the progress thread, MPI's) keep every core; the compute, on this
-     * thread (OMP_NUM_THREADS=1), keeps to one, so the other cores are free for communication. */
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(compute_core, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-      fprintf(stderr, "cuttle bench ddp-overlap: rank %d: cannot keep the compute to core %d\n", rank, compute_core);
-      rc = 1;
-    }
-  }
+  double wait[3] = {0}, sync[3] = {0};
   for (int i = 0; i < steps && !rc; i++)
-    for (int w = 0; w < 3 && !rc; w++) rc = (t[w][i] = step(m, opt, d, x, y, w)) < 0;
+    for (int w = 0; w < 3 && !rc; w++) {
+      ct_ddp_stats a, b;
+      ct_ddp_get_stats(d, &a);
+      rc = (t[w][i] = step(m, opt, d, x, y, w)) < 0;
+      ct_ddp_get_stats(d, &b);
+      wait[w] += b.wait_s - a.wait_s, sync[w] += b.sync_s - a.sync_s;
+    }
   ct_ddp_get_stats(d, &st1);
   if (rc) ct_dist_abort(1);
   if (rank == 0) {
@@ -149,11 +141,15 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
     printf("  compute only  %8.2f ms\n  serial        %8.2f ms   (communication %.2f ms)\n"
            "  overlapped    %8.2f ms   (exposed %.2f ms)\n",
            med[COMPUTE] * 1e3, med[SERIAL] * 1e3, comm * 1e3, med[OVERLAPPED] * 1e3, exposed * 1e3);
-    printf("  hidden behind backward: %.0f%%   (buckets started in backward: %lld of %lld)\n",
-           comm > 0 ? 100.0 * (1.0 - exposed / comm) : 0.0,
-           (long long)(st1.buckets_started_in_backward - st0.buckets_started_in_backward),
-           (long long)(st1.buckets_started_in_backward - st0.buckets_started_in_backward + st1.buckets_started_in_sync -
-                       st0.buckets_started_in_sync));
+    printf("  rank 0 in ct_ddp_sync_grads per step: serial %.2f ms (waiting %.2f), overlapped %.2f ms (waiting %.2f)\n",
+           sync[SERIAL] / steps * 1e3, wait[SERIAL] / steps * 1e3, sync[OVERLAPPED] / steps * 1e3,
+           wait[OVERLAPPED] / steps * 1e3);
+    int64_t in_bw = st1.buckets_started_in_backward - st0.buckets_started_in_backward;
+    printf("  hidden behind backward: %.0f%%   (buckets started in backward: %lld of %lld; complete before the sync: "
+           "%lld of those)\n",
+           comm > 0 ? 100.0 * (1.0 - exposed / comm) : 0.0, (long long)in_bw,
+           (long long)(in_bw + st1.buckets_started_in_sync - st0.buckets_started_in_sync),
+           (long long)(st1.buckets_done_in_backward - st0.buckets_done_in_backward));
   }
   free(t[0]), free(t[1]), free(t[2]);
   ct_tensor_free(x), ct_tensor_free(y);
