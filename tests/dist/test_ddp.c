@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cuttle.h"
 #ifdef CUTTLE_WITH_MPI
 #include "nn/module.h" /* to give one rank a float64 parameter, which no public constructor makes */
@@ -365,6 +366,26 @@ static void collectives(void) {
   ct_tensor_free(f), ct_tensor_free(dd), ct_tensor_free(ids);
 }
 
+/* A rank that arrives late, after the other ranks' grace period (a tenth of the timeout, at most
+ * 0.1 s) but well within the timeout, delays a collective and breaks nothing: the waiting ranks
+ * announce where they are (process_group.c), the collective completes with the right values, and
+ * ct_dist_finalize, at the end of main, must still receive every announcement sent (or it would
+ * hang until its own bound and fail). Both ways of waiting: a broadcast (non-blocking, polled) and
+ * a sum (the blocking MPI_Allreduce, announced by the watchdog thread). */
+static void late_rank(void) {
+  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  int64_t shape[1] = {3};
+  for (int way = 0; way < 2; way++) {
+    ct_tensor *t = ct_full(1, shape, rank + 1, CT_F64, CT_DEVICE_CPU);
+    if (rank == world - 1) nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL); /* 0.4 s: 4 grace periods */
+    ct_status s = way == 0 ? ct_dist_broadcast(&t, 1, 0) : ct_dist_all_reduce_sum(&t, 1);
+    double want = way == 0 ? 1.0 : world * (world + 1) / 2.0, got = ((double *)ct_tensor_data(t))[2];
+    CHECK(s == CT_OK && got == want, "late rank, %s: status %d, value %g, expected %g", way == 0 ? "broadcast" : "sum",
+          (int)s, got, want);
+    ct_tensor_free(t);
+  }
+}
+
 #endif
 
 int main(void) {
@@ -407,7 +428,8 @@ int main(void) {
   accumulation(0);
   accumulation(1);
   double_backward();
-  CHECK(ct_dist_finalize() == CT_OK, "finalize");
+  late_rank();
+  CHECK(ct_dist_finalize() == CT_OK, "finalize: %s", ct_last_error());
   return failures ? 1 : 0;
 #endif
 }
