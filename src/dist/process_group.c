@@ -61,6 +61,7 @@ static struct {
   MPI_Request *sends;  /* (world) the announcement in flight to each peer, or MPI_REQUEST_NULL */
   pthread_mutex_t ann; /* the announcement state: the waiting thread and the watchdog both use it */
   int multiple;        /* MPI gave MPI_THREAD_MULTIPLE: the progress thread and the watchdog may run */
+  int quiet;           /* ct_dist_finalize has taken the counts of announcements sent: send no more */
 #endif
 } g = {.world = 1, .timeout = 60.0
 #ifdef CUTTLE_WITH_MPI
@@ -239,6 +240,7 @@ static void drain(void) {
 static void announce(int64_t seq) {
   drain();
   g.seen[g.rank] = seq;
+  if (g.quiet) return;
   for (int p = 0; p < g.world; p++) {
     if (p == g.rank || g.told[p] >= seq) continue;
     int flag = 1;
@@ -288,7 +290,7 @@ ct_status ct_dist_init(void) {
   for (int p = 0; p < g.world; p++) g.sends[p] = MPI_REQUEST_NULL;
   const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   g.local_rank = lr ? atoi(lr) : 0;
-  g.seq = 0, g.broken = 0, g.why[0] = 0;
+  g.seq = 0, g.broken = 0, g.why[0] = 0, g.quiet = 0;
   g.initialized = 1;
   return CT_OK;
 }
@@ -598,15 +600,23 @@ ct_status ct_dist_finalize(void) {
   int rc = MPI_Ibarrier(MPI_COMM_WORLD, &h->req[0]);
   if (rc != MPI_SUCCESS) return free(h), break_group(mpi_error("ct_dist_finalize", "MPI_Ibarrier", rc));
   ct_status s = wait_release(h, "ct_dist_finalize");
-  int64_t *expect = s == CT_OK ? ct__calloc((size_t)g.world, sizeof *expect, "ct_dist_finalize: the counts") : NULL;
+  int64_t *expect = s == CT_OK ? ct__calloc((size_t)g.world * 2, sizeof *expect, "ct_dist_finalize: the counts") : NULL;
   if (!expect) return s == CT_OK ? break_group(ct_last_status()) : s;
+  /* From here on nothing is announced (a wait past the grace period below would otherwise send
+   * announcements that the counts do not include), and the counts sent are a copy, which MPI reads
+   * while the all-to-all is in flight. */
+  pthread_mutex_lock(&g.ann);
+  g.quiet = 1;
+  int64_t *sent = expect + g.world;
+  memcpy(sent, g.sent, (size_t)g.world * sizeof *sent);
+  pthread_mutex_unlock(&g.ann);
   h = op_new(1, "all-to-all of the announcement counts");
   if (!h) return free(expect), ct_last_status();
   h->nreq = 1;
-  rc = MPI_Ialltoall(g.sent, 1, MPI_INT64_T, expect, 1, MPI_INT64_T, MPI_COMM_WORLD, &h->req[0]);
+  rc = MPI_Ialltoall(sent, 1, MPI_INT64_T, expect, 1, MPI_INT64_T, MPI_COMM_WORLD, &h->req[0]);
   if (rc != MPI_SUCCESS) return free(h), free(expect), break_group(mpi_error("ct_dist_finalize", "MPI_Ialltoall", rc));
   s = wait_release(h, "ct_dist_finalize");
-  if (s != CT_OK) return free(expect), s;
+  if (s != CT_OK) return s; /* MPI may still write the counts: they stay allocated (the job ends) */
   double deadline = ct__dist_now() + g.timeout;
   for (int all = 0; !all && ct__dist_now() < deadline;) {
     drain();
