@@ -28,7 +28,7 @@
  *   ct_dist_finalize fail at once with CT_EBACKEND and the reason, and the program should end the
  *   job with ct_dist_abort (MPI_Abort), which makes mpirun end the ranks still running.
  * - Blocking MPI_Allreduce, for ct_dist_all_reduce_sum and _mean, where Open MPI's blocking
- *   algorithms (the tuned component) are 1.15x to 3.5x faster than its non-blocking ones (libnbc). A watchdog thread makes the announcements while the call blocks, and at the deadline
+ *   algorithms (the tuned component) are as fast as its non-blocking ones (libnbc) or faster. A watchdog thread makes the announcements while the call blocks, and at the deadline
  *   it prints the same error and ends the job with MPI_Abort itself, since nothing can make a
  *   blocking MPI call return: PyTorch's NCCL watchdog ends the process the same way. This needs
  *   MPI_THREAD_MULTIPLE; without it every collective is non-blocking. */
@@ -258,9 +258,8 @@ ct_status ct_dist_init(void) {
   int flag = 0, rc = MPI_Initialized(&flag), provided = 0;
   if (rc == MPI_SUCCESS && !flag) {
     /* DDP's buckets are non-blocking all-reduces, which Open MPI runs with libnbc; its default
-     * algorithm ran 1.3x to 1.6x slower than Rabenseifner's (reduce-scatter, then all-gather) from
-     * 1 MiB up with 2 and 3 ranks on this machine, and as fast below (docs/perf.md, "DDP's
-     * buckets"). Open MPI reads its parameters from the environment at MPI_Init; a value the user
+     * algorithm ran 1.5x to 2.7x slower than Rabenseifner's (reduce-scatter, then all-gather) from
+     * 64 KiB up on this machine, and as fast below (docs/perf.md, "DDP's buckets"). Open MPI reads its parameters from the environment at MPI_Init; a value the user
      * set wins (setenv does not overwrite), and other MPIs ignore the variable. */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
     /* MULTIPLE for the watchdog and the progress thread; the collectives stay on the calling thread */
@@ -517,9 +516,10 @@ static void watchdog_stop(void) {
 }
 
 /* ct_dist_all_reduce_sum and _mean call the blocking MPI_Allreduce under the watchdog, at every
- * size: Open MPI's blocking all-reduce (the tuned component) ran 1.3x to 3.5x faster than its
- * non-blocking one (libnbc) from 64 KiB up, and 1.15x faster at 4 and 16 KiB, on this machine
- * (`cuttle bench allreduce`, docs/perf.md). DDP's buckets stay non-blocking: they overlap backward. */
+ * size: Open MPI's blocking all-reduce (the tuned component) was never slower than its non-blocking
+ * one (libnbc) on this machine, 1.2x to 1.3x faster from 4 to 64 KiB and, before ct_dist_init chose
+ * libnbc's algorithm, 1.5x to 2.7x faster from 64 KiB up (`cuttle bench allreduce`, docs/perf.md).
+ * DDP's buckets stay non-blocking: they overlap backward. */
 static ct_status allreduce_blocking(void *buf, int64_t count, ct_dtype dt, const char *op) {
   int guarded = watchdog_arm(++g.seq, op);
   size_t esize = ct_dtype_size(dt);
