@@ -6,8 +6,8 @@
  * busbw = algbw * 2 (n - 1) / n for n ranks, the share of a ring all-reduce's traffic each link
  * carries, comparable across rank counts. A sample is one call timed on every rank between barriers,
  * the slowest rank's time kept (all ranks must finish an all-reduce); each size reports the median
- * of its samples. The two ways alternate sample by sample, so a machine that slows down mid-run
- * weighs on both. "ratio" is cuttle's busbw over MPI's: issue 10's target is >= 0.95. A third
+ * of its samples. The ways alternate sample by sample, so a machine that slows down mid-run
+ * weighs on all. "ratio" is cuttle's busbw over MPI's: issue 10's target is >= 0.95. A third
  * column times MPI_Iallreduce completed by an MPI_Test loop, what DDP's buckets run on (Open MPI's
  * libnbc, whose algorithm ct_dist_init chooses unless OMPI_MCA_coll_libnbc_iallreduce_algorithm is
  * set: run it with that variable at 0 to see libnbc's own choice).
