@@ -70,13 +70,16 @@ CT_API int ct_dist_local_rank(void);
  * is copied to the host and back (counted in the ledger). The tensors stay the caller's.
  * Bounded: if the all-reduce has not completed after ct_dist_timeout() seconds, a watchdog thread
  * prints "cuttle: OP: all-reduce (collective #k) timed out after T s on rank R: rank P of N never
- * arrived (dead or stuck); ending the job" to stderr and ends the job with MPI_Abort, since a
- * blocking MPI call cannot be made to return (PyTorch's NCCL watchdog ends the process the same
- * way). Without MPI_THREAD_MULTIPLE there is no watchdog; the all-reduce is then non-blocking and a
- * timeout returns CT_EBACKEND, as ct_dist_broadcast's does.
+ * arrived (dead or stuck); ending the job" to stderr (or, when every rank had announced its
+ * arrival, "... did not complete within T s on rank R although every rank arrived (a rank stopped
+ * during it)") and ends the job with MPI_Abort, since a blocking MPI call cannot be made to return
+ * (PyTorch's NCCL watchdog ends the process the same way). Without MPI_THREAD_MULTIPLE, or when
+ * the watchdog's thread cannot start, the all-reduce is non-blocking instead and a timeout returns
+ * CT_EBACKEND, as ct_dist_broadcast's does.
  * Errors: CT_EINVAL (ts NULL with n > 0, a NULL tensor, n < 0, ct_dist_init not called),
- * CT_EDTYPE (not float32/float64), CT_ESHAPE (not contiguous), CT_EBACKEND (an MPI error, or a
- * group broken by an earlier failed collective), CT_EUNSUPPORTED (built without MPI). */
+ * CT_EDTYPE (not float32/float64), CT_ESHAPE (not contiguous), CT_EBACKEND (an MPI error, a group
+ * broken by an earlier failed collective, or on the non-blocking path a rank that did not arrive
+ * within the timeout, named in the message), CT_EUNSUPPORTED (built without MPI). */
 CT_API ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n);
 
 /* Sum n tensors over the ranks, in place: each ts[i] becomes the elementwise sum of the ts[i] of
@@ -87,8 +90,7 @@ CT_API ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n);
  * ct_dist_all_reduce_mean. The tensors stay the caller's. Bounded by ct_dist_timeout() as
  * ct_dist_all_reduce_mean is (its watchdog ends the job). Errors: CT_EINVAL (ts NULL with n > 0, a
  * NULL tensor, n < 0, ct_dist_init not called), CT_EDTYPE (another dtype), CT_ESHAPE (not
- * contiguous), CT_EBACKEND (an MPI error, or a group broken by an earlier failed collective),
- * CT_EUNSUPPORTED (built without MPI). */
+ * contiguous), CT_EBACKEND (as ct_dist_all_reduce_mean's), CT_EUNSUPPORTED (built without MPI). */
 CT_API ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n);
 
 /* Overwrite n tensors on every rank with the values of rank root's (torch.distributed.broadcast),
@@ -111,8 +113,9 @@ CT_API double ct_dist_timeout(void);
 /* Leave the process group (MPI_Finalize after a barrier bounded by the timeout), as
  * destroy_process_group. Does nothing and returns CT_OK when the group was never joined.
  * Errors: CT_EBACKEND (MPI failed, a rank did not reach the barrier within the timeout, or the
- * group is broken by an earlier failed collective: MPI cannot be finalized cleanly then, and the
- * program should end the job with ct_dist_abort instead). */
+ * group is broken by an earlier failed collective, or the arrival announcements the other ranks
+ * sent did not all come within the timeout: MPI cannot be finalized cleanly then, and the program
+ * should end the job with ct_dist_abort instead). */
 CT_API ct_status ct_dist_finalize(void);
 
 /* End the whole job: MPI_Abort(MPI_COMM_WORLD, code), which makes mpirun end every rank still

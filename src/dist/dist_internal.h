@@ -18,6 +18,9 @@ ct_status ct__dist_need_init(const char *op);
  * ranks' (it skipped or half-started a step's all-reduces): every later collective then fails at
  * once instead of being matched against another rank's different one. Returns s. */
 ct_status ct__dist_break(ct_status s);
+/* The arrival announcements this rank has sent since ct_dist_init (process_group.c: a rank sends
+ * them only while a wait runs past the grace period), for the tests. */
+int64_t ct__dist_announcements_sent(void);
 /* Seconds on a monotonic clock. */
 double ct__dist_now(void);
 

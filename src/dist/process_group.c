@@ -12,13 +12,15 @@
  * arrived when a wait runs out, a rank that has waited longer than a grace period (a tenth of the
  * timeout, at most 0.1 s) tells every other rank the number of the last collective it started, an
  * int64 MPI_Isend on a duplicate of MPI_COMM_WORLD (the control communicator, so announcements
- * never match data), and reads theirs. A collective that completes within the grace period, every
- * collective of a healthy job, sends nothing: the announcements cost nothing where nothing is wrong
- * (an earlier version announced every collective, eagerly: 10 us of a 28 us all-reduce of 4 KiB).
- * At the deadline, a rank whose last announced collective is below the one waited for never arrived
- * (dead, stuck, or not yet there), and the error names it: "ct_ddp_sync_grads: all-reduce of bucket
- * 2 (collective #17) timed out after 60 s on rank 0: rank 1 of 3 never arrived (dead or stuck);
- * ending the job". An MPI error (a peer's connection lost) is reported the same way.
+ * never match data), and reads theirs. A collective that completes within the grace period sends
+ * nothing; a longer wait (a rank slow by more than 0.1 s, rank 0 writing a checkpoint while the
+ * others wait, or a fault) costs world - 1 messages of 8 bytes. An earlier version announced every
+ * collective, eagerly: 10 us of a 28 us all-reduce of 4 KiB. At the deadline, a rank whose last
+ * announced collective is below the one waited for is named as never arrived: "ct_ddp_sync_grads:
+ * all-reduce of bucket 2 (collective #17) timed out after 60 s on rank 0: rank 1 of 3 never arrived
+ * (dead or stuck); ending the job". A rank that did arrive but left early (a broadcast's root is
+ * done once it has sent) and never waited long has announced nothing, and may be named with the
+ * missing one. An MPI error (a peer's connection lost) is reported the same way.
  *
  * Two ways of waiting:
  * - Non-blocking collectives (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier), completed
@@ -28,10 +30,11 @@
  *   ct_dist_finalize fail at once with CT_EBACKEND and the reason, and the program should end the
  *   job with ct_dist_abort (MPI_Abort), which makes mpirun end the ranks still running.
  * - Blocking MPI_Allreduce, for ct_dist_all_reduce_sum and _mean, where Open MPI's blocking
- *   algorithms (the tuned component) are as fast as its non-blocking ones (libnbc) or faster. A watchdog thread makes the announcements while the call blocks, and at the deadline
- *   it prints the same error and ends the job with MPI_Abort itself, since nothing can make a
- *   blocking MPI call return: PyTorch's NCCL watchdog ends the process the same way. This needs
- *   MPI_THREAD_MULTIPLE; without it every collective is non-blocking. */
+ *   algorithms (the tuned component) are as fast as its non-blocking ones (libnbc) or faster. A
+ *   watchdog thread makes the announcements while the call blocks, and at the deadline it prints
+ *   the same error and ends the job with MPI_Abort itself, since nothing can make a blocking MPI
+ *   call return: PyTorch's NCCL watchdog ends the process the same way. This needs
+ *   MPI_THREAD_MULTIPLE and a thread; without them these all-reduces are non-blocking too. */
 #include "dist/dist_internal.h"
 
 #include <limits.h>
@@ -225,9 +228,11 @@ static void drain(void) {
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVED, g.ctl, &flag, &st) != MPI_SUCCESS || !flag) return;
+    MPI_Message msg;
+    /* a matched probe: the message probed is the one received, whatever other threads do */
+    if (MPI_Improbe(MPI_ANY_SOURCE, TAG_ARRIVED, g.ctl, &flag, &msg, &st) != MPI_SUCCESS || !flag) return;
     int64_t v = 0;
-    if (MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_ARRIVED, g.ctl, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    if (MPI_Mrecv(&v, 1, MPI_INT64_T, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
     g.got[st.MPI_SOURCE]++;
     if (v > g.seen[st.MPI_SOURCE]) g.seen[st.MPI_SOURCE] = v;
   }
@@ -252,6 +257,14 @@ static void announce(int64_t seq) {
   }
 }
 
+int64_t ct__dist_announcements_sent(void) {
+  pthread_mutex_lock(&g.ann);
+  int64_t n = 0;
+  for (int p = 0; g.sent && p < g.world; p++) n += g.sent[p];
+  pthread_mutex_unlock(&g.ann);
+  return n;
+}
+
 ct_status ct_dist_init(void) {
   if (g.initialized) return CT_OK;
   if (g.finalized) return ct__error(CT_EUNSUPPORTED, "ct_dist_init: the process group was finalized; MPI cannot be initialized twice in a process");
@@ -259,9 +272,18 @@ ct_status ct_dist_init(void) {
   if (rc == MPI_SUCCESS && !flag) {
     /* DDP's buckets are non-blocking all-reduces, which Open MPI runs with libnbc; its default
      * algorithm ran 1.5x to 2.7x slower than Rabenseifner's (reduce-scatter, then all-gather) from
-     * 64 KiB up on this machine, and as fast below (docs/perf.md, "DDP's buckets"). Open MPI reads its parameters from the environment at MPI_Init; a value the user
-     * set wins (setenv does not overwrite), and other MPIs ignore the variable. */
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
+     * 64 KiB up on this machine, and as fast below (docs/perf.md, "DDP's buckets"). Open MPI reads
+     * its parameters from the environment at MPI_Init; a value the user set wins (setenv does not
+     * overwrite), other MPIs ignore the variable, and child processes inherit it. setenv is not
+     * thread-safe: ct_dist_init belongs at the start of main, as MPI_Init does. Open MPI 4.1.1 gave
+     * wrong sums with this algorithm (open-mpi/ompi#9385); Debian 12's 4.1.4 summed 1 to 40
+     * doubles exactly on 2 to 8 ranks, in place and not, so the choice is made from 4.1.4 on only
+     * (MPI_Get_library_version may be called before MPI_Init). */
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0, major = 0, minor = 0, patch = 0;
+    MPI_Get_library_version(lib, &len);
+    if (sscanf(lib, "Open MPI v%d.%d.%d", &major, &minor, &patch) == 3 && major * 10000 + minor * 100 + patch >= 40104)
+      setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
     /* MULTIPLE for the watchdog and the progress thread; the collectives stay on the calling thread */
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return ct__error(CT_EBACKEND, "ct_dist_init: MPI_Init_thread failed with error %d", rc);
@@ -452,7 +474,8 @@ static struct {
   int started, quit;
   _Atomic int64_t seq;     /* the collective being waited for; 0 when disarmed */
   const char *_Atomic op;  /* the public function, a string literal; set before seq */
-} dog = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+  _Atomic double limit;    /* ct_dist_timeout() when armed (set before seq) */
+} dog = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void *watchdog_main(void *arg) {
   (void)arg;
@@ -461,13 +484,14 @@ static void *watchdog_main(void *arg) {
   pthread_mutex_lock(&dog.lock);
   while (!dog.quit) {
     int64_t seq = atomic_load(&dog.seq);
-    double now = ct__dist_now(), limit = g.timeout;
+    double now = ct__dist_now(), limit = atomic_load(&dog.limit), grace = limit / 10 < 0.1 ? limit / 10 : 0.1;
     if (seq != watched) watched = seq, since = now;
     else if (seq > 0 && now - since > limit) {
       const char *op = atomic_load(&dog.op);
       char who[200];
       int n = 0;
       missing(seq, who, sizeof who, &n);
+      if (atomic_load(&dog.seq) != seq) continue; /* it completed meanwhile: nothing to end */
       if (n > 0)
         fprintf(stderr, "cuttle: %s: all-reduce (collective #%lld) timed out after %g s on rank %d: %s never arrived "
                         "(dead or stuck); ending the job\n", op, (long long)seq, limit, g.rank, who);
@@ -477,14 +501,14 @@ static void *watchdog_main(void *arg) {
                 g.rank);
       fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
-    } else if (seq > 0 && now - since > grace()) {
+    } else if (seq > 0 && now - since > grace) {
       pthread_mutex_lock(&g.ann);
       announce(seq);
       pthread_mutex_unlock(&g.ann);
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + grace() / 2;
+    struct timespec ts; /* the condition waits on CLOCK_MONOTONIC: a wall clock stepped back does not stall it */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + grace / 2;
     ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
     pthread_cond_timedwait(&dog.wake, &dog.lock, &ts);
   }
@@ -492,12 +516,20 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-/* 1 when armed (the thread runs), 0 when no thread could start (the call then runs unguarded).
+/* 1 when armed, 0 when the thread could not start (the caller then takes the non-blocking path).
  * Only the thread making the collectives calls it, so dog.started needs no lock. */
 static int watchdog_arm(int64_t seq, const char *op) {
-  if (!dog.started && pthread_create(&dog.thread, NULL, watchdog_main, NULL) == 0) dog.started = 1;
+  if (!dog.started) {
+    pthread_condattr_t a;
+    int ok = pthread_condattr_init(&a) == 0;
+    ok = ok && pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&dog.wake, &a) == 0;
+    if (ok && pthread_create(&dog.thread, NULL, watchdog_main, NULL) == 0) dog.started = 1;
+    else if (ok) pthread_cond_destroy(&dog.wake);
+    pthread_condattr_destroy(&a);
+  }
   if (!dog.started) return 0;
   atomic_store(&dog.op, op);
+  atomic_store(&dog.limit, g.timeout);
   atomic_store(&dog.seq, seq);
   return 1;
 }
@@ -512,6 +544,7 @@ static void watchdog_stop(void) {
   pthread_cond_signal(&dog.wake);
   pthread_mutex_unlock(&dog.lock);
   if (started) pthread_join(dog.thread, NULL);
+  if (started) pthread_cond_destroy(&dog.wake);
   dog.started = 0, dog.quit = 0;
 }
 
@@ -521,14 +554,19 @@ static void watchdog_stop(void) {
  * libnbc's algorithm, 1.5x to 2.7x faster from 64 KiB up (`cuttle bench allreduce`, docs/perf.md).
  * DDP's buckets stay non-blocking: they overlap backward. */
 static ct_status allreduce_blocking(void *buf, int64_t count, ct_dtype dt, const char *op) {
-  int guarded = watchdog_arm(++g.seq, op);
+  if (!watchdog_arm(g.seq + 1, op)) { /* no thread to bound the call: the non-blocking path, bounded by polling */
+    ct__dist_op *h;
+    ct_status s = ct__dist_iallreduce_sum(buf, count, dt, op, "all-reduce", &h);
+    return s == CT_OK ? wait_release(h, op) : s;
+  }
+  g.seq++;
   size_t esize = ct_dtype_size(dt);
   int rc = MPI_SUCCESS;
   for (int64_t off = 0; off < count && rc == MPI_SUCCESS; off += CHUNK) {
     int64_t n = count - off < CHUNK ? count - off : CHUNK;
     rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * esize, (int)n, mpi_type(dt), MPI_SUM, MPI_COMM_WORLD);
   }
-  if (guarded) watchdog_disarm();
+  watchdog_disarm();
   return rc == MPI_SUCCESS ? CT_OK : break_group(mpi_error(op, "MPI_Allreduce", rc));
 }
 
@@ -591,6 +629,9 @@ ct_status ct_dist_finalize(void) {
   if (g.broken)
     return ct__error(CT_EBACKEND, "ct_dist_finalize: the process group is unusable since an earlier collective failed "
                                   "(%s); MPI cannot be finalized cleanly: end the job with ct_dist_abort", g.why);
+  /* No blocking all-reduce is left to guard, and the watchdog must not announce or receive while
+   * the counts below are taken. */
+  watchdog_stop();
   /* A barrier (bounded like every collective), then every announcement sent and received, so
    * that MPI_Finalize finds no message pending on the control communicator: each rank learns how
    * many the others sent it (an all-to-all of the counts) and receives until it has them all. */
@@ -618,19 +659,31 @@ ct_status ct_dist_finalize(void) {
   s = wait_release(h, "ct_dist_finalize");
   if (s != CT_OK) return s; /* MPI may still write the counts: they stay allocated (the job ends) */
   double deadline = ct__dist_now() + g.timeout;
-  for (int all = 0; !all && ct__dist_now() < deadline;) {
+  int all = 0, late = -1; /* late: a peer whose announcements have not all come, or -2: a send of ours */
+  while (!all && ct__dist_now() < deadline) {
     drain();
-    all = 1;
+    all = 1, late = -1;
     for (int p = 0; p < g.world; p++) {
       int flag = 0;
       if (g.sends[p] != MPI_REQUEST_NULL) MPI_Test(&g.sends[p], &flag, MPI_STATUS_IGNORE);
-      all &= g.sends[p] == MPI_REQUEST_NULL && g.got[p] >= expect[p];
+      if (g.sends[p] != MPI_REQUEST_NULL) all = 0, late = -2;
+      if (g.got[p] < expect[p]) all = 0, late = p;
     }
     if (!all) nanosleep(&(struct timespec){0, 100000}, NULL);
   }
+  if (!all) {
+    if (late >= 0)
+      ct__error(CT_EBACKEND, "ct_dist_finalize: rank %d received %lld of the %lld arrival announcements rank %d sent "
+                "it, within %g s; MPI cannot be finalized cleanly: end the job with ct_dist_abort", g.rank,
+                (long long)g.got[late], (long long)expect[late], late, g.timeout);
+    else
+      ct__error(CT_EBACKEND, "ct_dist_finalize: an arrival announcement of rank %d was not delivered within %g s; MPI "
+                "cannot be finalized cleanly: end the job with ct_dist_abort", g.rank, g.timeout);
+    free(expect);
+    return break_group(CT_EBACKEND);
+  }
   free(expect);
   progress_stop();
-  watchdog_stop();
   MPI_Comm_free(&g.ctl);
   rc = MPI_Finalize();
   free(g.seen), free(g.sends);
@@ -709,6 +762,7 @@ struct ct__dist_op {
 
 ct_status ct_dist_init(void) { return ct__dist_need_init("ct_dist_init"); }
 ct_status ct_dist_finalize(void) { return CT_OK; }
+int64_t ct__dist_announcements_sent(void) { return 0; }
 void ct_dist_abort(int code) { (void)code; }
 ct_status ct__dist_iallreduce_sum(void *buf, int64_t count, ct_dtype dt, const char *op, const char *what,
                                   ct__dist_op **out) {

@@ -31,6 +31,7 @@
 #include <time.h>
 #include "cuttle.h"
 #ifdef CUTTLE_WITH_MPI
+#include "dist/dist_internal.h" /* ct__dist_announcements_sent */
 #include "nn/module.h" /* to give one rank a float64 parameter, which no public constructor makes */
 #endif
 
@@ -369,19 +370,27 @@ static void collectives(void) {
 /* A rank that arrives late, after the other ranks' grace period (a tenth of the timeout, at most
  * 0.1 s) but well within the timeout, delays a collective and breaks nothing: the waiting ranks
  * announce where they are (process_group.c), the collective completes with the right values, and
- * ct_dist_finalize, at the end of main, must still receive every announcement sent (or it would
- * hang until its own bound and fail). Both ways of waiting: a broadcast (non-blocking, polled) and
+ * ct_dist_finalize, at the end of main, must still receive every announcement sent (or it fails
+ * with CT_EBACKEND once its own bound has passed). Both ways of waiting: a broadcast (non-blocking, polled) and
  * a sum (the blocking MPI_Allreduce, announced by the watchdog thread). */
 static void late_rank(void) {
-  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  int rank = ct_dist_rank(), world = ct_dist_world_size(), late = world - 1;
   int64_t shape[1] = {3};
   for (int way = 0; way < 2; way++) {
+    int64_t sent0 = ct__dist_announcements_sent();
     ct_tensor *t = ct_full(1, shape, rank + 1, CT_F64, CT_DEVICE_CPU);
-    if (rank == world - 1) nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL); /* 0.4 s: 4 grace periods */
-    ct_status s = way == 0 ? ct_dist_broadcast(&t, 1, 0) : ct_dist_all_reduce_sum(&t, 1);
-    double want = way == 0 ? 1.0 : world * (world + 1) / 2.0, got = ((double *)ct_tensor_data(t))[2];
+    if (rank == late) nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL); /* 0.4 s: 4 grace periods */
+    /* the late rank is the broadcast's root: the others cannot complete before it comes */
+    ct_status s = way == 0 ? ct_dist_broadcast(&t, 1, late) : ct_dist_all_reduce_sum(&t, 1);
+    double want = way == 0 ? late + 1.0 : world * (world + 1) / 2.0, got = ((double *)ct_tensor_data(t))[2];
     CHECK(s == CT_OK && got == want, "late rank, %s: status %d, value %g, expected %g", way == 0 ? "broadcast" : "sum",
           (int)s, got, want);
+    int64_t sent = ct__dist_announcements_sent() - sent0;
+    /* the ranks that waited 0.4 s announced themselves to every other rank (the watchdog does it for
+     * the blocking sum); the late rank waited for nobody */
+    if (world > 1 && rank != late)
+      CHECK(sent >= world - 1, "late rank, %s: rank %d waited past the grace period but sent %lld announcements",
+            way == 0 ? "broadcast" : "sum", rank, (long long)sent);
     ct_tensor_free(t);
   }
 }
