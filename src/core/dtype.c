@@ -2,6 +2,7 @@
  * element load/store the reference kernels use. */
 #include <math.h>
 #include <string.h>
+#include "core/half.h"
 #include "core/internal.h"
 
 const char *ct_dtype_name(ct_dtype dt) {
@@ -69,55 +70,11 @@ ct_dtype ct_promote_types(ct_dtype a, ct_dtype b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-/* ---- IEEE binary16 and bfloat16, round to nearest even */
-static inline uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static inline float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t ct_f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-float ct_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t ct_f32_to_f16(float f) {
-  uint32_t u = f32_bits(f);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t absu = u & 0x7fffffffu;
-  if (absu >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u : 0)); /* inf/nan */
-  if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: overflow to inf */
-  if (absu < 0x38800000u) { /* subnormal half or zero: scale by 2^24 and round */
-    float a = bits_f32(absu) * 16777216.0f;
-    return (uint16_t)(sign | (uint32_t)lrintf(a));
-  }
-  uint32_t mant = absu & 0x7fffffu;
-  uint32_t exp = (absu >> 23) - 127 + 15;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
-  return (uint16_t)(sign | h);
-}
-
-float ct_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0) {
-    float v = (float)mant / 16777216.0f; /* mant * 2^-24 */
-    return sign ? -v : v;
-  }
-  if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
-  return bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
-}
+/* ---- IEEE binary16 and bfloat16 (core/half.h) */
+uint16_t ct_f32_to_bf16(float f) { return ct__f32_to_bf16(f); }
+float ct_bf16_to_f32(uint16_t h) { return ct__bf16_to_f32(h); }
+uint16_t ct_f32_to_f16(float f) { return ct__f32_to_f16(f); }
+float ct_f16_to_f32(uint16_t h) { return ct__f16_to_f32(h); }
 
 double ct__load(const void *p, ct_dtype dt) {
   switch (dt) {

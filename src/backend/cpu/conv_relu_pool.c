@@ -32,15 +32,15 @@ static void conv_size(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_op
 /* n elements of half dtype tag lp at src widened to float32 at dst, and back (rounded to nearest even) */
 static void widen(float *dst, const uint16_t *src, int64_t n, int lp) {
   if (lp == CT_LP_BF16)
-    for (int64_t i = 0; i < n; i++) dst[i] = ct__h_bf16_to_f32(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = ct__bf16_to_f32(src[i]);
   else
-    for (int64_t i = 0; i < n; i++) dst[i] = ct__h_f16_to_f32(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = ct__f16_to_f32(src[i]);
 }
 static void narrow(uint16_t *dst, const float *src, int64_t n, int lp) {
   if (lp == CT_LP_BF16)
-    for (int64_t i = 0; i < n; i++) dst[i] = ct__h_f32_to_bf16(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = ct__f32_to_bf16(src[i]);
   else
-    for (int64_t i = 0; i < n; i++) dst[i] = ct__h_f32_to_f16(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = ct__f32_to_f16(src[i]);
 }
 
 /* The window positions of a plane (0-3, or 4 for none: pool.c) take 3 bits: the halves' argmax

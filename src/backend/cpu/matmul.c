@@ -24,9 +24,9 @@ static void widen_block(float *dst, const uint16_t *src, int64_t rows, int64_t c
     const uint16_t *s = src + r * ld;
     float *d = dst + r * cols;
     if (lp == CT_LP_BF16)
-      for (int64_t c = 0; c < cols; c++) d[c] = ct__h_bf16_to_f32(s[c]);
+      for (int64_t c = 0; c < cols; c++) d[c] = ct__bf16_to_f32(s[c]);
     else
-      for (int64_t c = 0; c < cols; c++) d[c] = ct__h_f16_to_f32(s[c]);
+      for (int64_t c = 0; c < cols; c++) d[c] = ct__f16_to_f32(s[c]);
   }
 }
 
@@ -65,9 +65,9 @@ static ct_status matmul_half(ct_tensor *out, ct_tensor *a, ct_tensor *b, int ta,
       }
       uint16_t *o = po + m0 * N;
       if (lp == CT_LP_BF16)
-        for (int64_t j = 0; j < rows * N; j++) o[j] = ct__h_f32_to_bf16(cf[j]);
+        for (int64_t j = 0; j < rows * N; j++) o[j] = ct__f32_to_bf16(cf[j]);
       else
-        for (int64_t j = 0; j < rows * N; j++) o[j] = ct__h_f32_to_f16(cf[j]);
+        for (int64_t j = 0; j < rows * N; j++) o[j] = ct__f32_to_f16(cf[j]);
     }
   }
   free(bf);
