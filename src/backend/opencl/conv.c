@@ -58,9 +58,9 @@ static ct_status gemm(ct__ocl_ctx *c, ct_dtype dt, int ta, int tb, int64_t M, in
 /* cols (C kH kW, nb L) of the chunk g.n0 .. g.n0 + g.nb - 1 of x. */
 static ct_status im2col(int idx, const ct__ocl_buf *cols, const ct__ocl_buf *x, const conv_geom *g, int64_t Kall) {
   conv_geom gg = *g;
-  ct__ocl_arg args[] = {CT_OCL_ARG(cols->mem), CT_OCL_ARG(cols->off), CT_OCL_ARG(x->mem), CT_OCL_ARG(x->off),
-                        CT_OCL_ARG(x->dt),     CT_OCL_ARG(gg)};
-  return ct__ocl_launch(idx, "conv_im2col", (size_t)(Kall * g->nb * g->Ho), 6, args);
+  ct__ocl_arg args[] = {CT_OCL_ARG(cols->mem), CT_OCL_ARG(cols->off), CT_OCL_ARG(cols->dt), CT_OCL_ARG(x->mem),
+                        CT_OCL_ARG(x->off),    CT_OCL_ARG(x->dt),     CT_OCL_ARG(gg)};
+  return ct__ocl_launch(idx, "conv_im2col", (size_t)(Kall * g->nb * g->Ho), 7, args);
 }
 
 /* out (B, A, L) = in (A, B, L) swapped, plus bias[a] when bias is given; offsets in elements. */
@@ -174,9 +174,9 @@ ct_status ct__ocl_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
         s = gemm(c, dt, 1, 0, K, M, Og, wb.mem, (size_t)(wb.off + gi * Og * K), (size_t)K, tb.mem, (size_t)(tb.off + gi * Og * M),
                  (size_t)M, 0.0, db.mem, (size_t)(db.off + gi * K * M), (size_t)M);
       conv_geom gg = g;
-      ct__ocl_arg args[] = {CT_OCL_ARG(gxb.mem), CT_OCL_ARG(gxb.off), CT_OCL_ARG(db.mem), CT_OCL_ARG(db.off),
-                            CT_OCL_ARG(gxb.dt),  CT_OCL_ARG(gg)};
-      if (s == CT_OK) s = ct__ocl_launch(idx, "conv_col2im", g.W > 0 ? (size_t)(g.nb * g.C * g.H) : 0, 6, args);
+      ct__ocl_arg args[] = {CT_OCL_ARG(gxb.mem), CT_OCL_ARG(gxb.off), CT_OCL_ARG(gxb.dt), CT_OCL_ARG(db.mem),
+                            CT_OCL_ARG(db.off),  CT_OCL_ARG(db.dt),   CT_OCL_ARG(gg)};
+      if (s == CT_OK) s = ct__ocl_launch(idx, "conv_col2im", g.W > 0 ? (size_t)(g.nb * g.C * g.H) : 0, 7, args);
     }
   }
 done:

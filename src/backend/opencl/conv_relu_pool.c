@@ -56,9 +56,9 @@ static ct_status sgemm(ct__ocl_ctx *c, int ta, int tb, int64_t M, int64_t N, int
 
 static ct_status im2col(int idx, const ct__ocl_buf *cols, const ct__ocl_buf *x, const crp_geom *g, int64_t Kall) {
   crp_geom gg = *g;
-  ct__ocl_arg args[] = {CT_OCL_ARG(cols->mem), CT_OCL_ARG(cols->off), CT_OCL_ARG(x->mem), CT_OCL_ARG(x->off),
-                        CT_OCL_ARG(x->dt),     CT_OCL_ARG(gg)};
-  return ct__ocl_launch(idx, "crp_im2col", (size_t)(Kall * g->nb * g->Ho), 6, args);
+  ct__ocl_arg args[] = {CT_OCL_ARG(cols->mem), CT_OCL_ARG(cols->off), CT_OCL_ARG(cols->dt), CT_OCL_ARG(x->mem),
+                        CT_OCL_ARG(x->off),    CT_OCL_ARG(x->dt),     CT_OCL_ARG(gg)};
+  return ct__ocl_launch(idx, "conv_im2col", (size_t)(Kall * g->nb * g->Ho), 7, args); /* float32 columns */
 }
 
 ct_status ct__ocl_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
@@ -169,9 +169,9 @@ ct_status ct__ocl_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_
       for (int64_t gi = 0; gi < G && s == CT_OK; gi++)
         s = sgemm(c, 1, 0, K, M, Og, wb.mem, (size_t)(wb.off + gi * Og * K), (size_t)K, tb.mem, (size_t)(tb.off + gi * Og * M),
                   (size_t)M, 0.0f, db.mem, (size_t)(db.off + gi * K * M), (size_t)M);
-      ct__ocl_arg cargs[] = {CT_OCL_ARG(gxb.mem), CT_OCL_ARG(gxb.off), CT_OCL_ARG(gxb.dt), CT_OCL_ARG(db.mem), CT_OCL_ARG(db.off),
-                             CT_OCL_ARG(gg)};
-      if (s == CT_OK) s = ct__ocl_launch(idx, "crp_col2im", g.W > 0 ? (size_t)(g.nb * g.C * g.H) : 0, 6, cargs);
+      ct__ocl_arg cargs[] = {CT_OCL_ARG(gxb.mem), CT_OCL_ARG(gxb.off), CT_OCL_ARG(gxb.dt), CT_OCL_ARG(db.mem),
+                             CT_OCL_ARG(db.off),  CT_OCL_ARG(db.dt),   CT_OCL_ARG(gg)};
+      if (s == CT_OK) s = ct__ocl_launch(idx, "conv_col2im", g.W > 0 ? (size_t)(g.nb * g.C * g.H) : 0, 7, cargs);
     }
   }
   if (gw && s == CT_OK) s = ct__ocl_copy(gw, &gwt.t); /* into gw's dtype */

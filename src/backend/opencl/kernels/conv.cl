@@ -13,9 +13,11 @@ typedef struct {
   long C, H, W, kh, kw, Ho, Wo, sh, sw, ph, pw, dh, dw, n0, nb;
 } conv_geom;
 
-/* cols (C kH kW, nb L) from x (N, C, H, W): one work-item per row segment (r, image, ho) of Wo
+/* cols (C kH kW, nb L) of dtype cdt from x (N, C, H, W) of dtype xdt (the fused conv + relu +
+ * pool keeps float32 columns for half inputs): one work-item per row segment (r, image, ho) of Wo
  * elements, so the index arithmetic is paid per segment, not per element. */
-__kernel void conv_im2col(__global uchar *cols, long coff, __global const uchar *x, long xoff, int dt, conv_geom g) {
+__kernel void conv_im2col(__global uchar *cols, long coff, int cdt, __global const uchar *x, long xoff, int xdt,
+                          conv_geom g) {
   long idx = get_global_id(0), L = g.Ho * g.Wo, M = g.nb * L;
   long ho = idx % g.Ho, nl = (idx / g.Ho) % g.nb, r = idx / (g.Ho * g.nb);
   long c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
@@ -24,13 +26,15 @@ __kernel void conv_im2col(__global uchar *cols, long coff, __global const uchar 
   int row_in = h >= 0 && h < g.H;
   for (long wo = 0; wo < g.Wo; wo++) {
     long w = wo * g.sw + w0;
-    st(cols, out + wo, dt, row_in && w >= 0 && w < g.W ? ld(x, in + w, dt) : (REAL)0);
+    st(cols, out + wo, cdt, row_in && w >= 0 && w < g.W ? ld(x, in + w, xdt) : (REAL)0);
   }
 }
 
-/* gx (N, C, H, W) for the chunk's images from dcols (C kH kW, nb L): each input element sums the
- * taps (i, j) that read it, in increasing (i, j) order. One work-item per row (image, c, h). */
-__kernel void conv_col2im(__global uchar *gx, long gxoff, __global const uchar *dcols, long doff, int dt, conv_geom g) {
+/* gx (N, C, H, W) of dtype gxdt for the chunk's images from dcols (C kH kW, nb L) of dtype ddt:
+ * each input element sums the taps (i, j) that read it, in increasing (i, j) order. One work-item
+ * per row (image, c, h). */
+__kernel void conv_col2im(__global uchar *gx, long gxoff, int gxdt, __global const uchar *dcols, long doff, int ddt,
+                          conv_geom g) {
   long idx = get_global_id(0), L = g.Ho * g.Wo, M = g.nb * L;
   long h = idx % g.H, c = (idx / g.H) % g.C, nl = idx / (g.H * g.C);
   long out = gxoff + ((g.n0 + nl) * g.C + c) * g.H * g.W + h * g.W;
@@ -43,10 +47,10 @@ __kernel void conv_col2im(__global uchar *gx, long gxoff, __global const uchar *
       for (long j = 0; j < g.kw; j++) {
         long u = w + g.pw - j * g.dw; /* = wo sw */
         if (u < 0 || u % g.sw != 0 || u / g.sw >= g.Wo) continue;
-        sum += ld(dcols, doff + ((c * g.kh + i) * g.kw + j) * M + nl * L + ho * g.Wo + u / g.sw, dt);
+        sum += ld(dcols, doff + ((c * g.kh + i) * g.kw + j) * M + nl * L + ho * g.Wo + u / g.sw, ddt);
       }
     }
-    st(gx, out + w, dt, sum);
+    st(gx, out + w, gxdt, sum);
   }
 }
 

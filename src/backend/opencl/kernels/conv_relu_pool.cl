@@ -1,9 +1,9 @@
 /* src/backend/opencl/kernels/conv_relu_pool.cl: the data movement of the fused conv2d + relu +
  * MaxPool2d(2) (src/backend/opencl/conv_relu_pool.c) around its float32 GEMMs, for x, w, y and the
- * gradients in float32, float16 or bfloat16. conv_geom is conv.cl's (that file comes first in the
- * program). A chunk's conv output, or its gradient, is (O, nb, L) float32 scratch in the GEMM's
- * layout, L = Hc Wc; every kernel writes each element from one work-item in a fixed order, as
- * conv.cl's do, so results are the same run to run.
+ * gradients in float32, float16 or bfloat16. conv_geom and the im2col and col2im kernels (run with
+ * float32 columns) are conv.cl's, which comes first in the program. A chunk's conv output, or its
+ * gradient, is (O, nb, L) float32 scratch in the GEMM's layout, L = Hc Wc; every kernel writes each
+ * element from one work-item in a fixed order, as conv.cl's do, so results are the same run to run.
  *
  * The pooling is the CPU's (src/backend/cpu/pool.c, CT_POOL_MAX_RELU): relu (a NaN passes), the
  * first of a tie, a NaN winning over numbers and a later NaN over an earlier one, and no winner
@@ -11,20 +11,6 @@
  * flat indices h Wc + w into the conv plane (-1 for none; float32, the vtable's
  * pool2d_argmax_dtype being NULL) or, for the halves, each plane's window positions two a byte,
  * the first in the low nibble (backend.h's conv2d_relu_pool2x2_halves). */
-
-/* cols (C kH kW, nb L) float32 from x of dtype xdt: conv_im2col with the columns always float32 */
-__kernel void crp_im2col(__global float *cols, long coff, __global const uchar *x, long xoff, int xdt, conv_geom g) {
-  long idx = get_global_id(0), L = g.Ho * g.Wo, M = g.nb * L;
-  long ho = idx % g.Ho, nl = (idx / g.Ho) % g.nb, r = idx / (g.Ho * g.nb);
-  long c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
-  long h = ho * g.sh - g.ph + i * g.dh, w0 = j * g.dw - g.pw;
-  long out = coff + r * M + nl * L + ho * g.Wo, in = xoff + ((g.n0 + nl) * g.C + c) * g.H * g.W + h * g.W;
-  int row_in = h >= 0 && h < g.H;
-  for (long wo = 0; wo < g.Wo; wo++) {
-    long w = wo * g.sw + w0;
-    cols[out + wo] = row_in && w >= 0 && w < g.W ? (float)ld(x, in + w, xdt) : 0.0f;
-  }
-}
 
 /* One pooled output (n, o, ho, wo) of the chunk from yt (O, nb, L) plus the bias: its value and
  * its window position 0-3, or 4 for none. */
@@ -110,24 +96,3 @@ __kernel void crp_bias_grad(__global uchar *gb, long gboff, int gbdt, __global c
   st(gb, gboff + o, gbdt, s);
 }
 
-/* gx (N, C, H, W) of dtype gxdt for the chunk's images from float32 dcols (C kH kW, nb L):
- * conv_col2im with the two dtypes apart. One work-item per row (image, c, h). */
-__kernel void crp_col2im(__global uchar *gx, long gxoff, int gxdt, __global const float *dcols, long doff, conv_geom g) {
-  long idx = get_global_id(0), L = g.Ho * g.Wo, M = g.nb * L;
-  long h = idx % g.H, c = (idx / g.H) % g.C, nl = idx / (g.H * g.C);
-  long out = gxoff + ((g.n0 + nl) * g.C + c) * g.H * g.W + h * g.W;
-  for (long w = 0; w < g.W; w++) {
-    float sum = 0.0f;
-    for (long i = 0; i < g.kh; i++) {
-      long t = h + g.ph - i * g.dh;
-      if (t < 0 || t % g.sh != 0 || t / g.sh >= g.Ho) continue;
-      long ho = t / g.sh;
-      for (long j = 0; j < g.kw; j++) {
-        long u = w + g.pw - j * g.dw;
-        if (u < 0 || u % g.sw != 0 || u / g.sw >= g.Wo) continue;
-        sum += dcols[doff + ((c * g.kh + i) * g.kw + j) * M + nl * L + ho * g.Wo + u / g.sw];
-      }
-    }
-    st(gx, out + w, gxdt, (REAL)sum);
-  }
-}
