@@ -14,6 +14,20 @@ extern "C" {
 struct ct_backend;
 struct ct_node;
 
+/* The index space of up to four operands of one shape walked together (src/core/strided.c), from
+ * which each backend's strided iterator starts: size-1 dims dropped, and adjacent dims across which
+ * every operand is contiguous merged into one. ndim is the count of dims kept, 0 for a single
+ * element; stride[k] is operand k's, in the unit its strides were given in. */
+#define CT_STRIDED_MAX_OPS 4
+typedef struct {
+  int ndim;
+  int64_t size[CT_MAX_DIMS];
+  int64_t stride[CT_STRIDED_MAX_OPS][CT_MAX_DIMS];
+} ct__strided;
+/* Build it from shape (ndim dims) and each operand's strides (nops <= CT_STRIDED_MAX_OPS arrays of
+ * ndim entries; NULL: a broadcast operand, stride 0 in every dim). */
+void ct__strided_init(ct__strided *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides);
+
 /* A block of memory on one device, shared by every view of it. */
 typedef struct ct_storage {
   int refs; /* atomic via __atomic builtins (this header is also read by nvcc as C++) */

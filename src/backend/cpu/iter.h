@@ -22,31 +22,20 @@ typedef struct {
 /* Build an iterator over shape (ndim) for n tensors (their strides apply; they must have that
  * shape, possibly with stride-0 broadcast dims). */
 static inline void ct_iter_init(ct_iter *it, int n, ct_tensor *const *ts, int ndim, const int64_t *shape) {
+  const int64_t *strides[CT_ITER_MAX];
+  for (int i = 0; i < n; i++) strides[i] = ts[i]->stride;
+  ct__strided m;
+  ct__strided_init(&m, ndim, shape, n, strides);
   it->n = n;
-  int k = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] == 1) continue;
-    /* merge with the previous kept dim when contiguous for every operand */
-    int merge = k > 0;
-    for (int i = 0; i < n && merge; i++) {
-      int64_t es = (int64_t)ct_dtype_size(ts[i]->dtype);
-      merge = it->stride[i][k - 1] == ts[i]->stride[d] * es * shape[d];
-    }
-    if (merge) {
-      it->shape[k - 1] *= shape[d];
-      for (int i = 0; i < n; i++) it->stride[i][k - 1] = ts[i]->stride[d] * (int64_t)ct_dtype_size(ts[i]->dtype);
-      continue;
-    }
-    it->shape[k] = shape[d];
-    for (int i = 0; i < n; i++) it->stride[i][k] = ts[i]->stride[d] * (int64_t)ct_dtype_size(ts[i]->dtype);
-    k++;
+  for (int d = 0; d < m.ndim; d++) {
+    it->shape[d] = m.size[d];
+    for (int i = 0; i < n; i++) it->stride[i][d] = m.stride[i][d] * (int64_t)ct_dtype_size(ts[i]->dtype); /* bytes */
   }
-  if (k == 0) { /* a single element */
+  if (m.ndim == 0) { /* a single element */
     it->shape[0] = 1;
     for (int i = 0; i < n; i++) it->stride[i][0] = 0;
-    k = 1;
   }
-  it->ndim = k;
+  it->ndim = m.ndim > 0 ? m.ndim : 1;
   for (int i = 0; i < n; i++) it->base[i] = (char *)ct__ptr(ts[i]);
 }
 

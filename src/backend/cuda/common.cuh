@@ -191,14 +191,14 @@ static __device__ __forceinline__ void ct_st(void *p, int64_t i, int dt, C v) {
 static inline int ct__cuda_wants_double(ct_dtype dt) { return dt == CT_F64 || dt == CT_I32 || dt == CT_I64; }
 
 /* ---- the strided iterator over an N-d index space shared by NOPS operands */
-struct ct__cuda_iter {
-  int ndim;                         /* after merging; 0 means a single element */
-  int64_t size[CT_MAX_DIMS];
-  int64_t stride[4][CT_MAX_DIMS];   /* per operand, in elements */
-};
+/* core's ct__strided (internal.h), in elements, passed to the kernels by value */
+typedef ct__strided ct__cuda_iter;
 /* Build it from a shape and each operand's strides (nops <= 4, each with ndim entries), dropping
  * size-1 dims and merging dims that are contiguous for every operand at once. */
-void ct__cuda_iter_init(ct__cuda_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides);
+static inline void ct__cuda_iter_init(ct__cuda_iter *it, int ndim, const int64_t *shape, int nops,
+                                      const int64_t *const *strides) {
+  ct__strided_init(it, ndim, shape, nops, strides);
+}
 /* 1 when every operand walks memory with stride 1 (the contiguous fast path applies). */
 int ct__cuda_iter_is_contiguous(const ct__cuda_iter *it, int nops);
 

@@ -138,29 +138,6 @@ ct_status ct__cuda_synchronize(int index) {
 }
 
 /* ---- the strided iterator (host half) */
-void ct__cuda_iter_init(ct__cuda_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
-  memset(it, 0, sizeof *it);
-  int n = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] == 1) continue; /* a size-1 dim never moves any operand */
-    if (n > 0) {
-      /* merge dim d into the previous kept dim when every operand is contiguous across them */
-      int merge = 1;
-      for (int k = 0; k < nops; k++)
-        if (it->stride[k][n - 1] != strides[k][d] * shape[d]) merge = 0;
-      if (merge) {
-        it->size[n - 1] *= shape[d];
-        for (int k = 0; k < nops; k++) it->stride[k][n - 1] = strides[k][d];
-        continue;
-      }
-    }
-    it->size[n] = shape[d];
-    for (int k = 0; k < nops; k++) it->stride[k][n] = strides[k][d];
-    n++;
-  }
-  it->ndim = n;
-}
-
 int ct__cuda_iter_is_contiguous(const ct__cuda_iter *it, int nops) {
   if (it->ndim == 0) return 1;
   if (it->ndim > 1) return 0;

@@ -122,28 +122,15 @@ ct_status ct__ocl_buf_of(const ct_tensor *t, ct__ocl_buf *out) {
 }
 
 void ct__ocl_iter_init(ct__ocl_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
+  ct__strided m;
+  ct__strided_init(&m, ndim, shape, nops, strides);
   memset(it, 0, sizeof *it);
-  int n = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] == 1) continue; /* a size-1 dim never moves any operand */
-    if (n > 0) {
-      int merge = 1;
-      for (int k = 0; k < nops; k++) {
-        int64_t s = strides[k] ? strides[k][d] : 0;
-        if (it->stride[k][n - 1] != s * shape[d]) merge = 0;
-      }
-      if (merge) {
-        it->size[n - 1] *= shape[d];
-        for (int k = 0; k < nops; k++) it->stride[k][n - 1] = strides[k] ? strides[k][d] : 0;
-        continue;
-      }
-    }
-    it->size[n] = shape[d];
-    for (int k = 0; k < nops; k++) it->stride[k][n] = strides[k] ? strides[k][d] : 0;
-    n++;
+  for (int d = 0; d < m.ndim; d++) {
+    it->size[d] = m.size[d];
+    for (int k = 0; k < nops; k++) it->stride[k][d] = m.stride[k][d];
   }
-  if (n == 0) it->size[0] = 1, n = 1; /* one element: one dim of size 1 keeps the kernel's loop simple */
-  it->ndim = n;
+  if (m.ndim == 0) it->size[0] = 1; /* one element: one dim of size 1 keeps the kernel's loop simple */
+  it->ndim = m.ndim > 0 ? m.ndim : 1;
 }
 
 ct__ocl_arg ct__ocl_real_arg(int index, double v, ct__ocl_real *slot) {
