@@ -61,6 +61,16 @@ static geom geometry(ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, const c
 DEFINE_COLS_SAME(float, f32)
 DEFINE_COLS_SAME(double, f64)
 
+/* For kernel column j: the input column offset off = j dw - pw of output column 0, and the range
+ * [lo, hi) of output columns wo whose input column wo sw + off lies inside [0, W). */
+static inline void valid_wo(const geom *g, int64_t j, int64_t *off, int64_t *lo, int64_t *hi) {
+  *off = j * g->dw - g->pw;
+  *lo = *off >= 0 ? 0 : (-*off + g->sw - 1) / g->sw;
+  *hi = g->W - *off <= 0 ? 0 : (g->W - *off + g->sw - 1) / g->sw;
+  if (*hi > g->Wo) *hi = g->Wo;
+  if (*lo > *hi) *lo = *hi;
+}
+
 /* im2col of one image x (C, H, W) into out, whose row r starts at out + r ld; col2im adds
  * cols (same layout) back into gx (C, H, W). */
 #define DEFINE_COLS(T, SUFFIX)                                                                          \
@@ -74,11 +84,8 @@ DEFINE_COLS_SAME(double, f64)
       for (int64_t i = 0; i < g->kh; i++)                                                              \
         for (int64_t j = 0; j < g->kw; j++) {                                                          \
           T *row = out + ((c * g->kh + i) * g->kw + j) * ld;                                           \
-          /* valid outputs: 0 <= wo sw - pw + j dw < W, i.e. wo in [lo, hi) */                        \
-          int64_t off = j * g->dw - g->pw, lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;            \
-          int64_t hi = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;                        \
-          if (hi > g->Wo) hi = g->Wo;                                                                  \
-          if (lo > hi) lo = hi;                                                                        \
+          int64_t off, lo, hi;                                                                         \
+          valid_wo(g, j, &off, &lo, &hi);                                                              \
           for (int64_t ho = 0; ho < g->Ho; ho++) {                                                     \
             int64_t h = ho * g->sh - g->ph + i * g->dh;                                                \
             T *o = row + ho * g->Wo;                                                                   \
@@ -103,11 +110,8 @@ DEFINE_COLS_SAME(double, f64)
       for (int64_t i = 0; i < g->kh; i++)                                                              \
         for (int64_t j = 0; j < g->kw; j++) {                                                          \
           T *row = cols + ((c * g->kh + i) * g->kw + j) * ld;                                          \
-          /* the same valid range [lo, hi) of wo as im2col: no bounds check per element */            \
-          int64_t off = j * g->dw - g->pw, lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;            \
-          int64_t hi = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;                        \
-          if (hi > g->Wo) hi = g->Wo;                                                                  \
-          if (lo > hi) lo = hi;                                                                        \
+          int64_t off, lo, hi; /* as im2col: no bounds check per element */                           \
+          valid_wo(g, j, &off, &lo, &hi);                                                              \
           for (int64_t ho = 0; ho < g->Ho; ho++) {                                                     \
             int64_t h = ho * g->sh - g->ph + i * g->dh;                                                \
             if (h < 0 || h >= g->H) continue;                                                          \
