@@ -72,4 +72,5 @@ extern "C" const ct_backend ct__cuda_backend = {
      * bf16 operands as they are and accumulate in float32 (matmul.cu, conv.cu): tensor cores */
     .matmul_halves = (1u << CT_F16) | (1u << CT_BF16),
     .conv2d_halves = (1u << CT_F16) | (1u << CT_BF16),
+    .conv2d_relu_pool2x2_halves = 0, /* no fused kernel: the front-end runs conv2d, then relu_max_pool2d */
 };
