@@ -66,6 +66,14 @@ typedef ct_tensor *(*ct_data_parallel_loss_fn)(ct_tensor *output, ct_tensor *tar
 typedef struct {
   ct_data_parallel_loss_fn loss; /* NULL: ct_cross_entropy(output, target, CT_REDUCTION_MEAN, 0) */
   void *loss_ctx;                /* passed to loss */
+  /* Mixed precision: nonzero runs each replica's forward and loss in an autocast region of
+   * autocast_dtype (CT_F16 or CT_BF16) for its device's kind, on the replica's own thread, with
+   * backward outside it, as torch recommends. Autocast regions are per thread (autocast.h), so a
+   * region the caller opened does not reach the replicas: this is how they get one, as
+   * torch.nn.DataParallel users put autocast inside forward. A GradScaler's loss scaling goes in
+   * the loss function (multiply by the scale), its step on the caller's thread after the sum. */
+  int autocast;
+  ct_dtype autocast_dtype;
 } ct_data_parallel_opts;
 
 /* Wrap m (borrowed: it must outlive the ct_data_parallel) for training on the n devices
@@ -74,7 +82,8 @@ typedef struct {
  * (same layers and settings, its parameters and buffers copied with ct_to, so counted in the
  * ledger). A device may appear more than once (its replicas then share its queue: useful to test,
  * no faster). Starts one worker thread per device. opts NULL means the defaults.
- * Errors: CT_EINVAL (m or devices NULL, n < 1 or n > 64), CT_EDEVICE (a device that does not
+ * Errors: CT_EINVAL (m or devices NULL, n < 1 or n > 64, autocast with a dtype other than
+ * float16 or bfloat16), CT_EDEVICE (a device that does not
  * exist, a tensor of m not on devices[0]), CT_ENOMEM, CT_EBACKEND (a thread could not start), those
  * of ct_to. The caller frees it with ct_data_parallel_free. */
 CT_API ct_data_parallel *ct_data_parallel_new(ct_module *m, int n, const ct_device *devices,

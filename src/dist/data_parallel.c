@@ -162,9 +162,13 @@ static ct_status run_step(ct_data_parallel *dp, replica *r) {
   if (s != CT_OK) return s;
   ct_tensor *xs = ct_narrow(dp->x, 0, r->start, r->size), *ys = ct_narrow(dp->y, 0, r->start, r->size);
   ct_tensor *xk = xs ? ct_to(xs, r->dev, 0) : NULL, *yk = ys ? ct_to(ys, r->dev, 0) : NULL;
+  /* the replica's own autocast region (regions are per thread), around forward and loss only */
+  int ac = dp->opts.autocast && xk && yk;
+  if (ac && ct_autocast_begin(r->dev.kind, dp->opts.autocast_dtype, 1) != CT_OK) xk = NULL;
   ct_tensor *out = xk && yk ? ct_module_forward(r->module, xk) : NULL;
   ct_tensor *loss = NULL;
   if (out) loss = dp->opts.loss ? dp->opts.loss(out, yk, r->k, dp->opts.loss_ctx) : ct_cross_entropy(out, yk, CT_REDUCTION_MEAN, 0);
+  if (ac && xk) ct_autocast_end(); /* cannot fail: this thread's region is open */
   if (!loss) s = ct_last_status() != CT_OK ? ct_last_status() : ct__error(CT_EINVAL, "the loss function returned NULL without an error");
   else if (ct_tensor_numel(loss) != 1 || !ct_dtype_is_floating(ct_tensor_dtype(loss))) {
     char a[96];
@@ -300,6 +304,9 @@ ct_data_parallel *ct_data_parallel_new(ct_module *m, int n, const ct_device *dev
     CT_FAIL_NULL(CT_EINVAL, "%s: n must be between 1 and %d devices, got %d", op, CT_DP_MAX_DEVICES, n);
   for (int k = 0; k < n; k++)
     if (!ct__check_device(op, devices[k])) return NULL;
+  if (opts && opts->autocast && opts->autocast_dtype != CT_F16 && opts->autocast_dtype != CT_BF16)
+    return ct__error(CT_EINVAL, "%s: autocast_dtype must be float16 or bfloat16; got %s", op,
+                     ct_dtype_name(opts->autocast_dtype)), NULL;
   int nt = ct_module_named_tensors(m, 1, NULL, 0);
   if (nt < 0) return ct__error_prefix("%s", op), NULL;
   ct_named_tensor *named = ct__calloc((size_t)(nt > 0 ? nt : 1), sizeof *named, "ct_data_parallel_new: the tensor list");

@@ -110,7 +110,8 @@ static int usage_train(FILE *f) {
              "--channels-last   conv weights and input batches in the channels_last (NHWC) memory format\n"
              "--devices LIST    one process, several devices (cpu, opencl:N, cuda:N, comma-separated): the model\n"
              "                  is replicated, each batch split between the replicas, one thread per device;\n"
-             "                  gradients are summed onto the first device and the parameters copied back\n"
+             "                  gradients are summed onto the first device and the parameters copied back;\n"
+             "                  with --amp each replica's forward runs in autocast on its own thread\n"
              "several processes (data-parallel, as torch's DistributedDataParallel):\n"
              "  mpirun -np N cuttle train ...   each rank trains on its shard with its device: cuda:<local rank>,\n"
              "                  opencl:<local rank>, or the CPU with cores / local ranks threads (--device auto\n"
@@ -316,10 +317,6 @@ int ct_cmd_train(int argc, char **argv) {
   int ndevs = 0;
   if (o.devices) {
     if ((ndevs = ct_cli_device_list("cuttle", o.devices, devs, CT_CLI_MAX_DEVICES)) < 1) goto early;
-    if (amp != CT_F32) { /* an autocast region is per thread; the replicas' threads would not see it */
-      fprintf(stderr, "cuttle: --devices with --amp is not supported yet: use one of them\n");
-      goto early;
-    }
     if (o.nproc > 0 || ct_cli_under_launcher()) {
       fprintf(stderr, "cuttle: --devices is one process over several devices; with --nproc or mpirun each rank has "
                       "its own device: use one or the other\n");
@@ -378,7 +375,7 @@ int ct_cmd_train(int argc, char **argv) {
   ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
   ct_grad_scaler *scaler = opt && amp == CT_F16 ? ct_grad_scaler_new(&(ct_grad_scaler_opts){0}) : NULL;
   ct_data_parallel *dp = NULL;
-  int dp_group = 1;
+  ct_cli_replica_ctx dp_ctx = {.group = 1, .scale = 1.0};
   status = 1;
   ct_loader *loader = NULL;
   ct_ddp *ddp = NULL;
@@ -417,7 +414,9 @@ int ct_cmd_train(int argc, char **argv) {
     if (!rs.flags) ct_cli_rank_abort("cannot allocate the stop flags");
   }
   if (ndevs > 1) { /* after the resume: the replicas copy the loaded parameters */
-    dp = ct_data_parallel_new(m, ndevs, devs, &(ct_data_parallel_opts){.loss = ct_cli_replica_loss, .loss_ctx = &dp_group});
+    dp = ct_data_parallel_new(m, ndevs, devs,
+                              &(ct_data_parallel_opts){.loss = ct_cli_replica_loss, .loss_ctx = &dp_ctx,
+                                                       .autocast = amp != CT_F32, .autocast_dtype = amp});
     if (!dp) {
       fprintf(stderr, "%s: cannot replicate the model over --devices: %s\n", prog, ct_last_error());
       goto done;
@@ -478,7 +477,7 @@ int ct_cmd_train(int argc, char **argv) {
                               .after_step = after_step, .ctx = &rs, .ddp = ddp, .accumulate = o.accumulate,
                               .skip = epoch == start_epoch ? skip : 0, .position = &rs.position, .world = world,
                               .global_batch = global_batch, .amp = amp, .scaler = scaler,
-                              .channels_last = o.channels_last, .dp = dp, .dp_group = &dp_group};
+                              .channels_last = o.channels_last, .dp = dp, .dp_ctx = &dp_ctx};
       if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
         if (world > 1) ct_cli_rank_abort(NULL); /* printed; the other ranks would wait in the next all-reduce */
         status = 1;

@@ -102,9 +102,10 @@ static double read_sum(ct_tensor *acc) { return acc ? ct_item(acc) : 0.0; }
 
 ct_tensor *ct_cli_replica_loss(ct_tensor *output, ct_tensor *target, int replica, void *ctx) {
   (void)replica;
-  int group = *(const int *)ctx;
+  const ct_cli_replica_ctx *c = ctx;
   ct_tensor *loss = ct_cross_entropy(output, target, CT_REDUCTION_MEAN, 0);
-  return group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;
+  double k = c->scale / c->group;
+  return k != 1.0 ? ct_mul_scalar(loss, k) : loss;
 }
 
 /* Add loss x batch size to the epoch's sum *acc, on the device, without recording a graph. With
@@ -134,13 +135,14 @@ static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc, int f
 static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group, ct_tensor **acc,
                             const ct_cli_epoch_opts *o) {
   if (o->channels_last && ct_tensor_ndim(x) == 4 && !(x = ct_contiguous_format(x, CT_CHANNELS_LAST))) return ct_last_status();
-  if (o->dp) { /* the replicas run forward, loss and backward; the loss comes back to the host */
-    if (o->dp_group) *o->dp_group = group;
+  if (o->dp) { /* the replicas run forward (autocast with --amp), loss and backward; the loss comes back */
+    double scale = o->scaler ? ct_grad_scaler_scale_value(o->scaler) : 1.0;
+    if (o->dp_ctx) o->dp_ctx->group = group, o->dp_ctx->scale = scale;
     double l = 0;
     ct_status s = ct_data_parallel_forward_backward(o->dp, x, y, &l);
     if (s != CT_OK) return s;
-    ct_tensor *loss = ct_scalar(l * group, CT_F32, ct_tensor_device(y));
-    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc, 0) : ct_last_status();
+    ct_tensor *loss = ct_scalar(l * group / scale, CT_F32, ct_tensor_device(y));
+    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc, o->scaler != NULL) : ct_last_status();
   }
   ct_device dev = ct_tensor_device(x);
   int amp = o->amp == CT_F16 || o->amp == CT_BF16;

@@ -58,11 +58,17 @@ typedef struct {
   /* --devices: when not NULL, forward, loss and backward of each batch are split over dp's
    * replicas (one thread per device), and the parameters broadcast back after each step. */
   ct_data_parallel *dp;
-  int *dp_group;          /* the int dp's loss_ctx points to, set to each batch's group size */
+  struct ct_cli_replica_ctx *dp_ctx; /* what dp's loss_ctx points to, set before each batch */
 } ct_cli_epoch_opts;
 
-/* The loss --devices gives ct_data_parallel_new (ct_data_parallel_opts.loss), with loss_ctx an int
- * holding the accumulation group's size: the shard's mean cross-entropy divided by it. */
+/* The loss --devices gives ct_data_parallel_new (ct_data_parallel_opts.loss), with loss_ctx a
+ * ct_cli_replica_ctx: the shard's mean cross-entropy divided by the accumulation group's size and
+ * multiplied by the GradScaler's scale (1 without one). The replicas read it at the same time, and
+ * nobody writes it during a step. */
+typedef struct ct_cli_replica_ctx {
+  int group;
+  double scale;
+} ct_cli_replica_ctx;
 ct_tensor *ct_cli_replica_loss(ct_tensor *output, ct_tensor *target, int replica, void *ctx);
 
 typedef struct {
