@@ -30,6 +30,18 @@ static void bad_combinations_are_usage_errors(void **state) {
   assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --devices auto", cuttle), 2, out), 2);
 }
 
+/* The test accuracy in percent `cuttle eval` gives the checkpoint ck of model (on the CPU). */
+static double eval_accuracy(const char *model, const char *ck) {
+  char out[16384];
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s eval --model %s --device cpu --checkpoint %s", cuttle, model, ck), 0,
+                          out), 0);
+  const char *a = strstr(out, "test_acc ");
+  assert_non_null(a);
+  double acc = atof(a + 9);
+  fprintf(stderr, "eval of %s: %s", ck, out);
+  return acc;
+}
+
 /* --amp f16: the metrics say what the GradScaler did (pytorch#55585), the checkpoint keeps its
  * state, and a resumed run restores it. */
 static void amp_f16_reports_and_keeps_the_scaler(void **state) {
@@ -98,12 +110,7 @@ static void channels_last_checkpoints_are_format_free(void **state) {
   assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --channels-last --no-progress "
                                                "--save %s --max-steps 100", cuttle, ck), 0, out), 0);
   assert_non_null(strstr(out, "channels_last memory format"));
-  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s eval --model cnn --device cpu --checkpoint %s", cuttle, ck), 0, out), 0);
-  const char *a = strstr(out, "test_acc ");
-  assert_non_null(a);
-  double acc = atof(a + 9);
-  if (!(acc > 60)) fprintf(stderr, "eval said: %s\n", out);
-  assert_true(acc > 60); /* percent, after 100 Adam steps; chance is 10 */
+  assert_true(eval_accuracy("cnn", ck) > 60); /* percent, after 100 Adam steps; chance is 10 */
   assert_int_equal(expect(ct_test_run(out, sizeof out, "%s train --model cnn --device cpu --epochs 1 --channels-last --no-progress "
                                                "--resume %s --max-steps 5", cuttle, ck), 0, out), 0);
   assert_non_null(strstr(out, "resumed"));
@@ -143,12 +150,7 @@ static void two_opencl_devices_with_amp_f16(void **state) {
   assert_int_equal(meta.has_grad_scaler, 1);
   assert_int_equal(meta.grad_scaler.steps_taken + meta.grad_scaler.steps_skipped, 40);
   assert_true(meta.grad_scaler.steps_taken >= 30); /* a skipped step halves the scale: a few at most */
-  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s eval --model mlp --device cpu --checkpoint %s", cuttle, ck), 0, out), 0);
-  const char *a = strstr(out, "test_acc ");
-  assert_non_null(a);
-  double acc = atof(a + 9);
-  if (!(acc > 60)) fprintf(stderr, "eval said: %s\n", out);
-  assert_true(acc > 60); /* percent; chance is 10 */
+  assert_true(eval_accuracy("mlp", ck) > 60); /* percent; chance is 10 */
 }
 
 static int setup(void **state) {
