@@ -1,11 +1,17 @@
-/* bench/gemm.c: `cuttle bench gemm`: float32 n x n matrix multiply in GFLOP/s (2 n^3 flops) for
- * n = 256, 512, 1024, 2048, three ways on the same buffers:
+/* bench/gemm.c: `cuttle bench gemm`: n x n matrix multiply in GFLOP/s (2 n^3 flops) for
+ * n = 256, 512, 1024, 2048 (on a CUDA device up to 8192), per dtype (--dtype: float32, float32 with
+ * TF32 allowed, bfloat16, float16; default float32), three ways on the same buffers:
  *  - ct_matmul, the public op (validation, output allocation, the tape check, the kernel);
  *  - the backend's matmul kernel called directly with a preallocated output (OpenBLAS on the CPU,
  *    cuBLAS on a GPU, CLBlast on an OpenCL device), so the difference is the front-end's cost;
  *  - the raw BLAS called directly, the ceiling for cuttle: cblas_sgemm on the CPU, CLBlastSgemm on
  *    an OpenCL device's buffers (through bench_access.h, which resolves the buffers once so that
- *    only the library call is timed). On CUDA the kernel is the raw cuBLAS call.
+ *    only the library call is timed); on CUDA cublasGemmEx (src/backend/cuda/bench_access.h) with
+ *    the compute type of the dtype: CUBLAS_COMPUTE_32F for float32 and, with float32 accumulation,
+ *    bfloat16 and float16; CUBLAS_COMPUTE_32F_FAST_TF32 for tf32 (float32 tensors, ct_set_allow_tf32
+ *    on for ct_matmul). TF32 exists on CUDA only; elsewhere tf32 is skipped with a message, and so
+ *    are bfloat16 and float16 where the device's matmul refuses them (the raw column is then the
+ *    backend kernel: there is no raw half-precision BLAS call here).
  * The ratio of ct_matmul to the raw call comes from pairs of single calls, taken alternately (one
  * of each, the order swapped every pair) and reduced to the median of the per-pair ratios: on a
  * machine shared with other work, load changes between two separately timed series moved the
@@ -20,6 +26,9 @@
 #ifdef CUTTLE_WITH_OPENCL
 #include "backend/opencl/bench_access.h"
 #endif
+#ifdef CUTTLE_WITH_CUDA
+#include "backend/cuda/bench_access.h"
+#endif
 
 typedef struct {
   ct_tensor *a, *b, *c;    /* (n, n) */
@@ -27,6 +36,9 @@ typedef struct {
   int n;
 #ifdef CUTTLE_WITH_OPENCL
   ct__ocl_raw_gemm *clblast; /* on an OpenCL device: CLBlastSgemm on a, b, c */
+#endif
+#ifdef CUTTLE_WITH_CUDA
+  ct__cuda_raw_gemm *cublas; /* on a CUDA device: cublasGemmEx on a, b, c */
 #endif
 } gemm_ctx;
 
@@ -52,6 +64,18 @@ static int run_cblas(void *p) {
 #ifdef CUTTLE_WITH_OPENCL
 static int run_clblast(void *p) { return ct__ocl_raw_gemm_run(((gemm_ctx *)p)->clblast) != CT_OK; }
 #endif
+#ifdef CUTTLE_WITH_CUDA
+static int run_cublas(void *p) { return ct__cuda_raw_gemm_run(((gemm_ctx *)p)->cublas) != CT_OK; }
+#endif
+
+/* The dtypes of --dtype: the tensors' dtype, and whether TF32 is allowed for ct_matmul. */
+typedef struct {
+  const char *name;
+  ct_dtype dtype;
+  int tf32;
+} gemm_dtype;
+static const gemm_dtype gemm_dtypes[] = {
+    {"f32", CT_F32, 0}, {"tf32", CT_F32, 1}, {"bf16", CT_BF16, 0}, {"f16", CT_F16, 0}};
 
 /* Median over pairs of time(a) / time(b), each call timed alone and synchronized, the order within
  * a pair alternating; at least 5 pairs, then more until target_s has passed (at most 50). Returns
@@ -81,18 +105,28 @@ static int paired_ratio(ct_bench_fn a, ct_bench_fn b, void *ctx, ct_device dev, 
   return 0;
 }
 
-/* The raw library call on dev's buffers, or NULL where the kernel already is it (CUDA). */
-static ct_bench_fn raw_fn(ct_device dev, const char **name) {
+/* The raw library call on dev's buffers for dtype dt, or NULL where there is none here (then the
+ * comparison is with the backend kernel). */
+static ct_bench_fn raw_fn(ct_device dev, const gemm_dtype *dt, const char **name) {
+#ifdef CUTTLE_WITH_CUDA
+  if (dev.kind == CT_CUDA)
+    return *name = dt->tf32 ? "cublasGemmEx 32F_FAST_TF32" : "cublasGemmEx 32F", run_cublas;
+#endif
+  if (dt->dtype != CT_F32) return *name = "none (the kernel)", NULL;
   if (dev.kind == CT_CPU) return *name = "cblas_sgemm", run_cblas;
 #ifdef CUTTLE_WITH_OPENCL
   if (dev.kind == CT_OPENCL) return *name = "CLBlastSgemm", run_clblast;
 #endif
-  return *name = "cuBLAS (the kernel)", NULL;
+  return *name = "none (the kernel)", NULL;
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: cuttle bench gemm [--device cpu|cuda:N|opencl:N|auto] [--sizes N,N,...] [--quick] [--csv FILE]\n"
-             "defaults: --device cpu --sizes 256,512,1024,2048 (--quick: 128,256)\n");
+  fprintf(f, "usage: cuttle bench gemm [--device cpu|cuda:N|opencl:N|auto] [--dtype f32|tf32|bf16|f16|all]\n"
+             "                         [--sizes N,N,...] [--quick] [--csv FILE]\n"
+             "defaults: --device cpu --dtype f32 --sizes 256,512,1024,2048 (on a CUDA device\n"
+             "          256,512,1024,2048,4096,8192; --quick: 128,256)\n"
+             "--dtype: f32 = float32 with TF32 off, tf32 = float32 with ct_set_allow_tf32(1) (CUDA only),\n"
+             "         bf16, f16; all = the four, one after another\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -111,10 +145,11 @@ static int parse_sizes(const char *s, int *out, int cap) {
 }
 
 int ct_bench_gemm(int argc, char **argv) {
-  const char *device = "cpu", *csv = NULL, *sizes_arg = NULL;
+  const char *device = "cpu", *csv = NULL, *sizes_arg = NULL, *dtype_arg = "f32";
   int quick = 0;
   static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'}, {"quick", 0, 0, 'q'},
-                                           {"sizes", 1, 0, 's'},  {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                           {"sizes", 1, 0, 's'},  {"dtype", 1, 0, 't'}, {"help", 0, 0, 'h'},
+                                           {0, 0, 0, 0}};
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -123,10 +158,21 @@ int ct_bench_gemm(int argc, char **argv) {
       case 'c': csv = optarg; break;
       case 'q': quick = 1; break;
       case 's': sizes_arg = optarg; break;
+      case 't': dtype_arg = optarg; break;
       case 'h': return usage(stdout);
       default: return usage(stderr);
     }
   }
+  int dt_first = -1, dt_count = 1;
+  if (strcmp(dtype_arg, "all") == 0) dt_first = 0, dt_count = 4;
+  for (int k = 0; k < 4 && dt_first < 0; k++)
+    if (strcmp(dtype_arg, gemm_dtypes[k].name) == 0) dt_first = k;
+  if (dt_first < 0) {
+    fprintf(stderr, "cuttle bench gemm: --dtype is f32, tf32, bf16, f16 or all, not '%s'\n", dtype_arg);
+    return 2;
+  }
+  ct_device dev;
+  if (ct_bench_device(device, &dev)) return 2;
   int sizes[32], ns;
   if (sizes_arg) {
     if (!(ns = parse_sizes(sizes_arg, sizes, 32))) {
@@ -137,53 +183,76 @@ int ct_bench_gemm(int argc, char **argv) {
     ns = 2, sizes[0] = 128, sizes[1] = 256;
   } else {
     ns = 4, sizes[0] = 256, sizes[1] = 512, sizes[2] = 1024, sizes[3] = 2048;
+    if (dev.kind == CT_CUDA) ns = 6, sizes[4] = 4096, sizes[5] = 8192;
   }
-  ct_device dev;
-  if (ct_bench_device(device, &dev)) return 2;
   char devname[32];
   ct_device_str(dev, devname, sizeof devname);
-  const char *rawname;
-  ct_bench_fn raw = raw_fn(dev, &rawname);
-  const char *heads[] = {"n", "ct_matmul ms", "ct_matmul GFLOP/s", "kernel GFLOP/s", "raw GFLOP/s",
+  const char *heads[] = {"dtype", "n", "ct_matmul ms", "ct_matmul GFLOP/s", "kernel GFLOP/s", "raw", "raw GFLOP/s",
                          "ct_matmul vs raw (paired)", "ct_matmul % of raw (paired)"};
   char title[200];
-  snprintf(title, sizeof title, "gemm: float32 n x n, 2n^3 flops, median of repeats, on %s (raw = %s)", devname, rawname);
-  ct_bench_table *t = ct_bench_table_new(title, 7, heads);
+  snprintf(title, sizeof title, "gemm: n x n, 2n^3 flops, median of repeats, on %s (kernel = the backend's matmul)",
+           devname);
+  ct_bench_table *t = ct_bench_table_new(title, 9, heads);
   ct_bench_opts bo = {.warmup = 2, .min_repeats = 3, .max_repeats = quick ? 10 : 50, .target_s = quick ? 0.1 : 1.0};
   ct_generator gen = ct_generator_new(1);
-  int status = 0;
-  for (int i = 0; i < ns && !status; i++) {
-    int n = sizes[i];
-    int64_t s2[2] = {n, n}, s3[3] = {1, n, n};
-    ct_scope_begin();
-    gemm_ctx g = {.n = n};
-    g.a = ct_randn(2, s2, 0, 1, CT_F32, dev, &gen);
-    g.b = ct_randn(2, s2, 0, 1, CT_F32, dev, &gen);
-    g.c = ct_empty(2, s2, CT_F32, dev);
-    g.a3 = ct_view(g.a, 3, s3), g.b3 = ct_view(g.b, 3, s3), g.c3 = ct_view(g.c, 3, s3);
-#ifdef CUTTLE_WITH_OPENCL
-    if (g.c3 && dev.kind == CT_OPENCL && !(g.clblast = ct__ocl_raw_gemm_new(g.c, g.a, g.b))) g.c3 = NULL;
-#endif
-    ct_bench_result rm, rk, rb = {0};
-    double ratio; /* time(ct_matmul) / time(raw), paired */
-    if (!g.c3 || ct_bench_time(run_matmul, &g, dev, &bo, &rm) || ct_bench_time(run_kernel, &g, dev, &bo, &rk) ||
-        (raw && ct_bench_time(raw, &g, dev, &bo, &rb)) ||
-        paired_ratio(run_matmul, raw ? raw : run_kernel, &g, dev, bo.target_s, &ratio)) {
-      fprintf(stderr, "cuttle bench gemm: n = %d failed: %s\n", n, ct_last_error());
-      status = 1;
-    } else {
-      double flops = 2.0 * n * (double)n * n;
-      char blas[48];
-      if (raw) snprintf(blas, sizeof blas, "%.1f", flops / rb.median * 1e-9);
-      else snprintf(blas, sizeof blas, "n/a (see kernel)");
-      ct_bench_table_rowf(t, "%d|%.3f|%.1f|%.1f|%s|%+.1f%%|%.1f%%", n, rm.median * 1e3, flops / rm.median * 1e-9,
-                          flops / rk.median * 1e-9, blas, 100 * (ratio - 1), 100 / ratio);
+  int status = 0, tf32_before = ct_allow_tf32();
+  for (int d = dt_first; d < dt_first + dt_count && !status; d++) {
+    const gemm_dtype *dt = &gemm_dtypes[d];
+    if (dt->tf32 && dev.kind != CT_CUDA) {
+      fprintf(stderr, "cuttle bench gemm: skipping tf32 on %s: TF32 exists on CUDA devices only\n", devname);
+      continue;
     }
+    ct_set_allow_tf32(dt->tf32);
+    const char *rawname;
+    ct_bench_fn raw = raw_fn(dev, dt, &rawname);
+    for (int i = 0; i < ns && !status; i++) {
+      int n = sizes[i];
+      int64_t s2[2] = {n, n}, s3[3] = {1, n, n};
+      ct_scope_begin();
+      gemm_ctx g = {.n = n};
+      g.a = ct_randn(2, s2, 0, 1, CT_F32, dev, &gen);
+      g.b = ct_randn(2, s2, 0, 1, CT_F32, dev, &gen);
+      if (dt->dtype != CT_F32) g.a = g.a ? ct_cast(g.a, dt->dtype) : NULL, g.b = g.b ? ct_cast(g.b, dt->dtype) : NULL;
+      g.c = g.a && g.b ? ct_empty(2, s2, dt->dtype, dev) : NULL;
+      g.a3 = ct_view(g.a, 3, s3), g.b3 = ct_view(g.b, 3, s3), g.c3 = ct_view(g.c, 3, s3);
 #ifdef CUTTLE_WITH_OPENCL
-    ct__ocl_raw_gemm_free(g.clblast);
+      if (g.c3 && raw == run_clblast && !(g.clblast = ct__ocl_raw_gemm_new(g.c, g.a, g.b))) g.c3 = NULL;
 #endif
-    ct_scope_end();
+#ifdef CUTTLE_WITH_CUDA
+      if (g.c3 && raw == run_cublas && !(g.cublas = ct__cuda_raw_gemm_new(g.c, g.a, g.b, dt->tf32))) g.c3 = NULL;
+#endif
+      /* bfloat16 and float16 where the device has no such matmul: skip the dtype, not the bench */
+      if (dt->dtype != CT_F32 && dev.kind != CT_CUDA && (!g.c3 || run_matmul(&g))) {
+        fprintf(stderr, "cuttle bench gemm: skipping %s on %s: %s\n", dt->name, devname, ct_last_error());
+        ct_scope_end();
+        break;
+      }
+      ct_bench_result rm, rk, rb = {0};
+      double ratio; /* time(ct_matmul) / time(raw), paired */
+      if (!g.c3 || ct_bench_time(run_matmul, &g, dev, &bo, &rm) || ct_bench_time(run_kernel, &g, dev, &bo, &rk) ||
+          (raw && ct_bench_time(raw, &g, dev, &bo, &rb)) ||
+          paired_ratio(run_matmul, raw ? raw : run_kernel, &g, dev, bo.target_s, &ratio)) {
+        fprintf(stderr, "cuttle bench gemm: %s n = %d failed: %s\n", dt->name, n, ct_last_error());
+        status = 1;
+      } else {
+        double flops = 2.0 * n * (double)n * n;
+        char blas[48];
+        if (raw) snprintf(blas, sizeof blas, "%.1f", flops / rb.median * 1e-9);
+        else snprintf(blas, sizeof blas, "n/a (see kernel)");
+        ct_bench_table_rowf(t, "%s|%d|%.3f|%.1f|%.1f|%s|%s|%+.1f%%|%.1f%%", dt->name, n, rm.median * 1e3,
+                            flops / rm.median * 1e-9, flops / rk.median * 1e-9, rawname, blas, 100 * (ratio - 1),
+                            100 / ratio);
+      }
+#ifdef CUTTLE_WITH_OPENCL
+      ct__ocl_raw_gemm_free(g.clblast);
+#endif
+#ifdef CUTTLE_WITH_CUDA
+      ct__cuda_raw_gemm_free(g.cublas);
+#endif
+      ct_scope_end();
+    }
   }
+  ct_set_allow_tf32(tf32_before);
   ct_bench_table_print(t, stdout);
   if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);

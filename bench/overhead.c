@@ -4,12 +4,20 @@
  *  - ct_matmul of two 100 x 100 matrices (small BLAS work);
  * each with grad recording off (inputs not requiring grad) and on (inputs requiring grad, so every
  * call records a tape node that the scope then frees). On a GPU the clock is read after
- * ct_synchronize, so a call is launch + kernel + synchronization. */
+ * ct_synchronize, so a call is launch + kernel + synchronization.
+ * With --pytorch the same four are timed in PyTorch the same way (bench/pytorch_overhead.py, run by
+ * --python, one JSON line) on the same device, and the table puts them side by side. */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include "bench.h"
+
+#ifndef CUTTLE_SOURCE_DIR
+#define CUTTLE_SOURCE_DIR "."
+#endif
 
 typedef struct {
   ct_tensor *a, *b;
@@ -24,17 +32,58 @@ static int run_op(void *p) {
   return r == NULL;
 }
 
+/* The number after "key": in a JSON line, or NAN. */
+static double json_number(const char *line, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(line, pat);
+  return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* The PyTorch peer: runs the script, leaves its JSON line in line; returns 0 or 1 (after printing
+ * why). */
+static int run_pytorch(const char *python, const char *script, const char *devname, int iters, char *line,
+                       size_t cap) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' '%s' --device %s --iters %d", python, script, devname, iters);
+  fprintf(stderr, "running: %s\n", cmd);
+  fflush(stdout);
+  FILE *p = popen(cmd, "r");
+  if (!p) {
+    fprintf(stderr, "cuttle bench overhead: cannot run %s\n", python);
+    return 1;
+  }
+  int got = 0;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p))
+    if (!got && strstr(buf, "\"add_off_median_us\":")) snprintf(line, cap, "%s", buf), got = 1;
+  int rc = pclose(p);
+  if (rc != 0 || !got) {
+    fprintf(stderr, "cuttle bench overhead: the PyTorch peer failed (exit status %d%s); is torch importable by %s? "
+                    "(--python PATH picks the interpreter, --script FILE the script)\n",
+            WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got ? "" : ", no result line", python);
+    return 1;
+  }
+  return 0;
+}
+
 static int usage(FILE *f) {
   fprintf(f, "usage: cuttle bench overhead [--device cpu|cuda:N|opencl:N|auto] [--iters N] [--quick] [--csv FILE]\n"
-             "defaults: --device cpu --iters 20000 (--quick: 2000); the matmul runs a tenth as many\n");
+             "                             [--pytorch] [--python PATH] [--script FILE]\n"
+             "defaults: --device cpu --iters 20000 (--quick: 2000); the matmul runs a tenth as many\n"
+             "          --python python3 --script %s/bench/pytorch_overhead.py\n"
+             "--pytorch: time torch.add and torch.mm the same way on the same device, side by side\n",
+          CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
 
 int ct_bench_overhead(int argc, char **argv) {
-  const char *device = "cpu", *csv = NULL;
-  int quick = 0, iters = 0;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'}, {"quick", 0, 0, 'q'},
-                                           {"iters", 1, 0, 'i'},  {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  const char *device = "cpu", *csv = NULL, *python = "python3",
+             *script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py";
+  int quick = 0, iters = 0, pytorch = 0;
+  static const struct option longopts[] = {{"device", 1, 0, 'd'},  {"csv", 1, 0, 'c'},    {"quick", 0, 0, 'q'},
+                                           {"iters", 1, 0, 'i'},   {"pytorch", 0, 0, 'p'}, {"python", 1, 0, 'P'},
+                                           {"script", 1, 0, 'S'},  {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -43,6 +92,9 @@ int ct_bench_overhead(int argc, char **argv) {
       case 'c': csv = optarg; break;
       case 'q': quick = 1; break;
       case 'i': iters = atoi(optarg); break;
+      case 'p': pytorch = 1; break;
+      case 'P': python = optarg; break;
+      case 'S': script = optarg; break;
       case 'h': return usage(stdout);
       default: return usage(stderr);
     }
@@ -54,10 +106,13 @@ int ct_bench_overhead(int argc, char **argv) {
   ct_device_str(dev, devname, sizeof devname);
   snprintf(title, sizeof title, "overhead: microseconds per call on %s (each call in a scope that frees its result)",
            devname);
-  const char *heads[] = {"op", "grad recording", "median us", "p10 us", "p90 us", "calls"};
-  ct_bench_table *t = ct_bench_table_new(title, 6, heads);
+  const char *heads[] = {"op",           "grad recording", "median us",     "p10 us",
+                         "p90 us",       "calls",          "pytorch median us", "pytorch p10 us",
+                         "pytorch p90 us", "cuttle/pytorch median"};
+  ct_bench_table *t = ct_bench_table_new(title, pytorch ? 10 : 6, heads);
   ct_generator gen = ct_generator_new(2);
-  int status = 0;
+  int status = 0, ok[4] = {0};
+  ct_bench_result res[4];
   for (int matmul = 0; matmul < 2 && !status; matmul++)
     for (int grad = 0; grad < 2 && !status; grad++) {
       int64_t one[1] = {1}, hundred[2] = {100, 100};
@@ -73,13 +128,38 @@ int ct_bench_overhead(int argc, char **argv) {
         fprintf(stderr, "cuttle bench overhead: %s\n", ct_last_error());
         status = 1;
       } else {
-        ct_bench_table_rowf(t, "%s|%s|%.2f|%.2f|%.2f|%d", matmul ? "matmul 100x100" : "add 1 element",
-                            grad ? "on (inputs require grad)" : "off", r.median * 1e6, r.p10 * 1e6, r.p90 * 1e6,
-                            r.samples);
+        res[matmul * 2 + grad] = r, ok[matmul * 2 + grad] = 1;
       }
       ct_tensor_free(o.a);
       ct_tensor_free(o.b);
     }
+  /* PyTorch after cuttle's runs, so neither warms the device for the other's first row */
+  char line[4096] = "";
+  int py_failed = pytorch && run_pytorch(python, script, devname, iters, line, sizeof line);
+  if (py_failed) status = 1;
+  for (int k = 0; k < 4; k++) {
+    if (!ok[k]) continue;
+    const ct_bench_result *r = &res[k];
+    char row[512];
+    int len = snprintf(row, sizeof row, "%s|%s|%.2f|%.2f|%.2f|%d", k >= 2 ? "matmul 100x100" : "add 1 element",
+                       k % 2 ? "on (inputs require grad)" : "off", r->median * 1e6, r->p10 * 1e6, r->p90 * 1e6,
+                       r->samples);
+    if (pytorch && py_failed) {
+      snprintf(row + len, sizeof row - (size_t)len, "|failed|failed|failed|-");
+    } else if (pytorch) {
+      char key[32];
+      const char *base = k == 0 ? "add_off" : k == 1 ? "add_on" : k == 2 ? "mm_off" : "mm_on";
+      snprintf(key, sizeof key, "%s_median_us", base);
+      double med = json_number(line, key);
+      snprintf(key, sizeof key, "%s_p10_us", base);
+      double p10 = json_number(line, key);
+      snprintf(key, sizeof key, "%s_p90_us", base);
+      double p90 = json_number(line, key);
+      snprintf(row + len, sizeof row - (size_t)len, "|%.2f|%.2f|%.2f|%.2f", med, p10, p90, r->median * 1e6 / med);
+    }
+    ct_bench_table_rowf(t, "%s", row);
+  }
+  if (pytorch && !py_failed) printf("pytorch: %s", line);
   ct_bench_table_print(t, stdout);
   if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);

@@ -1,8 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The same training recipes as `cuttle train`, in PyTorch, for the peer comparison in
 docs/perf.md: Fashion-MNIST from the Debian IDX files, normalized with mean 0.2860 and std 0.3530,
 the mlp or cnn of cuttle (same layers, same state_dict keys), Adam, cross-entropy, shuffled
-batches. Prints one JSON line per epoch: epoch, train_loss, test_acc, images_per_s, seconds."""
+batches. Prints one JSON line per epoch: epoch, train_loss, test_acc, images_per_s, seconds.
+With --compile the model is wrapped in torch.compile; one forward and backward on the first batch
+(no optimizer step, the gradients then dropped) compiles it before the timed loop, its time given
+as compile_seconds. On a failure of torch.compile the script prints {"error": ...} and exits 3."""
 import argparse, gzip, json, os, struct, time
 
 import numpy as np
@@ -50,6 +53,7 @@ def main():
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N training images only (0: all)")
+    ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -62,6 +66,19 @@ def main():
     net = model(a.model).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=a.lr)
     loss_fn = nn.CrossEntropyLoss()
+    compile_secs = 0.0
+    if a.compile:
+        t0 = time.perf_counter()
+        try:
+            net = torch.compile(net)
+            loss_fn(net(xtr[:a.batch_size]), ytr[:a.batch_size]).backward()  # compiles; no step
+            opt.zero_grad(set_to_none=True)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - any compile failure ends the run with a reason
+            print(json.dumps({"error": f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"}), flush=True)
+            raise SystemExit(3)
+        compile_secs = time.perf_counter() - t0
     for epoch in range(a.epochs):
         net.train()
         perm = torch.randperm(len(xtr), device=dev)
@@ -86,7 +103,8 @@ def main():
             correct = sum((net(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, len(xte), 1000))
         print(json.dumps({"epoch": epoch + 1, "train_loss": round(total.item() / seen, 6), "test_acc": correct / len(xte),
                           "images_per_s": round(seen / secs, 1), "seconds": round(secs, 3), "device": str(dev),
-                          "threads": a.threads, "torch": torch.__version__, "model": a.model}), flush=True)
+                          "threads": a.threads, "torch": torch.__version__, "model": a.model, "compiled": a.compile,
+                          "compile_seconds": round(compile_secs, 3)}), flush=True)
 
 
 if __name__ == "__main__":

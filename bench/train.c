@@ -3,7 +3,10 @@
  * training loop and the test accuracy after it, through the very loop `cuttle train` runs
  * (tools/cuttle/train_loop.c). With --pytorch the same recipe runs in PyTorch
  * (bench/pytorch_recipe.py, one JSON line per epoch) with the same number of threads, and the table
- * puts the two side by side with the ratio of their images/s. */
+ * puts the two side by side with the ratio of their images/s; --pytorch-compile adds PyTorch with
+ * the model in torch.compile (compiled before the timed loop; a failure of torch.compile fills its
+ * cells with "failed" without failing the bench). The "cuttle loader wait" column is the share of
+ * cuttle's epoch time spent in ct_loader_next waiting for the next batch. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <math.h>
@@ -21,13 +24,13 @@
 #endif
 
 typedef struct {
-  double ips, acc, secs, loss;
+  double ips, acc, secs, loss, wait, compile_secs;
   int ok;
 } epoch_result;
 
 typedef struct {
   const char *device, *data_dir, *python, *script;
-  int epochs, threads, workers, pytorch, progress;
+  int epochs, threads, workers, pytorch, pytorch_compile, progress;
   int64_t limit;
 } train_opts;
 
@@ -58,7 +61,8 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
       break;
     }
     res[e] = (epoch_result){.ips = es.seen / es.seconds, .acc = acc, .secs = es.seconds,
-                            .loss = es.seen ? es.loss_sum / es.seen : 0, .ok = 1};
+                            .loss = es.seen ? es.loss_sum / es.seen : 0,
+                            .wait = es.seconds > 0 ? es.loader_wait / es.seconds : 0, .ok = 1};
   }
   ct_loader_free(loader);
   ct_optimizer_free(opt);
@@ -74,14 +78,16 @@ static double json_number(const char *line, const char *key) {
   return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
 
-/* One recipe in PyTorch, through popen; fills res; returns 0 or 1 (after printing why). */
-static int run_pytorch(const char *model, ct_device dev, const train_opts *o, epoch_result *res) {
+/* One recipe in PyTorch (in torch.compile when compiled), through popen; fills res; returns 0 or 1
+ * (after printing why). */
+static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int compiled, epoch_result *res) {
   char devname[32], cmd[2048], limit[48] = "";
   ct_device_str(dev, devname, sizeof devname);
   if (o->limit) snprintf(limit, sizeof limit, " --limit %lld", (long long)o->limit);
-  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s",
+  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s%s",
            o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
-           o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "");
+           o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "",
+           compiled ? " --compile" : "");
   fprintf(stderr, "running: %s\n", cmd);
   fflush(stdout);
   FILE *p = popen(cmd, "r");
@@ -92,17 +98,20 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, ep
   char line[4096];
   int got = 0;
   while (fgets(line, sizeof line, p)) {
+    if (strstr(line, "\"error\":")) fprintf(stderr, "cuttle bench train: PyTorch says: %s", line);
     int epoch = (int)json_number(line, "epoch");
     if (epoch < 1 || epoch > o->epochs) continue; /* not one of the recipe's JSON lines */
     epoch_result *r = &res[epoch - 1];
     *r = (epoch_result){.ips = json_number(line, "images_per_s"), .acc = json_number(line, "test_acc"),
-                        .secs = json_number(line, "seconds"), .loss = json_number(line, "train_loss"), .ok = 1};
+                        .secs = json_number(line, "seconds"), .loss = json_number(line, "train_loss"),
+                        .compile_secs = json_number(line, "compile_seconds"), .ok = 1};
     got++;
   }
   int rc = pclose(p);
   if (rc != 0 || got < o->epochs) {
-    fprintf(stderr, "cuttle bench train: the PyTorch recipe failed (exit status %d, %d of %d epochs reported); "
-                    "is torch importable by %s?\n", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got, o->epochs, o->python);
+    fprintf(stderr, "cuttle bench train: the PyTorch recipe%s failed (exit status %d, %d of %d epochs reported); "
+                    "is torch importable by %s? (--python PATH picks the interpreter)\n",
+            compiled ? " with torch.compile" : "", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got, o->epochs, o->python);
     return 1;
   }
   return 0;
@@ -110,17 +119,19 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, ep
 
 static int usage(FILE *f) {
   fprintf(f, "usage: cuttle bench train [--model mlp|cnn|all] [--device cpu|cuda:N|opencl:N|auto] [--epochs N] [--threads N]\n"
-             "                          [--workers N] [--data-dir DIR] [--pytorch] [--python PATH] [--script FILE]\n"
-             "                          [--limit N] [--no-progress] [--quick] [--csv FILE]\n"
+             "                          [--workers N] [--data-dir DIR] [--pytorch] [--pytorch-compile] [--python PATH]\n"
+             "                          [--script FILE] [--limit N] [--no-progress] [--quick] [--csv FILE]\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2\n"
-             "          --python /usr/bin/python3 --script %s/bench/pytorch_recipe.py\n"
+             "          --python python3 --script %s/bench/pytorch_recipe.py\n"
+             "--pytorch: the same recipe in PyTorch eager on the same device; --pytorch-compile: also (or only,\n"
+             "          without --pytorch) with the model in torch.compile (a failing compile says so in its cells)\n"
              "--limit N trains on the first N training images only (both sides); --quick: --limit 6000, 1 epoch\n",
           CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
 
 int ct_bench_train(int argc, char **argv) {
-  train_opts o = {.device = "auto", .python = "/usr/bin/python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py",
+  train_opts o = {.device = "auto", .python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py",
                   .epochs = 1, .workers = 2, .progress = 1};
   const char *model_arg = "all", *csv = NULL;
   int quick = 0;
@@ -130,7 +141,7 @@ int ct_bench_train(int argc, char **argv) {
       {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'}, {"epochs", 1, 0, 'e'},  {"threads", 1, 0, 't'},
       {"workers", 1, 0, 'w'}, {"data-dir", 1, 0, 'D'}, {"pytorch", 0, 0, 'p'}, {"python", 1, 0, 'P'},
       {"script", 1, 0, 'S'},  {"limit", 1, 0, 'l'},  {"no-progress", 0, 0, 'N'}, {"quick", 0, 0, 'q'},
-      {"csv", 1, 0, 'c'},     {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+      {"csv", 1, 0, 'c'},     {"help", 0, 0, 'h'},   {"pytorch-compile", 0, 0, 'C'}, {0, 0, 0, 0}};
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -142,6 +153,7 @@ int ct_bench_train(int argc, char **argv) {
       case 'w': o.workers = atoi(optarg); break;
       case 'D': o.data_dir = optarg; break;
       case 'p': o.pytorch = 1; break;
+      case 'C': o.pytorch_compile = 1; break;
       case 'P': o.python = optarg; break;
       case 'S': o.script = optarg; break;
       case 'l': o.limit = atoll(optarg); break;
@@ -185,11 +197,13 @@ int ct_bench_train(int argc, char **argv) {
   ct_device_str(dev, devname, sizeof devname);
   snprintf(title, sizeof title, "train: Adam lr 1e-3, batch 128, %lld training images/epoch, on %s, %d threads, %d loader workers",
            (long long)ct_dataset_len(train), devname, o.threads, o.workers);
-  const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "pytorch img/s",
-                         "pytorch test acc", "pytorch s", "cuttle/pytorch img/s"};
-  ct_bench_table *t = ct_bench_table_new(title, 9, heads);
-  epoch_result *cu = calloc((size_t)o.epochs, sizeof *cu), *py = calloc((size_t)o.epochs, sizeof *py);
-  int status = !t || !cu || !py;
+  const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "cuttle loader wait",
+                         "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
+                         "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};
+  ct_bench_table *t = ct_bench_table_new(title, o.pytorch_compile ? 15 : 10, heads);
+  epoch_result *cu = calloc((size_t)o.epochs, sizeof *cu), *py = calloc((size_t)o.epochs, sizeof *py),
+               *pc = calloc((size_t)o.epochs, sizeof *pc);
+  int status = !t || !cu || !py || !pc;
   for (int i = 0; i < nmodels && !status; i++) {
     fprintf(stderr, "cuttle: %s on %s\n", models[i], devname);
     memset(cu, 0, sizeof *cu * (size_t)o.epochs), memset(py, 0, sizeof *py * (size_t)o.epochs);
@@ -198,8 +212,11 @@ int ct_bench_train(int argc, char **argv) {
       break;
     }
     /* a failed PyTorch run still leaves cuttle's rows in the table, its cells saying so */
-    int py_failed = o.pytorch && run_pytorch(models[i], dev, &o, py);
+    int py_failed = o.pytorch && run_pytorch(models[i], dev, &o, 0, py);
     if (py_failed) status = 1;
+    /* torch.compile's failure is a result (its cells say so), not the bench's */
+    memset(pc, 0, sizeof *pc * (size_t)o.epochs);
+    int pc_failed = o.pytorch_compile && run_pytorch(models[i], dev, &o, 1, pc);
     for (int e = 0; e < o.epochs; e++) {
       char p1[32] = "-", p2[32] = "-", p3[32] = "-", ratio[32] = "-";
       if (py_failed) {
@@ -208,14 +225,24 @@ int ct_bench_train(int argc, char **argv) {
         snprintf(p1, sizeof p1, "%.0f", py[e].ips), snprintf(p2, sizeof p2, "%.2f%%", 100 * py[e].acc);
         snprintf(p3, sizeof p3, "%.2f", py[e].secs), snprintf(ratio, sizeof ratio, "%.2f", cu[e].ips / py[e].ips);
       }
-      ct_bench_table_rowf(t, "%s|%d|%.0f|%.2f%%|%.2f|%s|%s|%s|%s", models[i], e + 1, cu[e].ips, 100 * cu[e].acc,
-                          cu[e].secs, p1, p2, p3, ratio);
+      char c[5][48] = {"-", "-", "-", "-", "-"};
+      if (pc_failed) {
+        for (int k = 0; k < 4; k++) snprintf(c[k], sizeof c[k], "failed");
+      } else if (o.pytorch_compile) {
+        snprintf(c[0], sizeof c[0], "%.0f", pc[e].ips), snprintf(c[1], sizeof c[1], "%.2f%%", 100 * pc[e].acc);
+        snprintf(c[2], sizeof c[2], "%.2f", pc[e].secs), snprintf(c[3], sizeof c[3], "%.2f", pc[e].compile_secs);
+        snprintf(c[4], sizeof c[4], "%.2f", cu[e].ips / pc[e].ips);
+      }
+      char extra[256] = "";
+      if (o.pytorch_compile) snprintf(extra, sizeof extra, "|%s|%s|%s|%s|%s", c[0], c[1], c[2], c[3], c[4]);
+      ct_bench_table_rowf(t, "%s|%d|%.0f|%.2f%%|%.2f|%.1f%%|%s|%s|%s|%s%s", models[i], e + 1, cu[e].ips,
+                          100 * cu[e].acc, cu[e].secs, 100 * cu[e].wait, p1, p2, p3, ratio, extra);
     }
   }
   ct_bench_table_print(t, stdout);
   if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
-  free(cu), free(py);
+  free(cu), free(py), free(pc);
   if (train != full) ct_dataset_free(train);
   ct_dataset_free(test);
   ct_dataset_free(full);

@@ -182,7 +182,9 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     skipped += ct_tensor_size(y, 0);
     ct_tensor_free(x), ct_tensor_free(y);
   }
-  while (r == 1 && !(in_group == 0 && o->interrupted && *o->interrupted) && (r = ct_loader_next(loader, &x, &y)) == 1) {
+  double wait = 0, tw = 0; /* wait: seconds spent in ct_loader_next for trained batches */
+  while (r == 1 && !(in_group == 0 && o->interrupted && *o->interrupted) && ((tw = now()), 1) &&
+         (r = ct_loader_next(loader, &x, &y), wait += now() - tw, r) == 1) {
     /* The group that starts at a multiple of k after the skip has k micro-batches, or fewer at the
      * end of the epoch; the last one of it all-reduces and steps. */
     int64_t start = pos - in_group, group = nb - start < k ? nb - start : k;
@@ -240,6 +242,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     }
   }
   ct_tensor_free(acc);
-  *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .batches = micro, .seconds = secs};
+  *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .batches = micro, .seconds = secs,
+                              .loader_wait = wait};
   return status;
 }

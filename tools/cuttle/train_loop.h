@@ -77,6 +77,7 @@ typedef struct {
   int64_t steps;     /* optimizer steps */
   int64_t batches;   /* micro-batches trained on (steps x accumulate, but for a short last group) */
   double seconds;    /* wall time of the loop, from before the first batch to after the last step */
+  double loader_wait; /* of seconds, the time spent in ct_loader_next waiting for the next batch */
 } ct_cli_epoch_stats;
 
 /* One epoch of loader's batches: forward, cross-entropy, backward, (with accumulate, again for each
