@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# run.sh OUT [--steps a,b,...] [--list] [--rebuild]: the GPU kit's job (issue 17), made by
+# scripts/gpu_kit.sh. It runs on a GPU node with no network and no package manager, in at most
+# 8 minutes, every step under its own time limit, and writes at most 8 files into OUT:
+#   summary.txt   one line per step: PASS/FAIL/SKIP, the step, its seconds, the reason
+#   failures.txt  the last lines of each failed step's log
+#   machine.txt   nvidia-smi, the driver, /etc/os-release, the toolkit, PyTorch, the CPU
+#   ldd.txt       ldd of each program, with the library path the kit used
+#   logs.tar.gz   every step's log and every benchmark's CSV
+# Without a GPU (CI) the GPU steps report SKIP "no GPU" and the others must pass; the format of
+# summary.txt is the same. --steps runs only the named steps (after a fix: the failed ones); the
+# unpacked kit and any rebuild are kept in $CUTTLE_KIT_WORK (default /tmp/cuttle-kit) for reruns.
+# scripts/gpu.sh runs this same job on a GPU machine that has Debian and a network.
+set -u
+KIT=$(cd "$(dirname "$0")" && pwd)
+OUT=""; STEPS=""; LIST=0; REBUILD=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) STEPS=",$2,"; shift 2 ;;
+    --list) LIST=1; shift ;;
+    --rebuild) REBUILD=1; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) OUT=$1; shift ;;
+  esac
+done
+[ -n "$OUT" ] || [ $LIST = 1 ] || { echo "usage: run.sh OUT [--steps a,b,...] [--list] [--rebuild]" >&2; exit 2; }
+WORK=${CUTTLE_KIT_WORK:-/tmp/cuttle-kit}
+T0=$(date +%s)
+
+# ---------------------------------------------------------------- the unpacked kit
+mkdir -p "$WORK"
+stamp=$(stat -c '%s %Y' "$KIT/payload.tar.xz" 2>/dev/null)
+if [ "$(cat "$WORK/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$WORK/kit" && mkdir -p "$WORK/kit"
+  if command -v xz >/dev/null 2>&1; then
+    xz -dc "$KIT/payload.tar.xz" | tar -C "$WORK/kit" -xf -
+  else # python's lzma where the node has no xz
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$KIT/payload.tar.xz" "$WORK/kit"
+  fi || { echo "run.sh: cannot unpack $KIT/payload.tar.xz" >&2; exit 1; }
+  echo "$stamp" >"$WORK/.stamp"
+fi
+K=$WORK/kit
+BIN=$K/bin
+[ -x "$WORK/build/cuttle" ] && [ -f "$WORK/build/.used" ] && BIN=$WORK/build/bin
+DATA=$KIT/data
+REF=$K/ref
+
+# ---------------------------------------------------------------- the node's CUDA libraries
+# The toolkit's lib64, the driver's folder, and the NVIDIA wheels of the PyTorch venv (found by
+# asking python3 where torch is). PyTorch itself runs with the node's environment (py()), never
+# with the kit's libraries first on its path.
+PY=${CUTTLE_PYTHON:-python3}
+cuda_dirs=""
+add_dir() { [ -d "$1" ] && case ":$cuda_dirs:" in *":$1:"*) ;; *) cuda_dirs="${cuda_dirs:+$cuda_dirs:}$1" ;; esac; }
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do add_dir "$d"; done
+TORCH_SITE=$(env -u LD_LIBRARY_PATH "$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null)
+if [ -n "$TORCH_SITE" ]; then
+  for d in "$TORCH_SITE"/nvidia/*/lib "$TORCH_SITE"/nvidia/cu*/lib; do add_dir "$d"; done
+fi
+LIBPATH="$K/lib${cuda_dirs:+:$cuda_dirs}"
+[ -d "$WORK/build" ] && [ "$BIN" = "$WORK/build/bin" ] && LIBPATH="$WORK/build/lib:$LIBPATH"
+export CUTTLE_DATA_DIR="$DATA" CUTTLE_SOURCE_DIR="$K/src" CUTTLE_BINARY_DIR="$WORK/bin-dir"
+export CUTTLE_INTEROP_OPTIONAL=1
+mkdir -p "$CUTTLE_BINARY_DIR"
+ct() { LD_LIBRARY_PATH="$LIBPATH" "$@"; }    # a kit program, with the kit's libraries
+py() { env -u LD_LIBRARY_PATH "$PY" "$@"; }  # PyTorch, with the node's
+# a python that bench programs start (they inherit the kit's path): the node's environment first
+PYWRAP=$WORK/python.sh
+printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s "$@"\n' "$(command -v "$PY" || echo python3)" >"$PYWRAP"
+chmod +x "$PYWRAP"
+
+HAVE_GPU=0
+ct "$BIN/cuttle" devices 2>/dev/null | grep -q '^cuda:0' && HAVE_GPU=1
+NOGPU_REASON="no GPU"
+[ "$(cat "$REF/built_with_cuda" 2>/dev/null)" = OFF ] && NOGPU_REASON="no GPU (kit built without CUDA: no nvcc on the build machine)"
+
+# ---------------------------------------------------------------- steps
+LOGS=$WORK/logs
+[ -n "$STEPS" ] || rm -rf "$LOGS"
+mkdir -p "$LOGS"
+SUMMARY=$WORK/summary.txt
+[ -n "$STEPS" ] || : >"$SUMMARY"
+FAILED=0
+ALL_STEPS=""
+
+selected() { ALL_STEPS="$ALL_STEPS $1"; [ $LIST = 1 ] && return 1; [ -z "$STEPS" ] || case "$STEPS" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+record() { # record STATUS NAME SECONDS REASON
+  printf '%-4s %-24s %6ss  %s\n' "$1" "$2" "$3" "$4" | tee -a "$SUMMARY"
+  [ -n "$OUT" ] && cp "$SUMMARY" "$OUT/summary.txt" 2>/dev/null
+  [ "$1" = FAIL ] && FAILED=$((FAILED + 1))
+  return 0
+}
+# why a log failed: the first line that says so
+fail_reason() {
+  r=$(grep -m1 -E '\[  FAILED  \]|FAIL:|error|Error|ERROR|Assertion|assert|not found|Segmentation|Aborted' "$1" 2>/dev/null | cut -c1-140)
+  [ -n "$r" ] || r=$(grep -v '^\s*$' "$1" 2>/dev/null | tail -n1 | cut -c1-140)
+  echo "$r"
+}
+# step NAME LIMIT_S GPU|ANY CMD...: run CMD under `timeout`, its output in $LOGS/NAME.log
+step() {
+  name=$1 limit=$2 need=$3; shift 3
+  selected "$name" || return 0
+  if [ "$need" = GPU ] && [ $HAVE_GPU = 0 ]; then record SKIP "$name" 0 "$NOGPU_REASON"; return 0; fi
+  s=$(date +%s.%N)
+  # timeout runs a program, so a shell function runs in a child bash (the functions and variables
+  # are exported below); timeout signals the child's whole process group
+  timeout -k 10 "$limit" bash -c '"$@"' step "$@" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [ $rc = 0 ]; then
+    r=$(grep -m1 '^RESULT: ' "$LOGS/$name.log" | cut -c9-150)
+    record PASS "$name" "$secs" "${r:-ok}"
+  elif [ $rc = 77 ]; then
+    r=$(grep -m1 -iE 'skip' "$LOGS/$name.log" | cut -c1-140)
+    record SKIP "$name" "$secs" "${r:-skipped (exit 77)}"
+  elif [ $rc = 124 ] || [ $rc = 137 ]; then
+    record FAIL "$name" "$secs" "timed out after ${limit}s"
+  else
+    record FAIL "$name" "$secs" "rc=$rc: $(fail_reason "$LOGS/$name.log")"
+  fi
+}
+
+# ---- 0. the machine, and whether the carried programs load here (else: rebuild from the sources)
+machine() {
+  { echo "== date"; date -u; echo "== kit"; cat "$REF/commit" "$REF/build_machine" 2>/dev/null
+    echo "== nvidia-smi"; nvidia-smi 2>&1; nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id,compute_cap --format=csv 2>&1
+    echo "== /etc/os-release"; cat /etc/os-release 2>&1
+    echo "== nvcc"; nvcc --version 2>&1 || /usr/local/cuda/bin/nvcc --version 2>&1
+    echo "== compute-sanitizer"; compute-sanitizer --version 2>&1 | head -n 3
+    echo "== python"; py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "gpu", torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1
+    echo "== CUDA library folders"; echo "$cuda_dirs" | tr ':' '\n'
+    echo "== cpu"; nproc; grep -m1 'model name' /proc/cpuinfo; free -g 2>/dev/null | head -n 2
+    echo "== uname"; uname -a
+  } >"$WORK/machine.txt" 2>&1
+  cp "$WORK/machine.txt" "$LOGS/machine.txt"
+  [ -n "$OUT" ] && cp "$WORK/machine.txt" "$OUT/machine.txt"
+  echo "RESULT: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
+}
+# Every library a program loads must resolve to the kit, the CUDA folders, or the C runtime.
+ldd_check() {
+  : >"$WORK/ldd.txt"
+  echo "LD_LIBRARY_PATH=$LIBPATH" >>"$WORK/ldd.txt"
+  bad=0
+  for f in "$BIN"/* "$K"/lib/libcuttle.so.*.*; do
+    [ -f "$f" ] || continue
+    echo "== $f" >>"$WORK/ldd.txt"
+    ct ldd "$f" >>"$WORK/ldd.txt" 2>&1
+    if ct ldd "$f" 2>&1 | grep -q 'not found'; then echo "$f: $(ct ldd "$f" | grep 'not found' | tr -s ' \t' ' ')"; bad=1; fi
+    # outside the kit and the CUDA folders only the C runtime (libc, libm, libstdc++, ...) may resolve
+    ct ldd "$f" 2>/dev/null | awk '/=> \// { print $1, $3 }' | while read -r lib path; do
+      case "$path" in "$K"/*|"$WORK"/build/*) continue ;; esac
+      ok=0
+      for d in $(echo "$cuda_dirs" | tr ':' ' '); do case "$path" in "$d"/*) ok=1 ;; esac; done
+      case "$lib" in libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ok=1 ;;
+        libcuda.so*|libcudart.so*|libcublas*|libcudnn*|libnccl*|libnvidia*|libnvrtc*|libnvJitLink*) ok=1 ;; esac
+      [ $ok = 1 ] || echo "$f: $lib resolves outside the kit: $path" >>"$WORK/ldd_outside.txt"
+    done
+  done
+  [ -n "$OUT" ] && cp "$WORK/ldd.txt" "$OUT/ldd.txt"
+  if [ -s "$WORK/ldd_outside.txt" ]; then cat "$WORK/ldd_outside.txt"; rm -f "$WORK/ldd_outside.txt"; return 1; fi
+  [ $bad = 0 ] || return 1
+  ct "$BIN/cuttle" --help >/dev/null || return 1
+  echo "RESULT: every program resolves its libraries to the kit, the CUDA folders or the C runtime"
+}
+# The fallback: build on the node from the carried sources and Debian headers, sm_90 only.
+rebuild() {
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  cudnn_lib=$(ls "$TORCH_SITE"/nvidia/cudnn/lib/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so* 2>/dev/null | head -n1)
+  cudnn_inc=$(dirname "$(ls "$TORCH_SITE"/nvidia/cudnn/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -n1)")
+  nccl_lib=$(ls "$TORCH_SITE"/nvidia/nccl/lib/libnccl.so.2 /usr/local/cuda/lib64/libnccl.so* 2>/dev/null | head -n1)
+  nccl_inc=$(dirname "$(ls "$TORCH_SITE"/nvidia/nccl/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -n1)")
+  gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+  cmake -S "$K/src" -B "$WORK/build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DCUTTLE_CUDA=ON -DCUTTLE_CUDA_ARCHS=90 -DCUTTLE_OPENCL=OFF -DCUTTLE_MPI=OFF -DBUILD_TESTING=ON \
+    -DOPENBLAS_INCLUDE="$K/dev/include" -DOPENBLAS_LIB="$K/lib/libopenblas.so" \
+    -DCJSON_INCLUDE="$K/dev/include" -DCJSON_LIB="$K/lib/libcjson.so" -DCUTTLE_CJSON_INCLUDE="$K/dev/include/cjson" -DCUTTLE_CJSON_LIB="$K/lib/libcjson.so" \
+    -DCMOCKA_INCLUDE="$K/dev/include" -DCMOCKA_LIB="$K/lib/libcmocka.so" \
+    -DZLIB_INCLUDE_DIR="$K/dev/include" -DZLIB_LIBRARY="$K/lib/libz.so" \
+    ${cudnn_lib:+-DCUDNN_LIB=$cudnn_lib} ${cudnn_inc:+-DCUDNN_INCLUDE=$cudnn_inc} \
+    ${nccl_lib:+-DNCCL_LIB=$nccl_lib} ${nccl_inc:+-DNCCL_INCLUDE=$nccl_inc} || return 1
+  progs=$(ls "$K/bin" | grep -v '^cuttle$' | tr '\n' ' ')
+  cmake --build "$WORK/build" -j "$(nproc)" --target cuttle_cli cuttle_shared $progs || return 1
+  mkdir -p "$WORK/build/bin" "$WORK/build/lib"
+  cp "$WORK/build/cuttle" "$WORK/build/bin/"
+  for p in $progs; do cp "$WORK/build/tests/$p" "$WORK/build/bin/"; done
+  cp -P "$WORK/build"/libcuttle.so* "$WORK/build/lib/"
+  touch "$WORK/build/.used"
+  echo "RESULT: rebuilt on the node from the kit's sources (sm_90)"
+}
+
+export KIT K BIN DATA REF PY LIBPATH cuda_dirs TORCH_SITE PYWRAP LOGS WORK OUT
+export -f ct py fail_reason machine ldd_check rebuild
+# after a rebuild (a child step): the node's build replaces the carried programs
+use_build() {
+  [ -f "$WORK/build/.used" ] || return 0
+  BIN=$WORK/build/bin
+  LIBPATH="$WORK/build/lib:$K/lib${cuda_dirs:+:$cuda_dirs}"
+  export BIN LIBPATH
+  HAVE_GPU=0; ct "$BIN/cuttle" devices 2>/dev/null | grep -q '^cuda:0' && HAVE_GPU=1
+}
+step machine 30 ANY machine
+if [ $REBUILD = 1 ]; then
+  step rebuild 300 ANY rebuild
+  use_build
+fi
+step ldd 60 ANY ldd_check
+if [ $LIST = 0 ] && grep -q '^FAIL ldd ' "$SUMMARY" && [ $REBUILD = 0 ]; then
+  # the carried programs do not load here: build them on the node, then check again
+  STEPS_SAVED=$STEPS; STEPS=""
+  step rebuild 300 ANY rebuild
+  use_build
+  step ldd_rebuilt 60 ANY ldd_check
+  STEPS=$STEPS_SAVED
+fi
+
+# ---- 1. the devices, and the monitor with the real NVML
+smi_check() {
+  ct "$BIN/cuttle" smi || return 1
+  ct "$BIN/cuttle" smi --json >"$LOGS/smi.json" || return 1
+  cat "$LOGS/smi.json"
+  py -c 'import json, sys; d = json.load(open(sys.argv[1])); g = d["gpus"]; assert d["driver"]["found"], d["driver"]; assert g, "no GPU in the JSON"; print("RESULT: driver", d["driver"]["version"], "-", len(g), "GPU(s):", g[0].get("name"))' "$LOGS/smi.json"
+}
+export -f smi_check
+step devices 30 ANY ct "$BIN/cuttle" devices
+step smi 30 GPU smi_check
+
+# ---- 2. the GPU tests (each skips by itself without a GPU; then the step is SKIP "no GPU")
+gpu_test() { # gpu_test NAME LIMIT
+  [ -x "$BIN/$1" ] || { selected "$1" && record FAIL "$1" 0 "not in the kit"; return 0; }
+  step "$1" "$2" GPU ct "$BIN/$1"
+}
+gpu_test test_ops_cuda 150
+gpu_test test_cuda_backend 60
+gpu_test test_cuda_api 90
+gpu_test test_loader 90
+gpu_test test_checkpoint 60
+gpu_test test_autocast 90
+gpu_test test_api_errors 60
+gpu_test test_tensor 60
+gpu_test test_cuda_coverage 120
+
+# ---- 4. the main job on cuda:0, against the CPU's same-seed runs made when the kit was built
+. "$K/src/tools/gpu_kit/train_cases.sh"
+train_check() { # train_check CASE
+  c=$1
+  # shellcheck disable=SC2046
+  ct "$BIN/cuttle" train $(ct_train_case_args "$c") --device cuda:0 --data-dir "$DATA" --no-progress \
+    --metrics "$LOGS/train_$c.jsonl" || return 1
+  acc=$(tail -n1 "$LOGS/train_$c.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
+  ips=$(tail -n1 "$LOGS/train_$c.jsonl" | sed -n 's/.*"images_per_s": *\([0-9.]*\).*/\1/p')
+  [ -f "$REF/$c.jsonl" ] || { echo "RESULT: test_acc $acc, $ips images/s; no CPU reference in the kit (built with --refs mlp)"; return 0; }
+  ref=$(tail -n1 "$REF/$c.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
+  awk -v a="$acc" -v r="$ref" -v ips="$ips" 'BEGIN {
+    d = (a - r) * 100; if (d < 0) d = -d
+    printf "RESULT: test_acc %.2f%% (cpu %.2f%%, |diff| %.2f points, limit 0.5), %.0f images/s\n", a * 100, r * 100, d, ips
+    exit d <= 0.5 ? 0 : 1 }' || return 1
+  case "$c" in *_f16) grep -q 'scale' "$LOGS/train_$c.jsonl" || { echo "no GradScaler state in the metrics"; return 1; } ;; esac
+}
+export -f ct_train_cases ct_train_case_model ct_train_case_args train_check
+for c in $(ct_train_cases); do step "train_$c" 120 GPU train_check "$c"; done
+eval_check() { # the CPU's checkpoint on cuda:0: exactly the CPU's correct count
+  out=$(ct "$BIN/cuttle" eval --checkpoint "$REF/mlp.safetensors" --model mlp --device cuda:0 --data-dir "$DATA") || return 1
+  echo "$out"
+  got=$(echo "$out" | sed -n 's/.*; \([0-9]*\) correct.*/\1/p')
+  want=$(sed -n 's/.*; \([0-9]*\) correct.*/\1/p' "$REF/mlp.eval")
+  [ -n "$got" ] && [ "$got" = "$want" ] || { echo "cuda:0 counted $got correct, the CPU $want"; return 1; }
+  echo "RESULT: $got of 10000 correct on cuda:0, as on the CPU"
+}
+export -f eval_check
+step eval_cpu_checkpoint 60 GPU eval_check
+
+# ---- 5. NCCL: DDP's bucket path through a one-rank communicator, no mpirun
+gpu_test test_nccl_one_rank 60
+
+# ---- 6. compute-sanitizer memcheck over the op table and the device-API tests
+memcheck() { # memcheck TEST
+  command -v compute-sanitizer >/dev/null || { echo "skip: compute-sanitizer not on the PATH"; return 77; }
+  CUTTLE_CUDA_NO_CACHE=1 ct compute-sanitizer --tool memcheck --error-exitcode 99 "$BIN/$1"
+  rc=$?
+  if [ $rc != 0 ] && grep -q 'Device not supported' "$LOGS/memcheck_$1.log"; then echo "skip: compute-sanitizer: Device not supported"; return 77; fi
+  [ $rc = 0 ] && echo "RESULT: $(grep -m1 'ERROR SUMMARY' "$LOGS/memcheck_$1.log" 2>/dev/null || echo 'no errors')"
+  return $rc
+}
+export -f memcheck
+step memcheck_test_ops_cuda 150 GPU memcheck test_ops_cuda
+step memcheck_test_cuda_api 90 GPU memcheck test_cuda_api
+
+# ---- 7. benchmarks, PyTorch beside cuttle in the same run; CSVs into the archive
+bench() { name=$1; shift; ct "$BIN/cuttle" bench "$name" --device cuda:0 --csv "$LOGS/bench_$name.csv" "$@"; }
+has_opt() { ct "$BIN/cuttle" bench "$1" --help 2>&1 | grep -q -- "$2"; }
+export -f bench has_opt
+gemm_args=""; has_opt gemm '--dtype' && gemm_args="--dtype all"
+step bench_gemm 120 GPU bench gemm $gemm_args
+ovh_args=""; has_opt overhead '--pytorch' && ovh_args="--pytorch --python $PYWRAP --script $K/py/pytorch_overhead.py"
+step bench_overhead 60 GPU bench overhead $ovh_args
+train_bench() {
+  extra=""; has_opt train '--pytorch-compile' && extra="--pytorch-compile"
+  bench train --model "$1" --epochs 1 --no-progress --data-dir "$DATA" --pytorch --python "$PYWRAP" --script "$K/py/pytorch_recipe.py" $extra
+}
+export -f train_bench
+step bench_train_mlp 150 GPU train_bench mlp
+step bench_train_cnn 150 GPU train_bench cnn
+step bench_matmul_sweep 60 GPU bench matmul-sweep
+step bench_norms 60 GPU bench norms
+step bench_bandwidth 60 GPU bench bandwidth
+
+# ---- a program written against the API, built with the node's compiler against libcuttle.so
+consumer() {
+  cc=$(command -v cc || command -v gcc) || { echo "no C compiler"; return 1; }
+  $cc -O2 -I"$K/include" "$K/src/examples/devices.c" -L"$K/lib" -lcuttle -o "$WORK/consumer_devices" || return 1
+  ct "$WORK/consumer_devices" || return 1
+  echo "RESULT: examples/devices.c built with $($cc --version | head -n1) against the kit's libcuttle.so and ran"
+}
+export -f consumer
+step consumer 60 ANY consumer
+
+# ---- 8. OpenCL on the same GPU: only where the node's driver has an ICD
+opencl() {
+  icd=$(ls /etc/OpenCL/vendors/*.icd 2>/dev/null | tr '\n' ' ')
+  [ -n "$icd" ] || { echo "skip: no OpenCL ICD on this node (/etc/OpenCL/vendors is empty)"; return 77; }
+  echo "skip: ICD present ($icd), but this kit is built without OpenCL (no ICD loader or CLBlast carried yet)"
+  return 77
+}
+export -f opencl
+step opencl 10 GPU opencl
+
+[ $LIST = 1 ] && { echo "steps:$ALL_STEPS"; exit 0; }
+
+# ---------------------------------------------------------------- results
+{ for f in "$LOGS"/*.log; do
+    n=$(basename "$f" .log)
+    grep -q "^FAIL $n " "$SUMMARY" || continue
+    echo "===== $n (last 40 lines)"; tail -n 40 "$f"
+  done; } >"$WORK/failures.txt"
+cp "$SUMMARY" "$LOGS/summary.txt"
+total=$(( $(date +%s) - T0 ))
+echo "total ${total}s, $FAILED failed" | tee -a "$LOGS/summary.txt"
+if [ -n "$OUT" ]; then
+  mkdir -p "$OUT"
+  cp "$LOGS/summary.txt" "$OUT/summary.txt"
+  cp "$WORK/failures.txt" "$OUT/failures.txt"
+  cp "$WORK/ldd.txt" "$OUT/ldd.txt" 2>/dev/null
+  tar -C "$LOGS" -czf "$OUT/logs.tar.gz" .
+fi
+[ $FAILED = 0 ]
