@@ -26,6 +26,7 @@ done
 [ -n "$OUT" ] || [ $LIST = 1 ] || { echo "usage: run.sh OUT [--steps a,b,...] [--list] [--rebuild]" >&2; exit 2; }
 WORK=${CUTTLE_KIT_WORK:-/tmp/cuttle-kit}
 T0=$(date +%s)
+[ -n "$OUT" ] && mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 
 # ---------------------------------------------------------------- the unpacked kit
 mkdir -p "$WORK"
@@ -340,6 +341,7 @@ if [ -n "$OUT" ]; then
   cp "$LOGS/summary.txt" "$OUT/summary.txt"
   cp "$WORK/failures.txt" "$OUT/failures.txt"
   cp "$WORK/ldd.txt" "$OUT/ldd.txt" 2>/dev/null
+  cp "$WORK/machine.txt" "$OUT/machine.txt" 2>/dev/null
   tar -C "$LOGS" -czf "$OUT/logs.tar.gz" .
 fi
 [ $FAILED = 0 ]
