@@ -92,7 +92,8 @@ ct_status ct__ddp_nccl_launch(ct__ddp_nccl *n, int k, ct_tensor *const *grads, i
   }
   ct_no_grad_end();
   if (s != CT_OK) return s;
-  return ct__nccl_all_reduce(n->comm, ct_tensor_data(n->flat[k]), ct_tensor_numel(n->flat[k]), CT_F32, 1);
+  /* The bucket's device address (ct_tensor_data gives NULL for a tensor off the CPU). */
+  return ct__nccl_all_reduce(n->comm, ct__ptr(n->flat[k]), ct_tensor_numel(n->flat[k]), CT_F32, 1);
 }
 
 ct_status ct__ddp_nccl_wait(ct__ddp_nccl *n) { return ct__nccl_wait(n->comm, ct_dist_timeout()); }
