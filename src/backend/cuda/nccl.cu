@@ -41,16 +41,33 @@ ct_status ct__nccl_unique_id(unsigned char *id) {
   return CT_OK;
 }
 
-/* Wait for a non-blocking communicator's pending call (init, or a collective's enqueue) to settle. */
-static ct_status settle(ncclComm_t comm, const char *what, double timeout_s) {
+/* Abort c's communicator (after an asynchronous error or a timeout) and forget it, so that
+ * ct__nccl_comm_free does not destroy it a second time and later calls fail cleanly. */
+static void abort_comm(ct__nccl_comm *c) {
+  if (c->comm) ncclCommAbort(c->comm);
+  c->comm = NULL;
+}
+
+/* The error of a call on a communicator that an earlier failure aborted. */
+static ct_status aborted(const char *what) {
+  return ct__error(CT_EBACKEND, "nccl: %s: the communicator was aborted after an earlier failure or timeout; "
+                                "create a new one", what);
+}
+
+/* Wait for a non-blocking communicator's pending call (init, or a collective's enqueue) to settle.
+ * On an asynchronous error or a timeout the communicator is aborted (c->comm becomes NULL). */
+static ct_status settle(ct__nccl_comm *c, const char *what, double timeout_s) {
   double t0 = now_s();
   for (;;) {
     ncclResult_t st = ncclSuccess;
-    CT_NCCL_TRY(ncclCommGetAsyncError(comm, &st));
+    CT_NCCL_TRY(ncclCommGetAsyncError(c->comm, &st));
     if (st == ncclSuccess) return CT_OK;
-    if (st != ncclInProgress) return ct__error(CT_EBACKEND, "nccl: %s failed: %s", what, ncclGetErrorString(st));
+    if (st != ncclInProgress) {
+      abort_comm(c);
+      return ct__error(CT_EBACKEND, "nccl: %s failed: %s; the communicator was aborted", what, ncclGetErrorString(st));
+    }
     if (now_s() - t0 > timeout_s) {
-      ncclCommAbort(comm);
+      abort_comm(c);
       return ct__error(CT_EBACKEND, "nccl: %s did not finish within %.0f s (a rank is lost or stuck); the communicator "
                                     "was aborted", what, timeout_s);
     }
@@ -71,7 +88,7 @@ ct__nccl_comm *ct__nccl_comm_new(const unsigned char *id, int world, int rank, i
   config.blocking = 0;
   ncclResult_t r = ncclCommInitRankConfig(&c->comm, world, u, rank, &config);
   ct_status s = r == ncclSuccess || r == ncclInProgress
-                    ? settle(c->comm, "ncclCommInitRankConfig", 600.0)
+                    ? settle(c, "ncclCommInitRankConfig", 600.0)
                     : ct__error(CT_EBACKEND, "nccl: ncclCommInitRankConfig failed: %s", ncclGetErrorString(r));
   if (s == CT_OK && cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess)
     s = ct__error(CT_EBACKEND, "nccl: cudaStreamCreateWithFlags failed for the collectives' stream");
@@ -112,21 +129,24 @@ ct_status ct__nccl_all_reduce(ct__nccl_comm *c, void *buf, int64_t count, ct_dty
     case CT_BF16: t = ncclBfloat16; break;
     default: return ct__error(CT_EDTYPE, "nccl all-reduce: %s is not reduced (float32, float64, float16, bfloat16)", ct_dtype_name(dt));
   }
+  if (!c->comm) return aborted("all-reduce");
   CT_TRY(enter(c));
   CT_NCCL_TRY(ncclAllReduce(buf, buf, (size_t)count, t, mean ? ncclAvg : ncclSum, c->comm, c->stream));
-  CT_TRY(settle(c->comm, "ncclAllReduce (enqueue)", 600.0));
+  CT_TRY(settle(c, "ncclAllReduce (enqueue)", 600.0));
   return leave(c);
 }
 
 ct_status ct__nccl_broadcast(ct__nccl_comm *c, void *buf, size_t nbytes, int root) {
   if (root < 0 || root >= c->world) return ct__error(CT_EINVAL, "nccl broadcast: root %d is outside a world of %d", root, c->world);
+  if (!c->comm) return aborted("broadcast");
   CT_TRY(enter(c));
   CT_NCCL_TRY(ncclBroadcast(buf, buf, nbytes, ncclInt8, root, c->comm, c->stream));
-  CT_TRY(settle(c->comm, "ncclBroadcast (enqueue)", 600.0));
+  CT_TRY(settle(c, "ncclBroadcast (enqueue)", 600.0));
   return leave(c);
 }
 
 ct_status ct__nccl_wait(ct__nccl_comm *c, double timeout_s) {
+  if (!c->comm) return aborted("wait");
   double t0 = now_s();
   for (;;) {
     cudaError_t q = cudaEventQuery(c->after);
@@ -135,23 +155,24 @@ ct_status ct__nccl_wait(ct__nccl_comm *c, double timeout_s) {
     ncclResult_t st = ncclSuccess;
     CT_NCCL_TRY(ncclCommGetAsyncError(c->comm, &st));
     if (st != ncclSuccess && st != ncclInProgress) {
-      ncclCommAbort(c->comm);
-      c->comm = NULL;
+      abort_comm(c);
       return ct__error(CT_EBACKEND, "nccl: a collective failed on rank %d of %d: %s (a peer was lost?); the communicator "
                                     "was aborted", c->rank, c->world, ncclGetErrorString(st));
     }
     if (now_s() - t0 > timeout_s) {
-      ncclCommAbort(c->comm);
-      c->comm = NULL;
+      abort_comm(c);
       return ct__error(CT_EBACKEND, "nccl: the collectives of rank %d of %d did not finish within %.0f s (a rank is lost "
                                     "or stuck); the communicator was aborted", c->rank, c->world, timeout_s);
     }
   }
 }
 
+/* Safe after an abort: abort_comm left c->comm NULL, so an aborted communicator is not destroyed
+ * again. */
 void ct__nccl_comm_free(ct__nccl_comm *c) {
   if (!c) return;
   if (c->comm) ncclCommDestroy(c->comm);
+  c->comm = NULL;
   if (c->before) cudaEventDestroy(c->before);
   if (c->after) cudaEventDestroy(c->after);
   if (c->stream) cudaStreamDestroy(c->stream);

@@ -53,7 +53,9 @@ ct_status ct__nccl_broadcast(ct__nccl_comm *c, void *buf, size_t nbytes, int roo
  * CT_EBACKEND names the wait. Errors: CT_EBACKEND. */
 ct_status ct__nccl_wait(ct__nccl_comm *c, double timeout_s);
 
-/* Destroy the communicator and its stream and events. NULL is allowed. */
+/* Destroy the communicator and its stream and events. NULL is allowed, and so is a communicator
+ * that a failure or timeout aborted (it is not destroyed again; every later collective or wait on it
+ * fails with CT_EBACKEND). */
 void ct__nccl_comm_free(ct__nccl_comm *c);
 
 #ifdef __cplusplus
