@@ -4,12 +4,17 @@
  *   Ho = (H + 2 pH - dH (kH - 1) - 1) / sH + 1, likewise Wo.
  * Backward: gx (x's shape), gw (w's shape), gb (Cout), each may be NULL; all are overwritten.
  *
- * The algorithm is cuDNN's own heuristic choice (cudnnGet*Algorithm_v7): the first candidate that
- * succeeded, respects the TF32 switch, and whose workspace the allocator can provide. The workspace
- * is the device context's (grown on demand, reused across calls). float32 runs with
- * CUDNN_FMA_MATH (no TF32) unless ct__cuda_set_allow_tf32(1); float16 and bfloat16 may use tensor
- * cores; float64 is supported by cuDNN's legacy kernels. Strided inputs are copied to contiguous
- * scratch first (cuDNN's filter descriptor has no strides); outputs must be contiguous. */
+ * The algorithm is cuDNN's own heuristic choice (cudnnGet*Algorithm_v7), tried in its order
+ * (run_candidates): a candidate whose workspace the allocator cannot provide, or whose call fails,
+ * gives way to the next; the error comes only when every one failed. The workspace is the device
+ * context's (grown on demand, reused across calls). float32 runs with CUDNN_FMA_MATH on the
+ * descriptor for every candidate (no TF32, whatever math type the candidate names) unless
+ * ct__cuda_set_allow_tf32(1); float16 and bfloat16 may use tensor cores; float64 is supported by
+ * cuDNN's legacy kernels in NCHW, and a channels_last float64 convolution runs through NCHW copies
+ * (cuDNN may refuse float64 with NHWC descriptors). Strided inputs are copied to contiguous scratch
+ * first (cuDNN's filter descriptor has no strides); outputs must be contiguous (channels_last: dense).
+ * The bias and its gradient are cuttle's own kernels (bias_add_kernel, bias_grad_kernel), since
+ * cudnnAddTensor / cudnnConvolutionBackwardBias may refuse bfloat16 in cuDNN 9. */
 #include "backend/cuda/common.cuh"
 
 /* Descriptors that destroy themselves. */
@@ -102,23 +107,132 @@ static ct_status setup(conv_setup &s, ct__cuda_ctx *ctx, const ct_tensor *x, con
   return CT_OK;
 }
 
-/* Pick the first usable candidate: status ok, no TF32 when it is off, workspace obtainable. */
-template <typename Perf>
-static ct_status pick(ct__cuda_ctx *ctx, conv_setup &s, const Perf *perf, int n, const char *what, int *algo,
-                      void **ws, size_t *wsz) {
-  for (int i = 0; i < n; i++) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    if (s.fma_only && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
-    if (ct__cuda_workspace(ctx, perf[i].memory, ws) != CT_OK) {
-      ct_clear_error();
-      continue;
+static bool is_tensor_op(cudnnMathType_t mt) {
+  return mt == CUDNN_TENSOR_OP_MATH || mt == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+/* Run one direction of the convolution with cuDNN's heuristic candidates perf[0..n), in cuDNN's
+ * order, until one succeeds. wsize(algo, &bytes) asks cuDNN for the workspace of algo under the
+ * math type just set; run(algo, ws, bytes) is the convolution call. A candidate is passed over when
+ * the heuristic marks it failed, when cuDNN gives no workspace size for it, when the allocator
+ * cannot provide that workspace, and when the call itself fails (CUDNN_STATUS_NOT_SUPPORTED, ...).
+ * float32 without TF32 (s.fma_only): the descriptor gets CUDNN_FMA_MATH for every candidate, so no
+ * candidate can run in TF32; the ones cuDNN ranked as tensor-op variants come last. */
+template <typename Perf, typename WsFn, typename RunFn>
+static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const Perf *perf, int n, const char *what,
+                                WsFn wsize, RunFn run) {
+  int tried = 0, no_ws = 0;
+  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
+  for (int pass = 0; pass < (s.fma_only ? 2 : 1); pass++) {
+    for (int i = 0; i < n; i++) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      cudnnMathType_t mt = perf[i].mathType;
+      if (s.fma_only) {
+        if (is_tensor_op(mt) != (pass == 1)) continue; /* pass 0: FMA and default ones; pass 1: the rest */
+        mt = CUDNN_FMA_MATH;
+      }
+      cudnnStatus_t e = cudnnSetConvolutionMathType(s.cd.d, mt);
+      size_t bytes = 0;
+      if (e == CUDNN_STATUS_SUCCESS) e = wsize(perf[i].algo, &bytes);
+      if (e != CUDNN_STATUS_SUCCESS) {
+        last = e;
+        continue;
+      }
+      if (bytes < perf[i].memory) bytes = perf[i].memory;
+      void *ws = NULL;
+      if (ct__cuda_workspace(ctx, bytes, &ws) != CT_OK) {
+        ct_clear_error();
+        no_ws++;
+        continue;
+      }
+      tried++;
+      e = run(perf[i].algo, ws, bytes);
+      if (e == CUDNN_STATUS_SUCCESS) return CT_OK;
+      last = e;
     }
-    if (cudnnSetConvolutionMathType(s.cd.d, perf[i].mathType) != CUDNN_STATUS_SUCCESS) continue;
-    *algo = (int)perf[i].algo;
-    *wsz = perf[i].memory;
-    return CT_OK;
   }
-  return ct__error(CT_EBACKEND, "cuda: cuDNN offers no usable %s algorithm for this convolution (or no workspace memory for one)", what);
+  return ct__error(CT_EBACKEND,
+                   "cuda: conv2d %s: none of cuDNN's %d candidate algorithms ran (%d calls failed, %d wanted more "
+                   "workspace than the allocator could give; last cuDNN error: %s)%s",
+                   what, n, tried, no_ws, last == CUDNN_STATUS_SUCCESS ? "none" : cudnnGetErrorString(last),
+                   s.fma_only ? "; float32 without TF32 allows CUDNN_FMA_MATH only" : "");
+}
+
+/* ---- the bias, by cuttle's own kernels. y (N, C, H, W) contiguous NCHW, or dense channels_last
+ * (nhwc); hw = H * W. In A (float; double for float64), rounded once into y's dtype, as cuDNN's
+ * y = 1 * b + 1 * y computes it. */
+template <typename T, typename A>
+__global__ void bias_add_kernel(T *__restrict__ y, const T *__restrict__ b, int64_t n, int64_t C, int64_t hw, int nhwc) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t c = nhwc ? i % C : (i / hw) % C;
+    y[i] = ct_cast<T>(ct_cast<A>(y[i]) + ct_cast<A>(b[c]));
+  }
+}
+
+/* gb[c] = the sum of gy over n, h and w, accumulated in A: a block per channel (the grid strides
+ * over the channels), CT_CUDA_THREADS threads a block, a tree reduction in shared memory. */
+template <typename T, typename A>
+__global__ void bias_grad_kernel(T *__restrict__ gb, const T *__restrict__ gy, int64_t N, int64_t C, int64_t hw, int nhwc) {
+  __shared__ A part[CT_CUDA_THREADS];
+  int64_t m = N * hw; /* elements per channel */
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    A acc = 0;
+    for (int64_t j = threadIdx.x; j < m; j += CT_CUDA_THREADS) {
+      int64_t img = j / hw, k = j - img * hw;
+      acc += ct_cast<A>(gy[nhwc ? j * C + c : (img * C + c) * hw + k]);
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = CT_CUDA_THREADS / 2; half > 0; half >>= 1) {
+      if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) gb[c] = ct_cast<T>(part[0]);
+    __syncthreads(); /* part[0] is read before the next channel writes part[] */
+  }
+}
+
+#define DISPATCH_CONV_FLOAT(dt, what, ...)                                                \
+  switch (dt) {                                                                          \
+    case CT_F32: { typedef float T; typedef float A; __VA_ARGS__; break; }               \
+    case CT_F64: { typedef double T; typedef double A; __VA_ARGS__; break; }             \
+    case CT_F16: { typedef __half T; typedef float A; __VA_ARGS__; break; }              \
+    case CT_BF16: { typedef __nv_bfloat16 T; typedef float A; __VA_ARGS__; break; }      \
+    default: return ct__error(CT_EDTYPE, "cuda: %s supports float32, float64, float16 and bfloat16, not %s", what, \
+                              ct_dtype_name(dt));                                         \
+  }
+
+/* y += b over channel dim 1 (y as above; b: (C) of y's dtype, any strides) */
+static ct_status bias_add(ct__cuda_ctx *ctx, ct_tensor *y, ct_tensor *b, bool nhwc) {
+  int64_t C = y->shape[1], hw = y->shape[2] * y->shape[3], n = ct__numel(y->ndim, y->shape);
+  if (b->dtype != y->dtype || ct__numel(b->ndim, b->shape) != C)
+    return ct__error(CT_EINVAL, "cuda: conv2d wants a bias of %lld elements of %s, got %lld of %s", (long long)C,
+                     ct_dtype_name(y->dtype), (long long)ct__numel(b->ndim, b->shape), ct_dtype_name(b->dtype));
+  if (n == 0) return CT_OK;
+  scoped_tmp bc;
+  CT_TRY(ct__cuda_tmp_contiguous(&bc.t, b));
+  DISPATCH_CONV_FLOAT(y->dtype, "conv2d's bias",
+                      bias_add_kernel<T, A><<<ct__cuda_blocks(ctx, n), CT_CUDA_THREADS, 0, ctx->compute>>>(
+                          (T *)ct__ptr(y), (const T *)ct__ptr(&bc.t.t), n, C, hw, nhwc ? 1 : 0));
+  CT_CUDA_LAUNCHED("bias_add_kernel");
+  return CT_OK;
+}
+
+/* gb (C) contiguous = the sum of gy (N, C, H, W) over n, h, w; gyp: gy's dense data (NCHW, or
+ * channels_last when nhwc) */
+static ct_status bias_grad(ct__cuda_ctx *ctx, ct_tensor *gb, const ct_tensor *gy, const void *gyp, bool nhwc) {
+  int64_t N = gy->shape[0], C = gy->shape[1], hw = gy->shape[2] * gy->shape[3];
+  if (gb->dtype != gy->dtype || ct__numel(gb->ndim, gb->shape) != C)
+    return ct__error(CT_EINVAL, "cuda: conv2d_backward wants a bias gradient of %lld elements of %s", (long long)C,
+                     ct_dtype_name(gy->dtype));
+  if (C == 0) return CT_OK;
+  int64_t cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 80) * 32;
+  unsigned blocks = (unsigned)(C < cap ? C : cap);
+  DISPATCH_CONV_FLOAT(gy->dtype, "conv2d_backward's bias gradient",
+                      bias_grad_kernel<T, A><<<blocks, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                          (T *)ct__ptr(gb), (const T *)gyp, N, C, hw, nhwc ? 1 : 0));
+  CT_CUDA_LAUNCHED("bias_grad_kernel");
+  return CT_OK;
 }
 
 /* The device pointer of t as cuDNN reads it: a channels_last tensor (nhwc; the vtable's *_nhwc
@@ -143,25 +257,24 @@ static ct_status conv_forward(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tenso
   cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   conv_setup s;
   CT_TRY(setup(s, ctx, x, w, y, o, fmt));
-  scoped_tmp xc, wc, bc;
+  scoped_tmp xc, wc;
   const void *xp, *wp;
   CT_TRY(dense(xc, x, nhwc, &xp));
   CT_TRY(dense(wc, w, nhwc, &wp));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int n = 0, algo = 0;
+  int n = 0;
   CT_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(s.h, s.xd.d, s.wd.d, s.cd.d, s.yd.d,
                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-  void *ws = NULL;
-  size_t wsz = 0;
-  CT_TRY(pick(ctx, s, perf, n, "forward", &algo, &ws, &wsz));
-  CT_CUDNN_TRY(cudnnConvolutionForward(s.h, s.one(), s.xd.d, xp, s.wd.d, wp, s.cd.d,
-                                       (cudnnConvolutionFwdAlgo_t)algo, ws, wsz, s.zero(), s.yd.d, ct__ptr(y)));
-  if (b) {
-    tensor_desc bd;
-    CT_TRY(set_tensor(bd, s.data, 1, y->shape[1], 1, 1, fmt)); /* (1, C, 1, 1): one layout in both formats */
-    CT_TRY(ct__cuda_tmp_contiguous(&bc.t, b));
-    CT_CUDNN_TRY(cudnnAddTensor(s.h, s.one(), bd.d, ct__ptr(&bc.t.t), s.one(), s.yd.d, ct__ptr(y)));
-  }
+  void *yp = ct__ptr(y);
+  CT_TRY(run_candidates(
+      ctx, s, perf, n, "forward",
+      [&](cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(s.h, s.xd.d, s.wd.d, s.cd.d, s.yd.d, algo, bytes);
+      },
+      [&](cudnnConvolutionFwdAlgo_t algo, void *ws, size_t bytes) {
+        return cudnnConvolutionForward(s.h, s.one(), s.xd.d, xp, s.wd.d, wp, s.cd.d, algo, ws, bytes, s.zero(), s.yd.d, yp);
+      }));
+  if (b) CT_TRY(bias_add(ctx, y, b, nhwc));
   return CT_OK;
 }
 
@@ -169,9 +282,29 @@ ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b
   return conv_forward(y, x, w, b, o, false);
 }
 
-/* The channels_last forward (backend.h's conv2d_nhwc): cuDNN's NHWC descriptors, no copies. */
+/* *out = t when t is contiguous (row-major, NCHW), else a contiguous scratch of t's shape and
+ * dtype in tmp (uninitialized): where an NCHW result goes before it is copied into t. */
+static ct_status nchw_scratch(scoped_tmp &tmp, ct_tensor *t, ct_tensor **out) {
+  if (ct__cuda_is_contiguous(t)) {
+    *out = t;
+    return CT_OK;
+  }
+  CT_TRY(ct__cuda_tmp_new(&tmp.t, t->device.index, t->ndim, t->shape, t->dtype));
+  *out = &tmp.t.t;
+  return CT_OK;
+}
+
+/* The channels_last forward (backend.h's conv2d_nhwc): cuDNN's NHWC descriptors, no copies.
+ * float64, which cuDNN may refuse in NHWC, runs the NCHW path instead: x and w are copied to NCHW
+ * (dense() in conv_forward), y is computed into NCHW scratch and copied back into channels_last. */
 ct_status ct__cuda_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
-  return conv_forward(y, x, w, b, o, true);
+  if (x->dtype != CT_F64) return conv_forward(y, x, w, b, o, true);
+  scoped_tmp yc;
+  ct_tensor *yn;
+  CT_TRY(nchw_scratch(yc, y, &yn));
+  CT_TRY(conv_forward(yn, x, w, b, o, false));
+  if (yn != y) CT_TRY(ct__cuda_copy(y, yn));
+  return CT_OK;
 }
 
 /* gx: x's shape, gw: w's shape, gb: (Cout); each NULL when not wanted; gy: y's shape (nhwc: the 4-D
@@ -200,35 +333,40 @@ static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_t
     const void *wp;
     CT_TRY(dense(wc, w, nhwc, &wp));
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int n = 0, algo = 0;
+    int n = 0;
     CT_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d,
                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
-    void *ws = NULL;
-    size_t wsz = 0;
-    CT_TRY(pick(ctx, s, perf, n, "backward-data", &algo, &ws, &wsz));
-    CT_CUDNN_TRY(cudnnConvolutionBackwardData(s.h, s.one(), s.wd.d, wp, s.yd.d, gyp, s.cd.d,
-                                              (cudnnConvolutionBwdDataAlgo_t)algo, ws, wsz, s.zero(), s.xd.d, ct__ptr(gx)));
+    void *gxp = ct__ptr(gx);
+    CT_TRY(run_candidates(
+        ctx, s, perf, n, "backward-data",
+        [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d, algo, bytes);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t bytes) {
+          return cudnnConvolutionBackwardData(s.h, s.one(), s.wd.d, wp, s.yd.d, gyp, s.cd.d, algo, ws, bytes, s.zero(),
+                                              s.xd.d, gxp);
+        }));
   }
   if (gw) {
     scoped_tmp xc;
     const void *xp;
     CT_TRY(dense(xc, x, nhwc, &xp));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0, algo = 0;
+    int n = 0;
     CT_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
-    void *ws = NULL;
-    size_t wsz = 0;
-    CT_TRY(pick(ctx, s, perf, n, "backward-filter", &algo, &ws, &wsz));
-    CT_CUDNN_TRY(cudnnConvolutionBackwardFilter(s.h, s.one(), s.xd.d, xp, s.yd.d, gyp,
-                                                s.cd.d, (cudnnConvolutionBwdFilterAlgo_t)algo, ws, wsz, s.zero(), s.wd.d,
-                                                ct__ptr(gw)));
+    void *gwp = ct__ptr(gw);
+    CT_TRY(run_candidates(
+        ctx, s, perf, n, "backward-filter",
+        [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d, algo, bytes);
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t bytes) {
+          return cudnnConvolutionBackwardFilter(s.h, s.one(), s.xd.d, xp, s.yd.d, gyp, s.cd.d, algo, ws, bytes, s.zero(),
+                                                s.wd.d, gwp);
+        }));
   }
-  if (gb) {
-    tensor_desc bd;
-    CT_TRY(set_tensor(bd, s.data, 1, gy->shape[1], 1, 1, fmt));
-    CT_CUDNN_TRY(cudnnConvolutionBackwardBias(s.h, s.one(), s.yd.d, gyp, s.zero(), bd.d, ct__ptr(gb)));
-  }
+  if (gb) CT_TRY(bias_grad(ctx, gb, gy, gyp, nhwc));
   return CT_OK;
 }
 
@@ -237,7 +375,16 @@ ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, 
   return conv_backward(gx, gw, gb, gy, x, w, o, false);
 }
 
+/* float64 as in the forward: the NCHW path on copies, gx and gw through NCHW scratch (gb is (C)). */
 ct_status ct__cuda_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
                                         ct_tensor *w, const ct_conv2d_opts *o) {
-  return conv_backward(gx, gw, gb, gy, x, w, o, true);
+  if (x->dtype != CT_F64) return conv_backward(gx, gw, gb, gy, x, w, o, true);
+  scoped_tmp gxc, gwc;
+  ct_tensor *gxn = NULL, *gwn = NULL;
+  if (gx) CT_TRY(nchw_scratch(gxc, gx, &gxn));
+  if (gw) CT_TRY(nchw_scratch(gwc, gw, &gwn));
+  CT_TRY(conv_backward(gxn, gwn, gb, gy, x, w, o, false));
+  if (gx && gxn != gx) CT_TRY(ct__cuda_copy(gx, gxn));
+  if (gw && gwn != gw) CT_TRY(ct__cuda_copy(gw, gwn));
+  return CT_OK;
 }
