@@ -90,13 +90,29 @@ double ct__load(const void *p, ct_dtype dt) {
   }
 }
 
-/* Float to integer conversions truncate toward zero as C (and PyTorch) do; out-of-range values are
- * clamped rather than left undefined. */
-static int64_t to_i64(double v, double lo, double hi) {
+/* Conversion to an integer dtype, the one rule of every backend (the CUDA ct_down<int> and the
+ * OpenCL st() do the same): truncate toward zero, saturate a value outside the dtype's range at
+ * its bound, NaN -> 0. So 300.0 -> uint8 255, -1.0 -> uint8 0, 1e10 -> int32 2147483647, NaN -> 0,
+ * and integer results that overflow (uint8 200 + 100) saturate too. This is defined behaviour where
+ * C's cast is undefined, and it is what CUDA's cvt.rzi.sat does; PyTorch leaves out-of-range
+ * float -> int casts undefined (a C cast on its CPU) and wraps integer arithmetic. */
+static int64_t to_i64_sat(double v) {
   if (isnan(v)) return 0;
-  if (v < lo) v = lo;
-  if (v > hi) v = hi;
+  if (v >= 9223372036854775808.0) return INT64_MAX; /* 2^63 */
+  if (v <= -9223372036854775808.0) return INT64_MIN;
   return (int64_t)v;
+}
+static int32_t to_i32_sat(double v) {
+  if (isnan(v)) return 0;
+  if (v >= 2147483647.0) return INT32_MAX;
+  if (v <= -2147483648.0) return INT32_MIN;
+  return (int32_t)v;
+}
+static uint8_t to_u8_sat(double v) {
+  if (isnan(v)) return 0;
+  if (v >= 255.0) return 255;
+  if (v <= 0.0) return 0;
+  return (uint8_t)v;
 }
 
 void ct__store(void *p, ct_dtype dt, double v) {
@@ -105,9 +121,9 @@ void ct__store(void *p, ct_dtype dt, double v) {
     case CT_F64: *(double *)p = v; break;
     case CT_F16: *(uint16_t *)p = ct_f32_to_f16((float)v); break;
     case CT_BF16: *(uint16_t *)p = ct_f32_to_bf16((float)v); break;
-    case CT_I32: *(int32_t *)p = (int32_t)to_i64(v, -2147483648.0, 2147483647.0); break;
-    case CT_I64: *(int64_t *)p = to_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
-    case CT_U8: *(uint8_t *)p = (uint8_t)(to_i64(v, -1e18, 1e18) & 0xff); break;
+    case CT_I32: *(int32_t *)p = to_i32_sat(v); break;
+    case CT_I64: *(int64_t *)p = to_i64_sat(v); break;
+    case CT_U8: *(uint8_t *)p = to_u8_sat(v); break;
     case CT_BOOL: *(uint8_t *)p = v != 0; break;
     default: break;
   }

@@ -4,6 +4,7 @@
  * Never skips: deps.sh installs PoCL, so the device exists wherever the tests run. */
 #include "../ops/op_device.h"
 #include "../ops/lowp_checks.h"
+#include "../ops/cast_checks.h"
 
 /* The fused conv2d + relu + MaxPool2d(2) (src/backend/opencl/conv_relu_pool.c) goes through its
  * images in chunks of an 8 MB scratch; the op table's inputs fit one chunk, so the cnn's second
@@ -68,6 +69,10 @@ int main(void) {
   lp_dev = CT_DEVICE_OPENCL(0);
   const struct CMUnitTest lowp[] = {LP_TESTS};
   r |= cmocka_run_group_tests_name("lowp_opencl", lowp, NULL, NULL);
+  /* conversions to the integer dtypes: the CPU's saturating rule */
+  cast_dev = CT_DEVICE_OPENCL(0);
+  const struct CMUnitTest casts[] = {CAST_TESTS};
+  r |= cmocka_run_group_tests_name("casts_opencl", casts, NULL, NULL);
   const struct CMUnitTest fused[] = {cmocka_unit_test(test_fused_conv_pool_chunks)};
   return r | cmocka_run_group_tests_name("fused_opencl", fused, NULL, NULL);
 }

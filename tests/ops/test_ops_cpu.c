@@ -10,6 +10,7 @@
 #include "testutil.h"
 #include "op_cases.h"
 #include "lowp_checks.h"
+#include "cast_checks.h"
 #include "core/internal.h"
 
 /* f32 inputs are rounded before the reference sees them, so the only error is f32 arithmetic. */
@@ -343,11 +344,12 @@ static void test_half_casts_match_ieee(void **state) {
 
 int main(void) {
   lp_dev = CT_DEVICE_CPU;
+  cast_dev = CT_DEVICE_CPU;
   const struct CMUnitTest more[] = {cmocka_unit_test(test_table_covers_ops), cmocka_unit_test(test_dropout_training),
                                     cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
                                     cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels),
                                     cmocka_unit_test(test_half_casts_match_ieee),
-                                    cmocka_unit_test(test_fused_conv_pool_halves), LP_TESTS};
+                                    cmocka_unit_test(test_fused_conv_pool_halves), LP_TESTS, CAST_TESTS};
   size_t nmore = sizeof more / sizeof more[0];
   struct CMUnitTest *tests = calloc((size_t)OC_NCASES + nmore, sizeof *tests);
   for (int i = 0; i < OC_NCASES; i++)

@@ -136,6 +136,52 @@ struct ct_down<__nv_bfloat16> {
   template <typename X>
   static __device__ __forceinline__ __nv_bfloat16 f(X x) { return __float2bfloat16_rn((float)x); }
 };
+/* Conversions to the integer dtypes, as the CPU's ct__store converts (src/core/dtype.c): truncate
+ * toward zero, saturate a value outside the dtype's range at its bound, NaN -> 0 (300.0f -> uint8
+ * 255, -1.0f -> uint8 0, 1e10f -> int32 2147483647). Written out rather than left to a C++ cast,
+ * which is undefined out of range. An integer source saturates too (the CPU goes through double). */
+template <typename D>
+struct ct_int_bounds;
+template <>
+struct ct_int_bounds<uint8_t> {
+  static constexpr long long lo = 0, hi = 255;
+};
+template <>
+struct ct_int_bounds<int32_t> {
+  static constexpr long long lo = INT32_MIN, hi = INT32_MAX;
+};
+template <>
+struct ct_int_bounds<int64_t> {
+  static constexpr long long lo = INT64_MIN, hi = INT64_MAX;
+};
+template <typename D>
+static __device__ __forceinline__ D ct_sat_from_double(double v) {
+  /* (double)hi is 2^63 for int64 and exact for the others, so v >= it is out of range or the bound */
+  if (v != v) return (D)0;
+  if (v >= (double)ct_int_bounds<D>::hi) return (D)ct_int_bounds<D>::hi;
+  if (v <= (double)ct_int_bounds<D>::lo) return (D)ct_int_bounds<D>::lo;
+  return (D)v;
+}
+template <typename D>
+static __device__ __forceinline__ D ct_sat_from_int(long long v) {
+  if (v >= ct_int_bounds<D>::hi) return (D)ct_int_bounds<D>::hi;
+  if (v <= ct_int_bounds<D>::lo) return (D)ct_int_bounds<D>::lo;
+  return (D)v;
+}
+template <typename D>
+struct ct_down_int {
+  static __device__ __forceinline__ D f(float x) { return ct_sat_from_double<D>((double)x); }
+  static __device__ __forceinline__ D f(double x) { return ct_sat_from_double<D>(x); }
+  /* int32, int64, uint8, bool */
+  template <typename X>
+  static __device__ __forceinline__ D f(X x) { return ct_sat_from_int<D>((long long)x); }
+};
+template <>
+struct ct_down<uint8_t> : ct_down_int<uint8_t> {};
+template <>
+struct ct_down<int32_t> : ct_down_int<int32_t> {};
+template <>
+struct ct_down<int64_t> : ct_down_int<int64_t> {};
 template <>
 struct ct_down<bool> {
   template <typename X>

@@ -23,12 +23,26 @@ REAL ld(__global const uchar *p, long i, int dt) {
   return (REAL)0;
 }
 
-/* Clamp v into [lo, hi] and truncate, NaN giving 0: the CPU's conversion to an integer dtype. */
-long to_long(REAL v, REAL lo, REAL hi) {
+/* Conversions to the integer dtypes, as the CPU's ct__store converts (src/core/dtype.c): truncate
+ * toward zero, saturate at the dtype's bounds, NaN -> 0 (300 -> uchar 255, -1 -> 0, 1e10 -> int
+ * 2147483647). The bounds compare right whether REAL is double or float. */
+long to_i64_sat(REAL v) {
   if (isnan(v)) return 0;
-  if (v < lo) v = lo;
-  if (v > hi) v = hi;
+  if (v >= (REAL)9223372036854775808.0) return LONG_MAX;
+  if (v <= (REAL)-9223372036854775808.0) return LONG_MIN;
   return (long)v;
+}
+int to_i32_sat(REAL v) {
+  if (isnan(v)) return 0;
+  if (v >= (REAL)2147483647.0) return INT_MAX;
+  if (v <= (REAL)-2147483648.0) return INT_MIN;
+  return (int)v;
+}
+uchar to_u8_sat(REAL v) {
+  if (isnan(v)) return 0;
+  if (v >= (REAL)255) return 255;
+  if (v <= (REAL)0) return 0;
+  return (uchar)v;
 }
 
 /* bfloat16 bits of f, rounded to nearest even; a NaN stays a quiet NaN (as ct_f32_to_bf16). */
@@ -48,9 +62,9 @@ void st(__global uchar *p, long i, int dt, REAL v) {
 #endif
     case DT_F16: vstore_half_rte((float)v, i, (__global half *)p); break;
     case DT_BF16: ((__global ushort *)p)[i] = f32_to_bf16((float)v); break;
-    case DT_I32: ((__global int *)p)[i] = (int)to_long(v, (REAL)-2147483648.0, (REAL)2147483647.0); break;
-    case DT_I64: ((__global long *)p)[i] = to_long(v, (REAL)-9223372036854775808.0, (REAL)9223372036854774784.0); break;
-    case DT_U8: p[i] = (uchar)(to_long(v, (REAL)-1e18, (REAL)1e18) & 0xff); break;
+    case DT_I32: ((__global int *)p)[i] = to_i32_sat(v); break;
+    case DT_I64: ((__global long *)p)[i] = to_i64_sat(v); break;
+    case DT_U8: p[i] = to_u8_sat(v); break;
     case DT_BOOL: p[i] = v != 0; break;
   }
 }
