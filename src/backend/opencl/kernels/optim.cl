@@ -1,18 +1,21 @@
 /* src/backend/opencl/kernels/optim.cl: the fused SGD and Adam/AdamW updates over contiguous p, g
  * and state of one floating dtype, with the formulas of src/optim/optimizer.c in the CPU
  * backend's order (src/backend/cpu/optim.c), computed in REAL. */
+/* The constants come from the host, computed in double as the CPU computes them (b1, nb1 = 1 - beta1,
+ * b2, nb2 = 1 - beta2, eps, step = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr wd for AdamW else 1,
+ * l2 = wd for Adam else 0); the update is the CPU's, in its order:
+ *   p = p decay - step m / (sqrt(v) / sbc2 + eps). */
 __kernel void adam_step(__global uchar *p, long poff, __global const uchar *g, long goff, __global uchar *m, long moff,
-                        __global uchar *v, long voff, int dt, REAL lr, REAL beta1, REAL beta2, REAL eps, REAL wd, int decoupled,
-                        REAL bc1, REAL bc2) {
+                        __global uchar *v, long voff, int dt, REAL b1, REAL nb1, REAL b2, REAL nb2, REAL eps,
+                        REAL step, REAL sbc2, REAL decay, REAL l2) {
   long i = get_global_id(0);
   REAL pv = ld(p, poff + i, dt), gv = ld(g, goff + i, dt);
-  REAL decay = decoupled ? (REAL)1 - lr * wd : (REAL)1, l2 = decoupled ? (REAL)0 : wd;
-  gv += l2 * pv;
-  REAL mv = beta1 * ld(m, moff + i, dt) + ((REAL)1 - beta1) * gv;
-  REAL vv = beta2 * ld(v, voff + i, dt) + ((REAL)1 - beta2) * gv * gv;
+  gv = gv + l2 * pv;
+  REAL mv = b1 * ld(m, moff + i, dt) + nb1 * gv;
+  REAL vv = b2 * ld(v, voff + i, dt) + nb2 * gv * gv;
   st(m, moff + i, dt, mv);
   st(v, voff + i, dt, vv);
-  pv = pv * decay - (lr / bc1) * mv / (sqrt(vv) / sqrt(bc2) + eps);
+  pv = pv * decay - step * mv / (sqrt(vv) / sbc2 + eps);
   st(p, poff + i, dt, pv);
 }
 
