@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/gpu_kit.sh DIR [--refs all|mlp]: make the GPU kit, a self-contained folder DIR (at most
+# scripts/gpu_kit.sh DIR [--refs all|mlp|FOLDER]: make the GPU kit, a self-contained folder DIR (at most
 # 56 MiB) that DIR/run.sh OUT runs on an air-gapped GPU node: no network, no package manager, a
 # CUDA 13 toolkit and a PyTorch venv whose NVIDIA wheels hold cuBLAS, cuDNN and NCCL (issue 17).
 #
@@ -13,7 +13,8 @@
 #                       ref/ (the CPU's reference results and checkpoints, same seeds)
 #   data/               the Fashion-MNIST IDX files (already gzip-compressed)
 # --refs mlp makes only the mlp's CPU references (CI: seconds, not minutes); the cnn's GPU runs
-# then compare with nothing and say so.
+# then compare with nothing and say so. --refs FOLDER takes them from an earlier kit's ref/ (made by
+# the same CPU code: the references do not depend on the CUDA backend).
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -87,11 +88,14 @@ done
 # The sources, for that rebuild.
 # The work tree as it is (tracked files and new ones git does not ignore), so a kit made before a
 # commit rebuilds the same code.
-git ls-files -z --cached --others --exclude-standard | tar -C "$root" --null -T - -cf - | tar -C "$stage" --one-top-level=src -xf -
+mkdir -p "$stage/src"
+git ls-files -z --cached --others --exclude-standard | tar -C "$root" --null -T - -cf - | tar -C "$stage/src" -xf -
 
 # 3. The CPU's reference results for the seeds run.sh uses on the GPU (tools/gpu_kit/train_cases).
 . "$root/tools/gpu_kit/train_cases.sh"
+[ -d "$refs" ] && cp "$refs"/* "$stage/ref/"
 for c in $(ct_train_cases); do
+  [ -d "$refs" ] && break
   model=$(ct_train_case_model "$c")
   [ "$refs" = mlp ] && [ "$model" != mlp ] && continue
   ct_train_case_has_cpu_ref "$c" || continue

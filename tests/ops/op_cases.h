@@ -12,6 +12,7 @@
 
 #include "cuttle.h"
 #include "op_refs.h"
+#include "backend/backend.h" /* which conv + relu + max-pool runs fused (oc_conv_pool_fused) */
 
 enum { OC_ANY = 0, OC_POS, OC_DISCRETE, OC_INDEX, OC_BOOL };
 /* The output dtype: the input's floating dtype, or a fixed one. */
@@ -574,6 +575,46 @@ static ct_tensor **oc_backward_grads(const op_case *c, ct_tensor **in, ct_tensor
   return in;
 }
 
+/* The float64 reference of conv + relu + max-pool in float16/bfloat16 where the op runs unfused
+ * (src/ops/conv.c: a backend without a fused kernel for dt, or another pooling than 2x2): ct_conv2d
+ * in dt, then ct_relu_max_pool2d on its rounded output, as PyTorch's float16/bfloat16 conv2d then
+ * max_pool2d. The pooling's argmax is taken over that rounded output, and the backend's convolution
+ * need not round like float64 does: cuDNN's bfloat16 conv2d differs from the correctly rounded
+ * result by an ulp here and there (seen on an H200). Where that changes a window's winner, the
+ * gradient goes to another element, a whole term away from a float64 reference: not a wrong
+ * backward, the discontinuity of max. So the reference pools the device's own dt conv output
+ * (oc_conv_pool_c, widened to float64) while its gradient flows through the float64 convolution:
+ * z + (c - detach(z)) has c's values (exactly: c and z agree to dt's precision, so the difference
+ * is exact) and z's gradient. A fused kernel pools the float32 conv output instead
+ * (src/backend/cpu/conv_relu_pool.c), which the plain float64 reference matches. */
+static int oc_conv_pool_fused(const op_case *c, ct_device dev, ct_dtype dt) {
+  const ct_backend *be = ct__backend(dev.kind);
+  const oc_input *x = &c->in[0], *w = &c->in[1];
+  int64_t Ho = (x->shape[2] + 2 * c->i[2] - w->shape[2]) / (c->i[0] ? c->i[0] : 1) + 1;
+  int64_t Wo = (x->shape[3] + 2 * c->i[3] - w->shape[3]) / (c->i[1] ? c->i[1] : 1) + 1;
+  return be && be->conv2d_relu_pool2x2 && (be->conv2d_relu_pool2x2_halves & (1u << dt)) && c->i[4] == 2 && Ho >= 2 && Wo >= 2;
+}
+static ct_tensor *oc_conv_pool_c; /* the device's conv output in dt, as float64 */
+static ct_tensor *run_conv_pool_pooling_c(ct_tensor *const *in, const op_case *c) {
+  ct_conv2d_opts co = {.stride = {c->i[0], c->i[1]}, .padding = {c->i[2], c->i[3]}};
+  ct_pool2d_opts po = {.kernel = {c->i[4], c->i[4]}};
+  ct_tensor *z = ct_conv2d(in[0], in[1], c->n_in > 2 ? in[2] : NULL, &co);
+  ct_tensor *zd = z ? ct_detach(z) : NULL, *d = zd ? ct_sub(oc_conv_pool_c, zd) : NULL;
+  ct_tensor *zc = d ? ct_add(z, d) : NULL, *out = zc ? ct_relu_max_pool2d(zc, &po) : NULL;
+  ct_tensor_free(z), ct_tensor_free(zd), ct_tensor_free(d), ct_tensor_free(zc);
+  return out;
+}
+/* oc_conv_pool_c for inputs inl (dt, on the device), computed without recording a tape */
+static void oc_conv_pool_set_c(const op_case *c, ct_tensor **inl) {
+  ct_conv2d_opts co = {.stride = {c->i[0], c->i[1]}, .padding = {c->i[2], c->i[3]}};
+  ct_no_grad_begin();
+  ct_tensor *y = ct_conv2d(inl[0], inl[1], c->n_in > 2 ? inl[2] : NULL, &co);
+  oc_conv_pool_c = y ? ct_cast(y, CT_F64) : NULL;
+  ct_no_grad_end();
+  ct_tensor_free(y);
+  ct_assert_nonnull(oc_conv_pool_c);
+}
+
 /* The backward in a low dtype dt (float32, the training dtype with its own fast paths, or float16
  * and bfloat16, mixed precision's) against the backward in float64 of the same values. Gradients
  * must come back in dt, as in PyTorch. */
@@ -594,7 +635,11 @@ static void oc_check_grad_dtype(const op_case *c, ct_device dev, uint64_t seed, 
   ct_tensor *rl = ct_assert_nonnull(ct_cast(rh, dt)), *r64 = ct_assert_nonnull(ct_cast(rl, CT_F64));
   ct_tensor *r = ct_assert_nonnull(ct_to(r64, dev, 0));
   oc_backward_grads(c, inl, r);
-  oc_backward_grads(c, in64, r);
+  op_case c64 = *c; /* unfused conv + relu + max-pool in float16/bfloat16: pooled as the device pooled */
+  if (c->run == run_conv_pool && (dt == CT_F16 || dt == CT_BF16) && !oc_conv_pool_fused(c, dev, dt))
+    c64.run = run_conv_pool_pooling_c, oc_conv_pool_set_c(c, inl);
+  oc_backward_grads(&c64, in64, r);
+  ct_tensor_free(oc_conv_pool_c), oc_conv_pool_c = NULL;
   for (int k = 0; k < c->n_in; k++)
     if (c->grad & (1u << k)) {
       ct_tensor *gl = ct_grad(inl[k]), *g64 = ct_grad(in64[k]);

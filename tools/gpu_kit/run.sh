@@ -27,6 +27,11 @@ done
 WORK=${CUTTLE_KIT_WORK:-/tmp/cuttle-kit}
 T0=$(date +%s)
 [ -n "$OUT" ] && mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+# The whole job's budget in seconds (default 480: the 8 minutes a node's job may take). A step
+# gets what is left of it at most, and one that would start with less than 10 s left is recorded
+# as SKIP "out of time", so the results are always written; rerun those with --steps.
+BUDGET=${CUTTLE_KIT_BUDGET_S:-480}
+DEADLINE=$((T0 + BUDGET - 15))
 
 # ---------------------------------------------------------------- the unpacked kit
 mkdir -p "$WORK"
@@ -51,6 +56,8 @@ REF=$K/ref
 # asking python3 where torch is). PyTorch itself runs with the node's environment (py()), never
 # with the kit's libraries first on its path.
 PY=${CUTTLE_PYTHON:-python3}
+for d in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer; do [ -d "$d" ] && PATH="$PATH:$d"; done
+export PATH
 cuda_dirs=""
 add_dir() { [ -d "$1" ] && case ":$cuda_dirs:" in *":$1:"*) ;; *) cuda_dirs="${cuda_dirs:+$cuda_dirs:}$1" ;; esac; }
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do add_dir "$d"; done
@@ -70,7 +77,10 @@ PYWRAP=$WORK/python.sh
 printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s "$@"\n' "$(command -v "$PY" || echo python3)" >"$PYWRAP"
 chmod +x "$PYWRAP"
 
+# A GPU is there when the driver lists one, whether or not cuttle sees it (then its steps fail,
+# saying why, instead of skipping).
 HAVE_GPU=0
+nvidia-smi -L 2>/dev/null | grep -q '^GPU 0' && HAVE_GPU=1
 ct "$BIN/cuttle" devices 2>/dev/null | grep -q '^cuda:0' && HAVE_GPU=1
 NOGPU_REASON="no GPU"
 [ "$(cat "$REF/built_with_cuda" 2>/dev/null)" = OFF ] && NOGPU_REASON="no GPU (kit built without CUDA: no nvcc on the build machine)"
@@ -102,6 +112,9 @@ step() {
   name=$1 limit=$2 need=$3; shift 3
   selected "$name" || return 0
   if [ "$need" = GPU ] && [ $HAVE_GPU = 0 ]; then record SKIP "$name" 0 "$NOGPU_REASON"; return 0; fi
+  left=$((DEADLINE - $(date +%s)))
+  if [ $left -lt 10 ]; then record SKIP "$name" 0 "out of time (the job's budget is ${BUDGET}s: rerun with --steps)"; return 0; fi
+  [ "$limit" -gt $left ] && limit=$left
   s=$(date +%s.%N)
   # timeout runs a program, so a shell function runs in a child bash (the functions and variables
   # are exported below); timeout signals the child's whole process group
@@ -197,7 +210,6 @@ use_build() {
   BIN=$WORK/build/bin
   LIBPATH="$WORK/build/lib:$K/lib${cuda_dirs:+:$cuda_dirs}"
   export BIN LIBPATH
-  HAVE_GPU=0; ct "$BIN/cuttle" devices 2>/dev/null | grep -q '^cuda:0' && HAVE_GPU=1
 }
 step machine 30 ANY machine
 if [ $REBUILD = 1 ]; then
@@ -222,7 +234,15 @@ smi_check() {
   py -c 'import json, sys; d = json.load(open(sys.argv[1])); g = d["gpus"]; assert d["driver"]["found"], d["driver"]; assert g, "no GPU in the JSON"; print("RESULT: driver", d["driver"]["version"], "-", len(g), "GPU(s):", g[0].get("name"))' "$LOGS/smi.json"
 }
 export -f smi_check
-step devices 30 ANY ct "$BIN/cuttle" devices
+devices() {
+  ct "$BIN/cuttle" devices || return 1
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU 0'; then
+    ct "$BIN/cuttle" devices | grep -q '^cuda:0' || { echo "the driver lists a GPU and cuttle does not"; return 1; }
+    echo "RESULT: $(ct "$BIN/cuttle" devices | grep -A2 '^cuda:0' | tr -s ' \n' ' ' | cut -c1-120)"
+  fi
+}
+export -f devices
+step devices 30 ANY devices
 step smi 30 GPU smi_check
 
 # ---- 2. the GPU tests (each skips by itself without a GPU; then the step is SKIP "no GPU")
@@ -283,15 +303,15 @@ memcheck() { # memcheck TEST
   return $rc
 }
 export -f memcheck
-step memcheck_test_ops_cuda 150 GPU memcheck test_ops_cuda
-step memcheck_test_cuda_api 90 GPU memcheck test_cuda_api
+step memcheck_test_ops_cuda 90 GPU memcheck test_ops_cuda
+step memcheck_test_cuda_api 60 GPU memcheck test_cuda_api
 
 # ---- 7. benchmarks, PyTorch beside cuttle in the same run; CSVs into the archive
 bench() { name=$1; shift; ct "$BIN/cuttle" bench "$name" --device cuda:0 --csv "$LOGS/bench_$name.csv" "$@"; }
 has_opt() { ct "$BIN/cuttle" bench "$1" --help 2>&1 | grep -q -- "$2"; }
 export -f bench has_opt
-gemm_args=""; has_opt gemm '--dtype' && gemm_args="--dtype all"
-step bench_gemm 120 GPU bench gemm $gemm_args
+gemm_args=""; has_opt gemm '--dtype' && gemm_args="--dtype all --sizes 256,1024,2048,4096,8192"
+step bench_gemm 100 GPU bench gemm $gemm_args
 ovh_args=""; has_opt overhead '--pytorch' && ovh_args="--pytorch --python $PYWRAP --script $K/py/pytorch_overhead.py"
 step bench_overhead 60 GPU bench overhead $ovh_args
 train_bench() {
@@ -299,8 +319,8 @@ train_bench() {
   bench train --model "$1" --epochs 1 --no-progress --data-dir "$DATA" --pytorch --python "$PYWRAP" --script "$K/py/pytorch_recipe.py" $extra
 }
 export -f train_bench
-step bench_train_mlp 150 GPU train_bench mlp
-step bench_train_cnn 150 GPU train_bench cnn
+step bench_train_mlp 100 GPU train_bench mlp
+step bench_train_cnn 120 GPU train_bench cnn
 step bench_matmul_sweep 60 GPU bench matmul-sweep
 step bench_norms 60 GPU bench norms
 step bench_bandwidth 60 GPU bench bandwidth
@@ -308,7 +328,7 @@ step bench_bandwidth 60 GPU bench bandwidth
 # ---- a program written against the API, built with the node's compiler against libcuttle.so
 consumer() {
   cc=$(command -v cc || command -v gcc) || { echo "no C compiler"; return 1; }
-  $cc -O2 -I"$K/include" "$K/src/examples/devices.c" -L"$K/lib" -lcuttle -o "$WORK/consumer_devices" || return 1
+  $cc -O2 -I"$K/include" "$K/src/examples/devices.c" -L"$K/lib" -Wl,-rpath-link,"$K/lib" -lcuttle -o "$WORK/consumer_devices" || return 1
   ct "$WORK/consumer_devices" || return 1
   echo "RESULT: examples/devices.c built with $($cc --version | head -n1) against the kit's libcuttle.so and ran"
 }
