@@ -103,7 +103,14 @@ record() { # record STATUS NAME SECONDS REASON
 }
 # why a log failed: the first line that says so
 fail_reason() {
-  r=$(grep -m1 -E '\[  FAILED  \]|FAIL:|error|Error|ERROR|Assertion|assert|not found|Segmentation|Aborted' "$1" 2>/dev/null | cut -c1-140)
+  # a cmocka program: the names of its failed tests and the first mismatch it printed
+  names=$(grep -E '^\[  FAILED  \] [A-Za-z_]' "$1" 2>/dev/null | awk '{ print $4 }' | sort -u | tr '\n' ' ')
+  if [ -n "$names" ]; then
+    why=$(grep -m1 -E 'not close|!=|case .* failed|Failure' "$1" | cut -c1-90)
+    echo "failed: ${names}(${why})" | cut -c1-160
+    return
+  fi
+  r=$(grep -m1 -E 'FAIL:|error|Error|ERROR|Assertion|assert|not found|Segmentation|Aborted' "$1" 2>/dev/null | cut -c1-140)
   [ -n "$r" ] || r=$(grep -v '^\s*$' "$1" 2>/dev/null | tail -n1 | cut -c1-140)
   echo "$r"
 }
@@ -338,8 +345,11 @@ step consumer 60 ANY consumer
 # ---- 8. OpenCL on the same GPU: only where the node's driver has an ICD
 opencl() {
   icd=$(ls /etc/OpenCL/vendors/*.icd 2>/dev/null | tr '\n' ' ')
-  [ -n "$icd" ] || { echo "skip: no OpenCL ICD on this node (/etc/OpenCL/vendors is empty)"; return 77; }
-  echo "skip: ICD present ($icd), but this kit is built without OpenCL (no ICD loader or CLBlast carried yet)"
+  if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ! ldconfig -p 2>/dev/null | grep -q libnvidia-opencl; then
+    echo "skip: no NVIDIA OpenCL ICD on this node (ICDs: ${icd:-none}; no libnvidia-opencl.so.1)"
+    return 77
+  fi
+  echo "skip: the NVIDIA OpenCL ICD is here ($icd), but this kit is built without OpenCL (no ICD loader or CLBlast carried yet)"
   return 77
 }
 export -f opencl
