@@ -12,6 +12,7 @@
 #include "cuttle/nn.h"
 #include "cuttle/optim.h"
 #include "cuttle/io.h"
+#include "cuttle/dlpack.h"
 #include "cuttle/data.h"
 #include "cuttle/monitor.h"
 #include "cuttle/dist.h"
