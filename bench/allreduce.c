@@ -15,7 +15,6 @@
  * The buffers hold zeros during timing (repeated in-place sums of zeros stay zeros: no overflow and
  * no refill between samples); before timing, one all-reduce of rank-dependent values is checked. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <sched.h>
 #include <math.h>
 #include <stdlib.h>
@@ -86,26 +85,17 @@ static int check_sum(int64_t numel, int world) {
 }
 
 int ct_bench_allreduce(int argc, char **argv) {
+  ct_bench_common common = {0};
   int64_t lo = 4096, hi = 268435456;
-  int samples = 0, quick = 0;
-  const char *csv = NULL;
-  static const struct option longopts[] = {{"min", required_argument, 0, 'a'}, {"max", required_argument, 0, 'b'},
-                                           {"samples", required_argument, 0, 's'}, {"quick", no_argument, 0, 'q'},
-                                           {"csv", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
-                                           {0, 0, 0, 0}};
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'a': lo = strtoll(optarg, NULL, 10); break;
-      case 'b': hi = strtoll(optarg, NULL, 10); break;
-      case 's': samples = atoi(optarg); break;
-      case 'q': quick = 1; break;
-      case 'c': csv = optarg; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  int samples = 0;
+  const ct_bench_opt opts[] = {{.name = "min", .kind = CT_BENCH_I64, .dst = &lo},
+                               {.name = "max", .kind = CT_BENCH_I64, .dst = &hi},
+                               {.name = "samples", .kind = CT_BENCH_INT, .dst = &samples},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_CSV | CT_BENCH_QUICK, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *csv = common.csv;
+  int quick = common.quick;
   if (quick && hi > 16 << 20) hi = 16 << 20;
   if (lo < 4 || hi < lo) {
     fprintf(stderr, "cuttle bench allreduce: need 4 <= --min <= --max bytes\n");

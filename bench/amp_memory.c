@@ -10,7 +10,6 @@
  * peak at most 0.6x float32's. The caching allocators count blocks as handed out (rounded), not
  * bytes requested, as PyTorch's allocated_bytes does. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
@@ -41,23 +40,15 @@ static int64_t step_peak(ct_module *m, ct_tensor *x, ct_tensor *y, ct_device dev
 }
 
 int ct_bench_amp_memory(int argc, char **argv) {
-  const char *model = "cnn", *device = "cpu", *csv = NULL;
+  ct_bench_common common = {.device = "cpu"};
+  const char *model = "cnn";
   int64_t batch = 128;
-  static const struct option longopts[] = {{"model", required_argument, 0, 'm'}, {"batch-size", required_argument, 0, 'b'},
-                                           {"device", required_argument, 0, 'd'}, {"csv", required_argument, 0, 'c'},
-                                           {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'm': model = optarg; break;
-      case 'b': batch = strtoll(optarg, NULL, 10); break;
-      case 'd': device = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  const ct_bench_opt opts[] = {{.name = "model", .dst = &model},
+                               {.name = "batch-size", .kind = CT_BENCH_I64, .dst = &batch},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_DEVICE | CT_BENCH_CSV, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *device = common.device, *csv = common.csv;
   if (batch < 1) return usage(stderr);
   ct_device dev;
   if (ct_bench_device(device, &dev)) return 1;

@@ -6,7 +6,6 @@
  * is read; the device-side tensor comes from the caching allocator, so no cudaMalloc is timed after
  * the warmup. Without a GPU there is nothing to measure: one line says so and it exits 0. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
@@ -39,23 +38,13 @@ static int usage(FILE *f) {
 }
 
 int ct_bench_bandwidth(int argc, char **argv) {
-  const char *device = "auto", *csv = NULL;
-  int quick = 0;
+  ct_bench_common common = {.device = "auto"};
   size_t max_size = 0;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'},   {"csv", 1, 0, 'c'},  {"quick", 0, 0, 'q'},
-                                           {"max-size", 1, 0, 'm'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd': device = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 'm': max_size = strtoull(optarg, NULL, 10); break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  const ct_bench_opt opts[] = {{.name = "max-size", .kind = CT_BENCH_SIZE, .dst = &max_size}, {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *device = common.device, *csv = common.csv;
+  int quick = common.quick;
   if (!max_size) max_size = quick ? (size_t)16 << 20 : (size_t)1 << 30;
   ct_device dev;
   /* a GPU asked for by name that is not there reads as "no GPU" too: nothing to measure is no error */

@@ -1,8 +1,10 @@
 /* bench/bench.c: `cuttle bench`, the dispatcher of the benchmark subcommands, and the helpers they
- * share (bench.h): timing with warmup and the median of repeats, device choice, tables and CSV.
+ * share (bench.h): timing with warmup and the median of repeats, the option parser, device choice,
+ * tables and CSV.
  * Every measurement goes to docs/perf.md with the command that made it. */
 #define _GNU_SOURCE
 #include "bench.h"
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +107,60 @@ int ct_bench_device(const char *s, ct_device *out) {
   /* a missing device has already said why; a malformed name says it here */
   if (st != CT_OK && st != CT_EDEVICE) fprintf(stderr, "cuttle bench: %s\n", ct_last_error());
   return st != CT_OK;
+}
+
+/* ---- options */
+
+/* getopt_long's values: 'h' for --help, OPT_OWN + i for opts[i], OPT_COMMON | CT_BENCH_x for the
+ * common options. */
+enum { MAX_OWN = 32, OPT_OWN = 0x100, OPT_COMMON = 0x200 };
+
+static int store(const ct_bench_opt *o, const char *arg) {
+  switch (o->kind) {
+    case CT_BENCH_STR: *(const char **)o->dst = arg; break;
+    case CT_BENCH_INT: *(int *)o->dst = atoi(arg); break;
+    case CT_BENCH_I64: *(int64_t *)o->dst = strtoll(arg, NULL, 10); break;
+    case CT_BENCH_SIZE: *(size_t *)o->dst = strtoull(arg, NULL, 10); break;
+    case CT_BENCH_DOUBLE: *(double *)o->dst = atof(arg); break;
+    case CT_BENCH_FLAG: *(int *)o->dst = o->value; break;
+    case CT_BENCH_CALL: return o->call(arg, o->dst) ? 2 : 0;
+  }
+  return 0;
+}
+
+int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, const ct_bench_opt *opts,
+                   int (*usage)(FILE *f)) {
+  /* The common options come first, then the benchmark's, then --help: that order decides only how
+   * getopt_long lists the candidates of an ambiguous abbreviation. */
+  static const struct option common_opts[] = {{"device", required_argument, 0, OPT_COMMON | CT_BENCH_DEVICE},
+                                               {"csv", required_argument, 0, OPT_COMMON | CT_BENCH_CSV},
+                                               {"quick", no_argument, 0, OPT_COMMON | CT_BENCH_QUICK}};
+  struct option longopts[3 + MAX_OWN + 2];
+  int n = 0;
+  for (int i = 0; i < 3; i++)
+    if (common & (unsigned)(common_opts[i].val & ~OPT_COMMON)) longopts[n++] = common_opts[i];
+  for (int i = 0; opts && opts[i].name; i++) {
+    if (i == MAX_OWN) {
+      fprintf(stderr, "cuttle bench: %s has more than %d options of its own\n", argv[0], MAX_OWN);
+      return 2;
+    }
+    longopts[n++] = (struct option){opts[i].name, opts[i].kind == CT_BENCH_FLAG ? no_argument : required_argument, 0,
+                                    OPT_OWN + i};
+  }
+  longopts[n++] = (struct option){"help", no_argument, 0, 'h'};
+  longopts[n] = (struct option){0, 0, 0, 0};
+  int v;
+  optind = 1;
+  while ((v = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (v == 'h') return usage(stdout);
+    if (v == (OPT_COMMON | CT_BENCH_DEVICE)) c->device = optarg;
+    else if (v == (OPT_COMMON | CT_BENCH_CSV)) c->csv = optarg;
+    else if (v == (OPT_COMMON | CT_BENCH_QUICK)) c->quick = 1;
+    else if (v >= OPT_OWN && v < OPT_OWN + MAX_OWN) {
+      if (store(&opts[v - OPT_OWN], optarg)) return 2;
+    } else return usage(stderr);
+  }
+  return CT_BENCH_GO_ON;
 }
 
 const char *ct_bench_bytes(size_t n, char *buf, size_t cap) {

@@ -1,6 +1,6 @@
 /* bench/bench.h: what the `cuttle bench` subcommands share: the clock, timing with warmup and the
- * median of repeats (synchronizing a GPU before reading the clock), device choice, and a small
- * table that prints aligned to stdout and writes CSV (--csv FILE). */
+ * median of repeats (synchronizing a GPU before reading the clock), the option parser, device
+ * choice, and a small table that prints aligned to stdout and writes CSV (--csv FILE). */
 #ifndef CUTTLE_BENCH_H
 #define CUTTLE_BENCH_H
 
@@ -50,6 +50,57 @@ int ct_bench_time(ct_bench_fn fn, void *ctx, ct_device dev, const ct_bench_opts 
  * the CLI's own reading (ct_cli_device in tools/cuttle/commands.h). Prints an error and returns
  * nonzero when the string is malformed or the device is missing. */
 int ct_bench_device(const char *s, ct_device *out);
+
+/* ---- options: the one parser of every benchmark */
+
+/* The options most benchmarks take, read the same way by each. */
+typedef struct {
+  const char *device; /* --device NAME: set the benchmark's default before parsing */
+  const char *csv;    /* --csv FILE: also write the table there; NULL without it */
+  int quick;          /* --quick: a small fast configuration */
+} ct_bench_common;
+
+/* Which of the common options a benchmark takes; the others are unknown options to it. */
+enum {
+  CT_BENCH_DEVICE = 1,
+  CT_BENCH_CSV = 2,
+  CT_BENCH_QUICK = 4,
+  CT_BENCH_COMMON = CT_BENCH_DEVICE | CT_BENCH_CSV | CT_BENCH_QUICK
+};
+
+/* How a benchmark's own option stores its argument in dst (zero: as a string). */
+typedef enum {
+  CT_BENCH_STR = 0, /* const char *: the argument itself */
+  CT_BENCH_INT,    /* int: atoi */
+  CT_BENCH_I64,    /* int64_t: strtoll, base 10 */
+  CT_BENCH_SIZE,   /* size_t: strtoull, base 10 */
+  CT_BENCH_DOUBLE, /* double: atof */
+  CT_BENCH_FLAG,   /* int, the option takes no argument: set to value */
+  CT_BENCH_CALL    /* call(argument, dst); nonzero ends the parse with status 2 (call said why) */
+} ct_bench_kind;
+
+/* One option of a benchmark's own, "--name", filled with designated initializers
+ * ({.name = "sizes", .dst = &sizes}); a table of them ends with a zero entry. */
+typedef struct {
+  const char *name;
+  ct_bench_kind kind;
+  void *dst;
+  int value;                               /* CT_BENCH_FLAG's */
+  int (*call)(const char *arg, void *dst); /* CT_BENCH_CALL's */
+} ct_bench_opt;
+
+/* What ct_bench_parse returns when the benchmark goes on to run. */
+#define CT_BENCH_GO_ON (-1)
+
+/* Read a benchmark's command line (argv[0] its name) with getopt_long, in order, a later option
+ * overriding an earlier one: the common options named in `common` into *c (NULL when common is 0),
+ * opts (at most 32, may be NULL) into their destinations, and --help (or -h). Long options may be
+ * abbreviated to any unambiguous prefix; arguments that are not options are left alone.
+ * Returns CT_BENCH_GO_ON, or the exit status the benchmark returns at once: usage(stdout)'s after
+ * --help, usage(stderr)'s after getopt_long's message for an unknown option or a missing argument,
+ * 2 after a CT_BENCH_CALL refused its argument. */
+int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, const ct_bench_opt *opts,
+                   int (*usage)(FILE *f));
 
 /* "n/a (no GPU)" and friends are plain text cells; numbers are formatted by the caller. */
 typedef struct ct_bench_table ct_bench_table;

@@ -11,7 +11,6 @@
  * and input.contiguous(memory_format=...) would be. The last column is the largest difference
  * between the two formats' outputs. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,32 +131,30 @@ static int usage(FILE *f) {
   return f == stdout ? 0 : 2;
 }
 
-int ct_bench_conv_format(int argc, char **argv) {
-  const char *csv = NULL;
-  char devices[256] = "";
-  int quick = 0;
-  int64_t batch = 128;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'}, {"quick", 0, 0, 'q'},
-                                           {"batch", 1, 0, 'b'},  {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd':
-        if (strlen(devices) + strlen(optarg) + 2 > sizeof devices) {
-          fprintf(stderr, "cuttle bench conv-format: too many --device values\n");
-          return 2;
-        }
-        if (devices[0]) strcat(devices, ",");
-        strcat(devices, optarg);
-        break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 'b': batch = atoll(optarg); break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
+/* --device, which may be repeated: each value is appended to the comma-separated list in the
+ * 256-byte buffer devices. */
+static int add_devices(const char *arg, void *devices) {
+  char *list = devices;
+  if (strlen(list) + strlen(arg) + 2 > 256) {
+    fprintf(stderr, "cuttle bench conv-format: too many --device values\n");
+    return 1;
   }
+  if (list[0]) strcat(list, ",");
+  strcat(list, arg);
+  return 0;
+}
+
+int ct_bench_conv_format(int argc, char **argv) {
+  ct_bench_common common = {0};
+  char devices[256] = "";
+  int64_t batch = 128;
+  const ct_bench_opt opts[] = {{.name = "device", .kind = CT_BENCH_CALL, .dst = devices, .call = add_devices},
+                               {.name = "batch", .kind = CT_BENCH_I64, .dst = &batch},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_CSV | CT_BENCH_QUICK, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *csv = common.csv;
+  int quick = common.quick;
   if (batch < 1) {
     fprintf(stderr, "cuttle bench conv-format: --batch must be >= 1\n");
     return 2;

@@ -11,7 +11,6 @@
  * CPU cores, so there the copies between devices (staged through host memory) are all it adds.
  * Before timing, both ways train a few steps from the same initialization and must agree. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,25 +101,17 @@ static double max_diff(ct_module *a, ct_module *b) {
 }
 
 int ct_bench_data_parallel(int argc, char **argv) {
-  static const struct option longopts[] = {{"devices", required_argument, 0, 'd'}, {"model", required_argument, 0, 'm'},
-                                           {"batch", required_argument, 0, 'b'},   {"quick", no_argument, 0, 'q'},
-                                           {"csv", required_argument, 0, 'c'},     {"help", no_argument, 0, 'h'},
-                                           {0, 0, 0, 0}};
-  const char *devices = "opencl:0,opencl:1", *model = "mlp", *csv = NULL;
+  ct_bench_common common = {0};
+  const char *devices = "opencl:0,opencl:1", *model = "mlp";
   int64_t batch = 0;
-  int quick = 0, o;
-  optind = 1;
-  while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (o) {
-      case 'd': devices = optarg; break;
-      case 'm': model = optarg; break;
-      case 'b': batch = strtoll(optarg, NULL, 10); break;
-      case 'q': quick = 1; break;
-      case 'c': csv = optarg; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  const ct_bench_opt opts[] = {{.name = "devices", .dst = &devices},
+                               {.name = "model", .dst = &model},
+                               {.name = "batch", .kind = CT_BENCH_I64, .dst = &batch},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_CSV | CT_BENCH_QUICK, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *csv = common.csv;
+  int quick = common.quick;
   if (batch == 0) batch = quick ? 64 : 256;
   if (batch < 1) return fprintf(stderr, "cuttle bench data-parallel: --batch must be positive\n"), 2;
   ct_device devs[DP_MAX];

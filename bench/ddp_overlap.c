@@ -13,7 +13,6 @@
  * communication. The buckets are --bucket-mb (default 1 MiB, so that the cnn's 1.6 MiB of gradients
  * make several: one bucket cannot overlap anything, it is ready only when backward ends). */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
@@ -74,22 +73,14 @@ int ct_bench_ddp_overlap(int argc, char **argv) {
   int64_t batch = 64;
   double bucket_mb = 1;
   int steps = 15, progress_thread = 0;
-  static const struct option longopts[] = {{"model", 1, 0, 'm'}, {"batch-size", 1, 0, 'b'}, {"bucket-mb", 1, 0, 'B'},
-                                           {"steps", 1, 0, 's'}, {"progress-thread", 0, 0, 'p'},
-                                           {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'm': model = optarg; break;
-      case 'b': batch = strtoll(optarg, NULL, 10); break;
-      case 'B': bucket_mb = atof(optarg); break;
-      case 's': steps = atoi(optarg); break;
-      case 'p': progress_thread = 1; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  const ct_bench_opt opts[] = {{.name = "model", .dst = &model},
+                               {.name = "batch-size", .kind = CT_BENCH_I64, .dst = &batch},
+                               {.name = "bucket-mb", .kind = CT_BENCH_DOUBLE, .dst = &bucket_mb},
+                               {.name = "steps", .kind = CT_BENCH_INT, .dst = &steps},
+                               {.name = "progress-thread", .kind = CT_BENCH_FLAG, .dst = &progress_thread, .value = 1},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, 0, NULL, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
   if (batch < 1 || steps < 3 || !(bucket_mb > 0)) return usage(stderr);
   if (ct_dist_init() != CT_OK) {
     fprintf(stderr, "cuttle bench ddp-overlap: %s\n", ct_last_error());

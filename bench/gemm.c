@@ -18,7 +18,6 @@
  * ratio of their medians by up to 2x, while a pair sees nearly the same load on both sides. */
 #define _GNU_SOURCE
 #include <cblas.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
@@ -145,24 +144,13 @@ static int parse_sizes(const char *s, int *out, int cap) {
 }
 
 int ct_bench_gemm(int argc, char **argv) {
-  const char *device = "cpu", *csv = NULL, *sizes_arg = NULL, *dtype_arg = "f32";
-  int quick = 0;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'}, {"quick", 0, 0, 'q'},
-                                           {"sizes", 1, 0, 's'},  {"dtype", 1, 0, 't'}, {"help", 0, 0, 'h'},
-                                           {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd': device = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 's': sizes_arg = optarg; break;
-      case 't': dtype_arg = optarg; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  ct_bench_common common = {.device = "cpu"};
+  const char *sizes_arg = NULL, *dtype_arg = "f32";
+  const ct_bench_opt opts[] = {{.name = "sizes", .dst = &sizes_arg}, {.name = "dtype", .dst = &dtype_arg}, {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *csv = common.csv;
+  int quick = common.quick;
   int dt_first = -1, dt_count = 1;
   if (strcmp(dtype_arg, "all") == 0) dt_first = 0, dt_count = 4;
   for (int k = 0; k < 4 && dt_first < 0; k++)
@@ -172,7 +160,7 @@ int ct_bench_gemm(int argc, char **argv) {
     return 2;
   }
   ct_device dev;
-  if (ct_bench_device(device, &dev)) return 2;
+  if (ct_bench_device(common.device, &dev)) return 2;
   int sizes[32], ns;
   if (sizes_arg) {
     if (!(ns = parse_sizes(sizes_arg, sizes, 32))) {

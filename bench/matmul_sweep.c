@@ -5,7 +5,6 @@
  * device wins, with and without paying for the transfers. Without a device the device columns say
  * so. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
@@ -49,24 +48,15 @@ static int time_one(ct_bench_fn fn, mm_ctx *m, ct_device dev, int quick, double 
 }
 
 int ct_bench_matmul_sweep(int argc, char **argv) {
-  const char *device = "auto", *csv = NULL;
-  int quick = 0, max_n = 0, cpu_max_n = 4096;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'},       {"quick", 0, 0, 'q'},
-                                           {"max-n", 1, 0, 'n'},  {"cpu-max-n", 1, 0, 'C'}, {"help", 0, 0, 'h'},
-                                           {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd': device = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 'n': max_n = atoi(optarg); break;
-      case 'C': cpu_max_n = atoi(optarg); break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  ct_bench_common common = {.device = "auto"};
+  int max_n = 0, cpu_max_n = 4096;
+  const ct_bench_opt opts[] = {{.name = "max-n", .kind = CT_BENCH_INT, .dst = &max_n},
+                               {.name = "cpu-max-n", .kind = CT_BENCH_INT, .dst = &cpu_max_n},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *device = common.device, *csv = common.csv;
+  int quick = common.quick;
   ct_device gpu;
   if (ct_bench_device(device, &gpu)) return 2;
   int have_gpu = gpu.kind != CT_CPU;

@@ -6,7 +6,6 @@
  * The copy ledger (ct_ledger_get) of one run of each path is printed beside its time; on the CPU
  * every path runs too and the ledger shows no copies. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,24 +59,15 @@ static int usage(FILE *f) {
 }
 
 int ct_bench_norms(int argc, char **argv) {
-  const char *device = "auto", *csv = NULL;
-  int quick = 0, count = 0, size = 100;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'}, {"csv", 1, 0, 'c'},  {"quick", 0, 0, 'q'},
-                                           {"count", 1, 0, 'n'},  {"size", 1, 0, 's'}, {"help", 0, 0, 'h'},
-                                           {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd': device = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 'n': count = atoi(optarg); break;
-      case 's': size = atoi(optarg); break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  ct_bench_common common = {.device = "auto"};
+  int count = 0, size = 100;
+  const ct_bench_opt opts[] = {{.name = "count", .kind = CT_BENCH_INT, .dst = &count},
+                               {.name = "size", .kind = CT_BENCH_INT, .dst = &size},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *device = common.device, *csv = common.csv;
+  int quick = common.quick;
   if (count <= 0) count = quick ? 100 : 1000;
   if (size < 1) {
     fprintf(stderr, "cuttle bench norms: --size must be >= 1\n");

@@ -8,7 +8,6 @@
  * With --pytorch the same four are timed in PyTorch the same way (bench/pytorch_overhead.py, run by
  * --python, one JSON line) on the same device, and the table puts them side by side. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,27 +77,18 @@ static int usage(FILE *f) {
 }
 
 int ct_bench_overhead(int argc, char **argv) {
-  const char *device = "cpu", *csv = NULL, *python = "python3",
-             *script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py";
-  int quick = 0, iters = 0, pytorch = 0;
-  static const struct option longopts[] = {{"device", 1, 0, 'd'},  {"csv", 1, 0, 'c'},    {"quick", 0, 0, 'q'},
-                                           {"iters", 1, 0, 'i'},   {"pytorch", 0, 0, 'p'}, {"python", 1, 0, 'P'},
-                                           {"script", 1, 0, 'S'},  {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd': device = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 'i': iters = atoi(optarg); break;
-      case 'p': pytorch = 1; break;
-      case 'P': python = optarg; break;
-      case 'S': script = optarg; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  ct_bench_common common = {.device = "cpu"};
+  const char *python = "python3", *script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py";
+  int iters = 0, pytorch = 0;
+  const ct_bench_opt opts[] = {{.name = "iters", .kind = CT_BENCH_INT, .dst = &iters},
+                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &pytorch, .value = 1},
+                               {.name = "python", .dst = &python},
+                               {.name = "script", .dst = &script},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *device = common.device, *csv = common.csv;
+  int quick = common.quick;
   if (iters <= 0) iters = quick ? 2000 : 20000;
   ct_device dev;
   if (ct_bench_device(device, &dev)) return 2;

@@ -8,7 +8,6 @@
  * cells with "failed" without failing the bench). The "cuttle loader wait" column is the share of
  * cuttle's epoch time spent in ct_loader_next waiting for the next batch. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -131,39 +130,29 @@ static int usage(FILE *f) {
 }
 
 int ct_bench_train(int argc, char **argv) {
-  train_opts o = {.device = "auto", .python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py",
+  train_opts o = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py",
                   .epochs = 1, .workers = 2, .progress = 1};
-  const char *model_arg = "all", *csv = NULL;
-  int quick = 0;
+  const char *model_arg = "all";
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   o.threads = online > 0 ? (int)online : 1;
-  static const struct option longopts[] = {
-      {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'}, {"epochs", 1, 0, 'e'},  {"threads", 1, 0, 't'},
-      {"workers", 1, 0, 'w'}, {"data-dir", 1, 0, 'D'}, {"pytorch", 0, 0, 'p'}, {"python", 1, 0, 'P'},
-      {"script", 1, 0, 'S'},  {"limit", 1, 0, 'l'},  {"no-progress", 0, 0, 'N'}, {"quick", 0, 0, 'q'},
-      {"csv", 1, 0, 'c'},     {"help", 0, 0, 'h'},   {"pytorch-compile", 0, 0, 'C'}, {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'm': model_arg = optarg; break;
-      case 'd': o.device = optarg; break;
-      case 'e': o.epochs = atoi(optarg); break;
-      case 't': o.threads = atoi(optarg); break;
-      case 'w': o.workers = atoi(optarg); break;
-      case 'D': o.data_dir = optarg; break;
-      case 'p': o.pytorch = 1; break;
-      case 'C': o.pytorch_compile = 1; break;
-      case 'P': o.python = optarg; break;
-      case 'S': o.script = optarg; break;
-      case 'l': o.limit = atoll(optarg); break;
-      case 'N': o.progress = 0; break;
-      case 'q': quick = 1; break;
-      case 'c': csv = optarg; break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  ct_bench_common common = {.device = "auto"};
+  const ct_bench_opt opts[] = {{.name = "model", .dst = &model_arg},
+                               {.name = "epochs", .kind = CT_BENCH_INT, .dst = &o.epochs},
+                               {.name = "threads", .kind = CT_BENCH_INT, .dst = &o.threads},
+                               {.name = "workers", .kind = CT_BENCH_INT, .dst = &o.workers},
+                               {.name = "data-dir", .dst = &o.data_dir},
+                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &o.pytorch, .value = 1},
+                               {.name = "python", .dst = &o.python},
+                               {.name = "script", .dst = &o.script},
+                               {.name = "limit", .kind = CT_BENCH_I64, .dst = &o.limit},
+                               {.name = "no-progress", .kind = CT_BENCH_FLAG, .dst = &o.progress, .value = 0},
+                               {.name = "pytorch-compile", .kind = CT_BENCH_FLAG, .dst = &o.pytorch_compile, .value = 1},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *csv = common.csv;
+  int quick = common.quick;
+  o.device = common.device;
   if (quick && !o.limit) o.limit = 6000;
   const char *models[2];
   int nmodels = 0;

@@ -9,7 +9,6 @@
  * ways approach 2x; two PoCL devices share the same CPU cores, so there they cannot. The results of
  * both devices are checked against the CPU's product before anything is timed. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -125,24 +124,17 @@ static double check_product(job *j, ct_tensor *ha, ct_tensor *hb) {
 }
 
 int ct_bench_two_devices(int argc, char **argv) {
-  const char *devices = NULL, *csv = NULL;
-  int quick = 0, size = 0, count = 2;
-  static const struct option longopts[] = {{"devices", 1, 0, 'd'}, {"csv", 1, 0, 'c'},   {"quick", 0, 0, 'q'},
-                                           {"size", 1, 0, 's'},    {"count", 1, 0, 'n'}, {"help", 0, 0, 'h'},
-                                           {0, 0, 0, 0}};
-  int opt;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (opt) {
-      case 'd': devices = optarg; break;
-      case 'c': csv = optarg; break;
-      case 'q': quick = 1; break;
-      case 's': size = atoi(optarg); break;
-      case 'n': count = atoi(optarg); break;
-      case 'h': return usage(stdout);
-      default: return usage(stderr);
-    }
-  }
+  ct_bench_common common = {0};
+  const char *devices = NULL;
+  int size = 0, count = 2;
+  const ct_bench_opt opts[] = {{.name = "devices", .dst = &devices},
+                               {.name = "size", .kind = CT_BENCH_INT, .dst = &size},
+                               {.name = "count", .kind = CT_BENCH_INT, .dst = &count},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_CSV | CT_BENCH_QUICK, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  const char *csv = common.csv;
+  int quick = common.quick;
   if (size <= 0) size = quick ? 256 : 1024;
   if (count < 1) {
     fprintf(stderr, "cuttle bench two-devices: --count must be >= 1\n");
