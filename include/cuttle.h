@@ -13,6 +13,7 @@
 #include "cuttle/optim.h"
 #include "cuttle/io.h"
 #include "cuttle/dlpack.h"
+#include "cuttle/tensorboard.h"
 #include "cuttle/data.h"
 #include "cuttle/monitor.h"
 #include "cuttle/dist.h"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Make the Python that the interop tests run (tests/io/test_interop_*.c): DIR/venv, a virtual
-# environment with Debian's PyTorch and numpy (python3-torch, installed with apt through deps.sh) and
-# safetensors from PyPI (Debian 12 packages no python3-safetensors). tests/CMakeLists.txt points
+# environment with Debian's PyTorch and numpy (python3-torch, installed with apt through deps.sh) and,
+# from PyPI, safetensors and tensorboard (Debian 12 packages neither: tensorboard's EventAccumulator
+# reads cuttle's event files in tests/io/test_interop_tensorboard.c, and torch.utils.tensorboard
+# needs it). tests/CMakeLists.txt points
 # CUTTLE_PYTHON at DIR/venv/bin/python by default, so DIR is the build folder.
 #   scripts/python_env.sh DIR
 # Only what is missing is installed, so a second run costs one import check.
@@ -22,5 +24,9 @@ if ! "$venv/bin/python" -c "import safetensors" >/dev/null 2>&1; then
   # unseen.
   "$venv/bin/pip" install --quiet --disable-pip-version-check "safetensors==0.8.0"
 fi
+if ! "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then
+  echo "cuttle: installing tensorboard into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "tensorboard==2.19.0"
+fi
 # Fail here, with the interpreter's own message, rather than in the tests.
-"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch"
+"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch, tensorboard, torch.utils.tensorboard"
