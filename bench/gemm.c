@@ -3,7 +3,8 @@
  * TF32 allowed, bfloat16, float16; default float32), three ways on the same buffers:
  *  - ct_matmul, the public op (validation, output allocation, the tape check, the kernel);
  *  - the backend's matmul kernel called directly with a preallocated output (OpenBLAS on the CPU,
- *    cuBLAS on a GPU, CLBlast on an OpenCL device), so the difference is the front-end's cost;
+ *    cuBLAS on a GPU, CLBlast on an OpenCL device) through src/ops/bench_access.h, so the
+ *    difference is the front-end's cost;
  *  - the raw BLAS called directly, the ceiling for cuttle: cblas_sgemm on the CPU, CLBlastSgemm on
  *    an OpenCL device's buffers (through bench_access.h, which resolves the buffers once so that
  *    only the library call is timed); on CUDA cublasGemmEx (src/backend/cuda/bench_access.h) with
@@ -20,8 +21,8 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/backend.h"
 #include "bench.h"
+#include "ops/bench_access.h"
 #ifdef CUTTLE_WITH_OPENCL
 #include "backend/opencl/bench_access.h"
 #endif
@@ -50,7 +51,7 @@ static int run_matmul(void *p) {
 
 static int run_kernel(void *p) {
   gemm_ctx *g = p;
-  return g->a->storage->backend->matmul(g->c3, g->a3, g->b3) != CT_OK;
+  return ct__matmul_kernel_into(g->c3, g->a3, g->b3) != CT_OK;
 }
 
 static int run_cblas(void *p) {
