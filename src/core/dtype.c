@@ -90,12 +90,22 @@ double ct__load(const void *p, ct_dtype dt) {
   }
 }
 
-/* Conversion to an integer dtype, the one rule of every backend (the CUDA ct_down<int> and the
- * OpenCL st() do the same): truncate toward zero, saturate a value outside the dtype's range at
- * its bound, NaN -> 0. So 300.0 -> uint8 255, -1.0 -> uint8 0, 1e10 -> int32 2147483647, NaN -> 0,
- * and integer results that overflow (uint8 200 + 100) saturate too. This is defined behaviour where
- * C's cast is undefined, and it is what CUDA's cvt.rzi.sat does; PyTorch leaves out-of-range
- * float -> int casts undefined (a C cast on its CPU) and wraps integer arithmetic. */
+/* Conversions to the integer dtypes (uint8, int32, int64), one rule on every backend (the CUDA
+ * ct_down<int> in src/backend/cuda/common.cuh and the OpenCL st() / st_int() in
+ * kernels/a_common.cl do the same):
+ *
+ *  - from an integer (int32, int64, uint8, bool), including the result of integer arithmetic
+ *    (uint8 200 + 100, int32 overflow): wrap modulo 2^bits, two's complement, as C's unsigned
+ *    conversions and PyTorch do. int32 300 -> uint8 44, int32 -1 -> uint8 255, int64 2^40 + 5 ->
+ *    int32 5, uint8 200 + 100 = 44. Done in unsigned arithmetic (ct__wrap_i64, wrap_i32), so no
+ *    signed overflow or implementation-defined conversion is involved. ct__store_int.
+ *  - from a floating value (float16, bfloat16, float32, float64; ct__store's double): truncate
+ *    toward zero, saturate a value outside the dtype's range at its bound, NaN -> 0. 300.0f ->
+ *    uint8 255, -1.0f -> uint8 0, 1e10f -> int32 2147483647. C leaves an out-of-range conversion
+ *    undefined and so does PyTorch (it casts as C does, so its answer depends on the compiler, the
+ *    vector path and the device; -1.0 -> uint8 often gives 255 there). cuttle gives a defined
+ *    answer, the one CUDA's cvt.rzi.sat gives: it differs from PyTorch only where PyTorch's answer
+ *    is undefined. In range (|v| below the bound) both truncate toward zero and agree. */
 static int64_t to_i64_sat(double v) {
   if (isnan(v)) return 0;
   if (v >= 9223372036854775808.0) return INT64_MAX; /* 2^63 */
@@ -113,6 +123,31 @@ static uint8_t to_u8_sat(double v) {
   if (v >= 255.0) return 255;
   if (v <= 0.0) return 0;
   return (uint8_t)v;
+}
+/* the low 32 bits of u as a two's complement int32 */
+static int32_t wrap_i32(uint64_t u) {
+  uint32_t w = (uint32_t)u;
+  return w <= (uint32_t)INT32_MAX ? (int32_t)w : (int32_t)(w - 0x80000000u) + INT32_MIN;
+}
+
+int64_t ct__load_int(const void *p, ct_dtype dt) {
+  switch (dt) {
+    case CT_I32: return *(const int32_t *)p;
+    case CT_I64: return *(const int64_t *)p;
+    case CT_U8: return *(const uint8_t *)p;
+    case CT_BOOL: return *(const uint8_t *)p != 0;
+    default: return to_i64_sat(ct__load(p, dt)); /* a floating dtype: callers check ct__dtype_is_int */
+  }
+}
+
+void ct__store_int(void *p, ct_dtype dt, int64_t v) {
+  switch (dt) {
+    case CT_I32: *(int32_t *)p = wrap_i32((uint64_t)v); break;
+    case CT_I64: *(int64_t *)p = v; break;
+    case CT_U8: *(uint8_t *)p = (uint8_t)(uint64_t)v; break;
+    case CT_BOOL: *(uint8_t *)p = v != 0; break;
+    default: ct__store(p, dt, (double)v); break;
+  }
 }
 
 void ct__store(void *p, ct_dtype dt, double v) {

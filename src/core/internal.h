@@ -4,6 +4,7 @@
 #define CUTTLE_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "cuttle.h"
 
@@ -188,9 +189,22 @@ uint64_t ct__sync_debug_warnings(void);
 ct_tensor *ct__alloc_custom(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, void *(*alloc)(size_t nbytes),
                             void (*release)(ct_storage *s), void *ctx, bool pinned);
 
-/* ---- element conversions used by generic (reference) kernels */
+/* ---- element conversions used by generic (reference) kernels (the rules: src/core/dtype.c).
+ * ct__store converts a value computed in double, as from a floating source: to an integer dtype it
+ * truncates toward zero and saturates (NaN -> 0). ct__load_int / ct__store_int carry integer
+ * elements (int32, int64, uint8, bool) exactly, and ct__store_int wraps modulo 2^bits as PyTorch
+ * does (int32 300 -> uint8 44, int64 2^40 + 5 -> int32 5; bool is v != 0). */
 double ct__load(const void *p, ct_dtype dt);
 void ct__store(void *p, ct_dtype dt, double v);
+int64_t ct__load_int(const void *p, ct_dtype dt);
+void ct__store_int(void *p, ct_dtype dt, int64_t v);
+/* 1 for the integer dtypes int32, int64, uint8 and bool. */
+static inline int ct__dtype_is_int(ct_dtype dt) { return dt == CT_I32 || dt == CT_I64 || dt == CT_U8 || dt == CT_BOOL; }
+/* u as a two's complement int64 (u mod 2^64 in [-2^63, 2^63)), with no implementation-defined
+ * conversion: integer arithmetic that wraps is done in uint64_t and comes back through here. */
+static inline int64_t ct__wrap_i64(uint64_t u) {
+  return u <= (uint64_t)INT64_MAX ? (int64_t)u : (int64_t)(u - ((uint64_t)INT64_MAX + 1u)) + INT64_MIN;
+}
 
 /* ---- Philox4x32-10: four 32-bit outputs of counter (ctr_lo, ctr_hi) under key seed. */
 void ct__philox(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi, uint32_t out[4]);

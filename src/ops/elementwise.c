@@ -110,11 +110,18 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
 #include "ops/ops.def"
 
 /* The scalar keeps a floating tensor's dtype; an integer tensor with a fractional scalar gives
- * float32 (PyTorch's wrapped-number rule). */
+ * float32 (PyTorch's wrapped-number rule). An integral scalar is an integer, as PyTorch's Python
+ * int, so it goes into an integer dtype modulo 2^bits (uint8 + 300 adds 44, as torch), not by the
+ * saturating float -> int rule of ct_scalar (src/core/dtype.c). */
 static ct_tensor *with_scalar(ct_binary_op op, ct_tensor *a, double s) {
   if (!a) return ct__null_arg(op == CT_BINARY_ADD ? "add_scalar" : op == CT_BINARY_MUL ? "mul_scalar" : "pow_scalar", "a");
   ct_dtype dt = ct_dtype_is_floating(a->dtype) ? a->dtype : (s == floor(s) && op != CT_BINARY_DIV ? a->dtype : CT_F32);
   if (dt == CT_BOOL) dt = CT_I64;
+  if (!ct_dtype_is_floating(dt) && s >= -9223372036854775808.0 && s < 9223372036854775808.0) {
+    char elem[8];
+    ct__store_int(elem, dt, (int64_t)s); /* s is integral here: exact in int64, then wrapped into dt */
+    s = ct__load(elem, dt);
+  }
   ct_tensor *sc = ct_scalar(s, dt, a->device);
   ct_tensor *out = binary(op, a, sc);
   ct_tensor_free(sc);

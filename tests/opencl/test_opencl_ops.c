@@ -69,7 +69,7 @@ int main(void) {
   lp_dev = CT_DEVICE_OPENCL(0);
   const struct CMUnitTest lowp[] = {LP_TESTS};
   r |= cmocka_run_group_tests_name("lowp_opencl", lowp, NULL, NULL);
-  /* conversions to the integer dtypes: the CPU's saturating rule */
+  /* conversions to the integer dtypes and integer arithmetic: the CPU's rules (float saturates, integer wraps) */
   cast_dev = CT_DEVICE_OPENCL(0);
   const struct CMUnitTest casts[] = {CAST_TESTS};
   r |= cmocka_run_group_tests_name("casts_opencl", casts, NULL, NULL);

@@ -5,7 +5,14 @@
  * (half.h), and a reference path for every dtype that loads each element as a double and stores it
  * back (ct__load/ct__store). The half path computes exactly as the reference path does: in double,
  * rounded through float32, so the two agree bit for bit. Casts between float32 and the halves
- * have inlined loops too. The formulas come from src/ops/ops.def. */
+ * have inlined loops too. The formulas come from src/ops/ops.def.
+ *
+ * Integer operands (int32, int64, uint8, bool) take an integer path where the result is an
+ * integer: casts between integer dtypes, neg/abs/relu, add/sub/mul/pow/maximum/minimum and the
+ * comparisons. Elements are loaded exactly as int64 (no rounding through double beyond 2^53),
+ * arithmetic is done in uint64_t and the result is stored with ct__store_int, so overflow wraps
+ * modulo 2^bits as in PyTorch (uint8 200 + 100 = 44, int32 300 -> uint8 44) with no signed
+ * overflow in C. Float -> integer stays ct__store's saturating rule (src/core/dtype.c). */
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
@@ -18,7 +25,51 @@ typedef struct {
   double value;
   int f32; /* every operand is float32 */
   int lp;  /* every operand is float16 (CT_LP_F16) or every one bfloat16 (CT_LP_BF16), else 0 */
+  int ints; /* every operand is an integer dtype (int32, int64, uint8, bool) */
 } ew_ctx;
+
+/* ---- the integer path: int64 values, wrapping arithmetic in uint64_t */
+
+/* a ** b as PyTorch's integer pow: by squaring, wrapping; a negative exponent gives 1 / a^|b|
+ * truncated (1 for a == 1, +-1 for a == -1, else 0), as torch's powi on CUDA. */
+static int64_t int_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (((uint64_t)b & 1u) ? -1 : 1) : 0;
+  uint64_t r = 1, base = (uint64_t)a, e = (uint64_t)b;
+  for (; e; e >>= 1, base *= base)
+    if (e & 1u) r *= base;
+  return ct__wrap_i64(r);
+}
+
+/* 1 when unary op has an integer result on integer operands (the front-end gives the others a
+ * float32 output) */
+static int int_unary_op(int op) { return op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU; }
+static int64_t int_unary(int op, int64_t x) {
+  switch (op) {
+    case CT_UNARY_NEG: return ct__wrap_i64(0u - (uint64_t)x);
+    case CT_UNARY_ABS: return x < 0 ? ct__wrap_i64(0u - (uint64_t)x) : x; /* abs(INT64_MIN) wraps to itself */
+    default: return x > 0 ? x : 0; /* relu */
+  }
+}
+
+/* every binary op but true division has an integer result on integer operands */
+static int int_binary_op(int op) { return op != CT_BINARY_DIV; }
+static int64_t int_binary(int op, int64_t a, int64_t b) {
+  switch (op) {
+    case CT_BINARY_ADD: return ct__wrap_i64((uint64_t)a + (uint64_t)b);
+    case CT_BINARY_SUB: return ct__wrap_i64((uint64_t)a - (uint64_t)b);
+    case CT_BINARY_MUL: return ct__wrap_i64((uint64_t)a * (uint64_t)b);
+    case CT_BINARY_POW: return int_pow(a, b);
+    case CT_BINARY_MAXIMUM: return a >= b ? a : b;
+    case CT_BINARY_MINIMUM: return a <= b ? a : b;
+    case CT_BINARY_EQ: return a == b;
+    case CT_BINARY_NE: return a != b;
+    case CT_BINARY_LT: return a < b;
+    case CT_BINARY_LE: return a <= b;
+    case CT_BINARY_GT: return a > b;
+    case CT_BINARY_GE: return a >= b;
+    default: return 0;
+  }
+}
 
 /* ---- copy and fill */
 static void copy_body(void *c, int64_t n, char **p, const int64_t *s) {
@@ -39,6 +90,10 @@ static void copy_body(void *c, int64_t n, char **p, const int64_t *s) {
   }
   if (lp1 && x->dt[0] == CT_F32) {
     for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) = (float)ct__lp_load(p[1] + i * s[1], lp1);
+    return;
+  }
+  if (ct__dtype_is_int(x->dt[0]) && ct__dtype_is_int(x->dt[1])) { /* integer -> integer wraps */
+    for (int64_t i = 0; i < n; i++) ct__store_int(p[0] + i * s[0], x->dt[0], ct__load_int(p[1] + i * s[1], x->dt[1]));
     return;
   }
   for (int64_t i = 0; i < n; i++) ct__store(p[0] + i * s[0], x->dt[0], ct__load(p[1] + i * s[1], x->dt[1]));
@@ -76,6 +131,11 @@ static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
     const float *xp = (const float *)p[1];
     float *op = (float *)p[0];
     for (int64_t i = 0; i < n; i++) op[i] = !(xp[i] <= 0) ? xp[i] : 0.0f; /* NaN passes, as in torch */
+    return;
+  }
+  if (k->ints && int_unary_op(k->op)) {
+    for (int64_t i = 0; i < n; i++)
+      ct__store_int(p[0] + i * s[0], k->dt[0], int_unary(k->op, ct__load_int(p[1] + i * s[1], k->dt[1])));
     return;
   }
   switch (k->op) {
@@ -169,8 +229,11 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
 static ct_status run(int n, ct_tensor *const *ts, int op, ct_iter_body body) {
   ct_iter it;
   ct_iter_init(&it, n, ts, ts[0]->ndim, ts[0]->shape);
-  ew_ctx c = {.op = op, .f32 = 1, .lp = ct__lp_tag(ts[0]->dtype)};
-  for (int i = 0; i < n; i++) c.dt[i] = ts[i]->dtype, c.f32 &= ts[i]->dtype == CT_F32, c.lp = ts[i]->dtype == ts[0]->dtype ? c.lp : 0;
+  ew_ctx c = {.op = op, .f32 = 1, .lp = ct__lp_tag(ts[0]->dtype), .ints = 1};
+  for (int i = 0; i < n; i++) {
+    c.dt[i] = ts[i]->dtype, c.f32 &= ts[i]->dtype == CT_F32, c.lp = ts[i]->dtype == ts[0]->dtype ? c.lp : 0;
+    c.ints &= ct__dtype_is_int(ts[i]->dtype);
+  }
   ct_iter_run_split(&it, body, &c);
   return CT_OK;
 }
@@ -186,6 +249,13 @@ ct_status ct__cpu_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, c
 /* ---- binary: out = f(a, b); backward: out = g * df/da or g * df/db */
 static void binary_body(void *c, int64_t n, char **p, const int64_t *s) {
   ew_ctx *k = c;
+  if (k->ints && int_binary_op(k->op)) {
+    for (int64_t i = 0; i < n; i++) {
+      int64_t a = ct__load_int(p[1] + i * s[1], k->dt[1]), b = ct__load_int(p[2] + i * s[2], k->dt[2]);
+      ct__store_int(p[0] + i * s[0], k->dt[0], int_binary(k->op, a, b));
+    }
+    return;
+  }
   switch (k->op) {
 #define CT_BINARY(E, name, fwd, da, db)                                                  \
   case CT_BINARY_##E:                                                                    \
@@ -296,8 +366,10 @@ static void where_body(void *c, int64_t n, char **p, const int64_t *s) {
   for (int64_t i = 0; i < n; i++) {
     int cond = ct__load(p[1] + i * s[1], k->dt[1]) != 0;
     const char *src = cond ? p[2] + i * s[2] : p[3] + i * s[3];
-    if (k->dt[cond ? 2 : 3] == k->dt[0]) memcpy(p[0] + i * s[0], src, es);
-    else ct__store(p[0] + i * s[0], k->dt[0], ct__load(src, k->dt[cond ? 2 : 3]));
+    ct_dtype sdt = k->dt[cond ? 2 : 3];
+    if (sdt == k->dt[0]) memcpy(p[0] + i * s[0], src, es);
+    else if (ct__dtype_is_int(sdt) && ct__dtype_is_int(k->dt[0])) ct__store_int(p[0] + i * s[0], k->dt[0], ct__load_int(src, sdt));
+    else ct__store(p[0] + i * s[0], k->dt[0], ct__load(src, sdt));
   }
 }
 

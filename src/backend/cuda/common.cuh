@@ -136,10 +136,15 @@ struct ct_down<__nv_bfloat16> {
   template <typename X>
   static __device__ __forceinline__ __nv_bfloat16 f(X x) { return __float2bfloat16_rn((float)x); }
 };
-/* Conversions to the integer dtypes, as the CPU's ct__store converts (src/core/dtype.c): truncate
- * toward zero, saturate a value outside the dtype's range at its bound, NaN -> 0 (300.0f -> uint8
- * 255, -1.0f -> uint8 0, 1e10f -> int32 2147483647). Written out rather than left to a C++ cast,
- * which is undefined out of range. An integer source saturates too (the CPU goes through double). */
+/* Conversions to the integer dtypes, as the CPU converts (src/core/dtype.c, where the rule and
+ * its difference from PyTorch are written down):
+ *  - from float or double (half and bfloat16 arrive as float): truncate toward zero, saturate a
+ *    value outside the dtype's range at its bound, NaN -> 0 (300.0f -> uint8 255, -1.0f -> uint8
+ *    0, 1e10f -> int32 2147483647), as the CPU's ct__store. Written out rather than left to a C++
+ *    cast, which is undefined out of range.
+ *  - from an integer (int32, int64, uint8, bool): wrap modulo 2^bits, as the CPU's ct__store_int
+ *    and PyTorch (int32 300 -> uint8 44, -1 -> uint8 255, int64 2^40 + 5 -> int32 5), through
+ *    unsigned arithmetic (ct_wrap_from_int), so integer results (uint8 200 + 100 = 44) wrap too. */
 template <typename D>
 struct ct_int_bounds;
 template <>
@@ -162,11 +167,25 @@ static __device__ __forceinline__ D ct_sat_from_double(double v) {
   if (v <= (double)ct_int_bounds<D>::lo) return (D)ct_int_bounds<D>::lo;
   return (D)v;
 }
+/* u as a two's complement int64 (as the core's ct__wrap_i64): no implementation-defined cast */
+static __device__ __forceinline__ int64_t ct_wrap_i64(unsigned long long u) {
+  return u <= (unsigned long long)INT64_MAX ? (int64_t)u : (int64_t)(u - ((unsigned long long)INT64_MAX + 1ull)) + INT64_MIN;
+}
+/* v modulo 2^bits of D, two's complement */
 template <typename D>
-static __device__ __forceinline__ D ct_sat_from_int(long long v) {
-  if (v >= ct_int_bounds<D>::hi) return (D)ct_int_bounds<D>::hi;
-  if (v <= ct_int_bounds<D>::lo) return (D)ct_int_bounds<D>::lo;
-  return (D)v;
+static __device__ __forceinline__ D ct_wrap_from_int(long long v);
+template <>
+__device__ __forceinline__ uint8_t ct_wrap_from_int<uint8_t>(long long v) {
+  return (uint8_t)(unsigned long long)v;
+}
+template <>
+__device__ __forceinline__ int32_t ct_wrap_from_int<int32_t>(long long v) {
+  unsigned int w = (unsigned int)(unsigned long long)v;
+  return w <= (unsigned int)INT32_MAX ? (int32_t)w : (int32_t)(w - 0x80000000u) + INT32_MIN;
+}
+template <>
+__device__ __forceinline__ int64_t ct_wrap_from_int<int64_t>(long long v) {
+  return (int64_t)v;
 }
 template <typename D>
 struct ct_down_int {
@@ -174,7 +193,7 @@ struct ct_down_int {
   static __device__ __forceinline__ D f(double x) { return ct_sat_from_double<D>(x); }
   /* int32, int64, uint8, bool */
   template <typename X>
-  static __device__ __forceinline__ D f(X x) { return ct_sat_from_int<D>((long long)x); }
+  static __device__ __forceinline__ D f(X x) { return ct_wrap_from_int<D>((long long)x); }
 };
 template <>
 struct ct_down<uint8_t> : ct_down_int<uint8_t> {};

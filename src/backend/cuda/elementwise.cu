@@ -11,7 +11,11 @@
  * Each op is a template argument, so the op's switch folds away. Two kernels per op:
  *  - contiguous: every operand contiguous and of one floating dtype S (the common case);
  *  - strided: any strides (stride-0 broadcast dims included) over up to 8 dims merged by the
- *    iterator, each operand of any dtype, read and written through runtime dtype tags. */
+ *    iterator, each operand of any dtype, read and written through runtime dtype tags.
+ * Integer operands (int32, int64, uint8, bool) with an integer result (neg, abs, relu, add, sub,
+ * mul, pow, maximum, minimum, the comparisons) take a third, integer kernel, as the CPU's integer
+ * path (src/backend/cpu/elementwise.c): exact int64 loads, arithmetic in unsigned long long, a
+ * store that wraps modulo 2^bits (uint8 200 + 100 = 44, as in PyTorch). */
 #include <math.h>
 
 #include "backend/cuda/common.cuh"
@@ -68,6 +72,48 @@ static __device__ __forceinline__ C binary_deriv(const int op, const int wrt, co
   return C(0);
 }
 
+/* ---- the integer path: int64 values, wrapping arithmetic in unsigned long long */
+
+/* 1 when OP has an integer result on integer operands (the front-end gives the other unary ops a
+ * float32 output; division is true division) */
+static constexpr bool int_unary_op(int op) { return op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU; }
+static constexpr bool int_binary_op(int op) { return op != CT_BINARY_DIV; }
+
+template <int OP>
+static __device__ __forceinline__ int64_t int_unary_fwd(int64_t x) {
+  if (OP == CT_UNARY_NEG) return ct_wrap_i64(0ull - (unsigned long long)x);
+  if (OP == CT_UNARY_ABS) return x < 0 ? ct_wrap_i64(0ull - (unsigned long long)x) : x;
+  return x > 0 ? x : 0; /* relu */
+}
+
+/* a ** b as PyTorch's integer pow (powi): by squaring, wrapping; b < 0 gives 1, +-1 or 0 */
+static __device__ __forceinline__ int64_t int_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (((unsigned long long)b & 1ull) ? -1 : 1) : 0;
+  unsigned long long r = 1, base = (unsigned long long)a, e = (unsigned long long)b;
+  for (; e; e >>= 1, base *= base)
+    if (e & 1ull) r *= base;
+  return ct_wrap_i64(r);
+}
+
+template <int OP>
+static __device__ __forceinline__ int64_t int_binary_fwd(int64_t a, int64_t b) {
+  switch (OP) {
+    case CT_BINARY_ADD: return ct_wrap_i64((unsigned long long)a + (unsigned long long)b);
+    case CT_BINARY_SUB: return ct_wrap_i64((unsigned long long)a - (unsigned long long)b);
+    case CT_BINARY_MUL: return ct_wrap_i64((unsigned long long)a * (unsigned long long)b);
+    case CT_BINARY_POW: return int_pow(a, b);
+    case CT_BINARY_MAXIMUM: return a >= b ? a : b;
+    case CT_BINARY_MINIMUM: return a <= b ? a : b;
+    case CT_BINARY_EQ: return a == b;
+    case CT_BINARY_NE: return a != b;
+    case CT_BINARY_LT: return a < b;
+    case CT_BINARY_LE: return a <= b;
+    case CT_BINARY_GT: return a > b;
+    case CT_BINARY_GE: return a >= b;
+    default: return 0;
+  }
+}
+
 #define GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
@@ -86,6 +132,16 @@ __global__ void unary_strided_kernel(void *out, int odt, const void *x, int xdt,
     int64_t off[2];
     ct_iter_offsets<2>(it, i, off);
     ct_st<C>(out, off[0], odt, unary_fwd<C>(OP, ct_ld<C>(x, off[1], xdt)));
+  }
+}
+
+/* out = op(x) on integer operands over the iterator: ct_ld<int64_t> is exact, ct_st<int64_t> wraps */
+template <int OP>
+__global__ void unary_int_kernel(void *out, int odt, const void *x, int xdt, ct__cuda_iter it, int64_t n) {
+  GRID_LOOP(i, n) {
+    int64_t off[2];
+    ct_iter_offsets<2>(it, i, off);
+    ct_st<int64_t>(out, off[0], odt, int_unary_fwd<OP>(ct_ld<int64_t>(x, off[1], xdt)));
   }
 }
 
@@ -128,6 +184,17 @@ __global__ void binary_strided_kernel(void *out, int odt, const void *a, int adt
     int64_t off[3];
     ct_iter_offsets<3>(it, i, off);
     ct_st<C>(out, off[0], odt, binary_fwd<C>(OP, ct_ld<C>(a, off[1], adt), ct_ld<C>(b, off[2], bdt)));
+  }
+}
+
+/* out = op(a, b) on integer operands over the iterator */
+template <int OP>
+__global__ void binary_int_kernel(void *out, int odt, const void *a, int adt, const void *b, int bdt, ct__cuda_iter it,
+                                  int64_t n) {
+  GRID_LOOP(i, n) {
+    int64_t off[3];
+    ct_iter_offsets<3>(it, i, off);
+    ct_st<int64_t>(out, off[0], odt, int_binary_fwd<OP>(ct_ld<int64_t>(a, off[1], adt), ct_ld<int64_t>(b, off[2], bdt)));
   }
 }
 
@@ -205,6 +272,12 @@ static int any_wants_double(int n, ct_tensor *const *ts) {
     if (ts[k] && ct__cuda_wants_double(ts[k]->dtype)) return 1;
   return 0;
 }
+static int is_int_dtype(ct_dtype dt) { return dt == CT_I32 || dt == CT_I64 || dt == CT_U8 || dt == CT_BOOL; }
+static int all_int(int n, ct_tensor *const *ts) {
+  for (int k = 0; k < n; k++)
+    if (ts[k] && !is_int_dtype(ts[k]->dtype)) return 0;
+  return 1;
+}
 static int all_same_float(int n, ct_tensor *const *ts) {
   for (int k = 0; k < n; k++)
     if (ts[k] && (ts[k]->dtype != ts[0]->dtype || !is_float_dtype(ts[k]->dtype))) return 0;
@@ -217,7 +290,10 @@ static ct_status launch_unary(ct__cuda_ctx *ctx, ct_tensor *out, ct_tensor *x, i
   ct__cuda_iter it;
   make_iter(&it, out, 2, ops);
   unsigned grid = ct__cuda_blocks(ctx, n);
-  if (all_same_float(2, ops) && ct__cuda_iter_is_contiguous(&it, 2)) {
+  if (int_unary_op(OP) && all_int(2, ops)) {
+    if constexpr (int_unary_op(OP)) /* instantiated only for the ops that have an integer result */
+      unary_int_kernel<OP><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(ct__ptr(out), out->dtype, ct__ptr(x), x->dtype, it, n);
+  } else if (all_same_float(2, ops) && ct__cuda_iter_is_contiguous(&it, 2)) {
     DISPATCH_FLOAT(out->dtype,
                    unary_contig_kernel<OP, S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
                        (S *)ct__ptr(out), (const S *)ct__ptr(x), n));
@@ -293,7 +369,11 @@ static ct_status launch_binary(ct__cuda_ctx *ctx, ct_tensor *out, ct_tensor *a, 
   ct__cuda_iter it;
   make_iter(&it, out, 3, ops);
   unsigned grid = ct__cuda_blocks(ctx, n);
-  if (!is_compare && all_same_float(3, ops) && ct__cuda_iter_is_contiguous(&it, 3)) {
+  if (int_binary_op(OP) && all_int(3, ops)) {
+    if constexpr (int_binary_op(OP))
+      binary_int_kernel<OP><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(ct__ptr(out), out->dtype, ct__ptr(a), a->dtype,
+                                                                        ct__ptr(b), b->dtype, it, n);
+  } else if (!is_compare && all_same_float(3, ops) && ct__cuda_iter_is_contiguous(&it, 3)) {
     DISPATCH_FLOAT(out->dtype, binary_contig_kernel<OP, S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
                                    (S *)ct__ptr(out), (const S *)ct__ptr(a), (const S *)ct__ptr(b), n));
   } else if (any_wants_double(3, ops)) {
@@ -386,6 +466,11 @@ ct_status ct__cuda_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tenso
       default: WHERE_BITS(uint64_t); break;
 #undef WHERE_BITS
     }
+  } else if (is_int_dtype(out->dtype) && is_int_dtype(a->dtype) && is_int_dtype(b->dtype)) {
+    /* integer -> integer conversions wrap, and int64 stays exact */
+    where_kernel<int64_t><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(ct__ptr(out), out->dtype, ct__ptr(cond),
+                                                                      cond->dtype, ct__ptr(a), a->dtype, ct__ptr(b),
+                                                                      b->dtype, it, n);
   } else if (any_wants_double(4, ops)) {
     where_kernel<double><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(ct__ptr(out), out->dtype, ct__ptr(cond),
                                                                      cond->dtype, ct__ptr(a), a->dtype, ct__ptr(b),

@@ -9,18 +9,19 @@
 
 typedef struct {
   int op;
+  const char *ename; /* the enum's name without its prefix: ADD */
   const char *fwd, *d1, *d2;
   int compare;
 } formula;
 
 static const formula unary_formulas[] = {
-#define CT_UNARY(E, name, fwd, deriv) {CT_UNARY_##E, #fwd, #deriv, NULL, 0},
+#define CT_UNARY(E, name, fwd, deriv) {CT_UNARY_##E, #E, #fwd, #deriv, NULL, 0},
 #include "ops/ops.def"
 };
 
 static const formula binary_formulas[] = {
-#define CT_BINARY(E, name, fwd, da, db) {CT_BINARY_##E, #fwd, #da, #db, 0},
-#define CT_COMPARE(E, name, pred) {CT_BINARY_##E, #pred, NULL, NULL, 1},
+#define CT_BINARY(E, name, fwd, da, db) {CT_BINARY_##E, #E, #fwd, #da, #db, 0},
+#define CT_COMPARE(E, name, pred) {CT_BINARY_##E, #E, #pred, NULL, NULL, 1},
 #include "ops/ops.def"
 };
 
@@ -30,6 +31,9 @@ static const formula binary_formulas[] = {
 size_t ct__ocl_ops_source(char *buf, size_t n) {
   size_t k = 0;
 #define OUT(...) k += (size_t)snprintf(buf + k, k < n ? n - k : 0, __VA_ARGS__)
+  /* the op enums by name, for the integer path of a_common.cl */
+  for (size_t i = 0; i < NU; i++) OUT("#define CT_UNARY_%s %d\n", unary_formulas[i].ename, unary_formulas[i].op);
+  for (size_t i = 0; i < NB; i++) OUT("#define CT_BINARY_%s %d\n", binary_formulas[i].ename, binary_formulas[i].op);
   OUT("REAL unary_fwd(int op, REAL x) {\n  switch (op) {\n");
   for (size_t i = 0; i < NU; i++) OUT("    case %d: return (REAL)(%s);\n", unary_formulas[i].op, unary_formulas[i].fwd);
   OUT("  }\n  return 0;\n}\nREAL unary_deriv(int op, REAL x, REAL y) {\n  switch (op) {\n");

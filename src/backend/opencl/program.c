@@ -1,9 +1,9 @@
 /* src/backend/opencl/program.c: the device program: its source, its build, and the on-disk cache
  * of program binaries.
  *
- * The source is a prelude made here (REAL, the dtype tags, CT_MAX_DIMS, and the ops.def formulas
- * from elementwise.c) followed by every .cl file of kernels/ in name order, embedded at build time
- * (src/backend/opencl/embed.cmake). It is built once per device context, on the first launch.
+ * The source is a prelude made here (REAL, the dtype tags, CT_MAX_DIMS, and the op enums and the
+ * ops.def formulas from elementwise.c) followed by every .cl file of kernels/ in name order,
+ * embedded at build time (src/backend/opencl/embed.cmake). It is built once per device context, on the first launch.
  *
  * PoCL compiles slowly, so the binary is cached on disk: in $CUTTLE_OPENCL_CACHE, else
  * $XDG_CACHE_HOME/cuttle/opencl, else ~/.cache/cuttle/opencl, in a file named by a 64-bit FNV-1a

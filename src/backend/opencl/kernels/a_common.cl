@@ -2,8 +2,8 @@
  * its name): typed loads and stores by runtime dtype tag, and the strided iterator.
  *
  * The host prepends a prelude (src/backend/opencl/program.c) that defines REAL (double where the
- * device has cl_khr_fp64, else float), the dtype tags DT_* with ct_dtype's values, CT_MAX_DIMS, and
- * the ops.def formulas as functions. Buffers are passed as (__global uchar *base, long off): off
+ * device has cl_khr_fp64, else float), the dtype tags DT_* with ct_dtype's values, CT_MAX_DIMS, the
+ * op enums (CT_UNARY_*, CT_BINARY_*) and the ops.def formulas as functions. Buffers are passed as (__global uchar *base, long off): off
  * counts elements of the operand's dtype, since cuttle's tensors carry their offset in elements. */
 
 /* Element i (from the buffer's start, in elements) of a buffer of dtype dt, as REAL. */
@@ -23,9 +23,14 @@ REAL ld(__global const uchar *p, long i, int dt) {
   return (REAL)0;
 }
 
-/* Conversions to the integer dtypes, as the CPU's ct__store converts (src/core/dtype.c): truncate
- * toward zero, saturate at the dtype's bounds, NaN -> 0 (300 -> uchar 255, -1 -> 0, 1e10 -> int
- * 2147483647). The bounds compare right whether REAL is double or float. */
+/* Conversions to the integer dtypes, as the CPU converts (src/core/dtype.c, where the rule and its
+ * difference from PyTorch are written down):
+ *  - from a floating value (REAL, st()): truncate toward zero, saturate at the dtype's bounds,
+ *    NaN -> 0 (300.0 -> uchar 255, -1.0 -> 0, 1e10 -> int 2147483647), as ct__store. The bounds
+ *    compare right whether REAL is double or float.
+ *  - from an integer (int, long, uchar, bool; ld_int() and st_int()): wrap modulo 2^bits as
+ *    ct__store_int and PyTorch (int 300 -> uchar 44, -1 -> uchar 255, long 2^40 + 5 -> int 5), by
+ *    bit reinterpretation (as_ulong, as_int) and unsigned narrowing, which OpenCL C defines. */
 long to_i64_sat(REAL v) {
   if (isnan(v)) return 0;
   if (v >= (REAL)9223372036854775808.0) return LONG_MAX;
@@ -43,6 +48,20 @@ uchar to_u8_sat(REAL v) {
   if (v >= (REAL)255) return 255;
   if (v <= (REAL)0) return 0;
   return (uchar)v;
+}
+
+/* 1 for the integer dtypes (int32, int64, uint8, bool) */
+int is_int_dt(int dt) { return dt == DT_I32 || dt == DT_I64 || dt == DT_U8 || dt == DT_BOOL; }
+
+/* Element i of a buffer of integer dtype dt, as long, exactly (beyond 2^53 too). */
+long ld_int(__global const uchar *p, long i, int dt) {
+  switch (dt) {
+    case DT_I32: return (long)((__global const int *)p)[i];
+    case DT_I64: return ((__global const long *)p)[i];
+    case DT_U8: return (long)p[i];
+    case DT_BOOL: return p[i] != 0 ? 1L : 0L;
+  }
+  return 0;
 }
 
 /* bfloat16 bits of f, rounded to nearest even; a NaN stays a quiet NaN (as ct_f32_to_bf16). */
@@ -67,6 +86,54 @@ void st(__global uchar *p, long i, int dt, REAL v) {
     case DT_U8: p[i] = to_u8_sat(v); break;
     case DT_BOOL: p[i] = v != 0; break;
   }
+}
+
+/* Store the integer v as element i of a buffer of dtype dt: an integer dtype wraps modulo 2^bits
+ * (ct__store_int), bool is v != 0, a floating one converts v as st() does. */
+void st_int(__global uchar *p, long i, int dt, long v) {
+  switch (dt) {
+    case DT_I32: ((__global int *)p)[i] = as_int((uint)as_ulong(v)); break;
+    case DT_I64: ((__global long *)p)[i] = v; break;
+    case DT_U8: p[i] = (uchar)as_ulong(v); break;
+    case DT_BOOL: p[i] = v != 0; break;
+    default: st(p, i, dt, (REAL)v); break;
+  }
+}
+
+/* The integer path of the elementwise kernels (as the CPU's, src/backend/cpu/elementwise.c): the
+ * ops with an integer result on integer operands, in long with the arithmetic done in ulong, so
+ * overflow wraps (uchar 200 + 100 = 44 once stored) with no signed overflow. */
+int int_unary_op(int op) { return op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU; }
+long int_unary(int op, long x) {
+  if (op == CT_UNARY_NEG || (op == CT_UNARY_ABS && x < 0)) return as_long(0UL - as_ulong(x));
+  if (op == CT_UNARY_ABS) return x;
+  return x > 0 ? x : 0L; /* relu */
+}
+int int_binary_op(int op) { return op != CT_BINARY_DIV; }
+/* a ** b as PyTorch's integer pow: by squaring, wrapping; b < 0 gives 1, +-1 or 0 */
+long int_pow(long a, long b) {
+  if (b < 0) return a == 1 ? 1L : a == -1 ? ((as_ulong(b) & 1UL) ? -1L : 1L) : 0L;
+  ulong r = 1, base = as_ulong(a), e = as_ulong(b);
+  for (; e; e >>= 1, base *= base)
+    if (e & 1UL) r *= base;
+  return as_long(r);
+}
+long int_binary(int op, long a, long b) {
+  switch (op) {
+    case CT_BINARY_ADD: return as_long(as_ulong(a) + as_ulong(b));
+    case CT_BINARY_SUB: return as_long(as_ulong(a) - as_ulong(b));
+    case CT_BINARY_MUL: return as_long(as_ulong(a) * as_ulong(b));
+    case CT_BINARY_POW: return int_pow(a, b);
+    case CT_BINARY_MAXIMUM: return a >= b ? a : b;
+    case CT_BINARY_MINIMUM: return a <= b ? a : b;
+    case CT_BINARY_EQ: return a == b;
+    case CT_BINARY_NE: return a != b;
+    case CT_BINARY_LT: return a < b;
+    case CT_BINARY_LE: return a <= b;
+    case CT_BINARY_GT: return a > b;
+    case CT_BINARY_GE: return a >= b;
+  }
+  return 0;
 }
 
 /* The strided iterator: up to 4 operands over ndim merged dims (host: ct__ocl_iter_init). Linear
