@@ -115,11 +115,12 @@ CT_API struct DLManagedTensorVersioned *ct_to_dlpack_versioned(ct_tensor *t, con
  * as for ct_empty (the caller's, or the open scope's). Takes m over on success only.
  * Synchronizes as the top of this file says, for the legacy default stream on CUDA.
  * Errors (NULL, and m stays the caller's): CT_EINVAL (m NULL, its data NULL with elements, a NULL
- * shape with ndim > 0, element 0 not aligned to the dtype's size, a struct of cuttle's whose view
- * no longer fits its storage), CT_ESHAPE (ndim outside [0, 8], a negative size, sizes or strides
- * whose span overflows), CT_EDTYPE (a dtype cuttle lacks, lanes != 1), CT_EUNSUPPORTED (a device
- * type cuttle cannot use, a foreign kDLOpenCL tensor, negative strides), CT_EDEVICE (a kDLCUDA
- * device this process does not have, e.g. in a build without CUDA), CT_EBACKEND, CT_ENOMEM. */
+ * shape with ndim > 0, a negative size, sizes whose product overflows int64, element 0 not aligned
+ * to the dtype's size, a struct of cuttle's whose view no longer fits its storage), CT_ESHAPE (ndim
+ * outside [0, 8], strides whose span overflows), CT_EDTYPE (a dtype cuttle lacks, lanes != 1),
+ * CT_EUNSUPPORTED (a device type cuttle cannot use, a foreign kDLOpenCL tensor, negative
+ * strides), CT_EDEVICE (a kDLCUDA device this process does not have, e.g. in a build without
+ * CUDA), CT_EBACKEND, CT_ENOMEM. */
 CT_API ct_tensor *ct_from_dlpack(struct DLManagedTensor *m);
 /* ct_from_dlpack with options (NULL: the defaults). Errors: those of ct_from_dlpack. */
 CT_API ct_tensor *ct_from_dlpack_ex(struct DLManagedTensor *m, const ct_dlpack_opts *o);
