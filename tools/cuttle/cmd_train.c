@@ -32,7 +32,13 @@
  * in a job SIGUSR2 means SIGTERM (and SIGUSR1, which other launchers forward, SIGINT; Open MPI
  * 4.1.4 did not forward it here). A collective that fails
  * (a lost rank, or one that did not arrive within --timeout seconds) ends the rank at once with
- * status 1, without a save that would wait on the lost rank. */
+ * status 1, without a save that would wait on the lost rank.
+ *
+ * The command reads as its job: the options become a train_config (parse_options, check_options);
+ * launch runs mpirun for --nproc, or lets this process train (joining the job under mpirun); setup
+ * makes the device, the data, the model, the optimizer, the resumed state, DDP or the replicas of
+ * --devices and the loader (open_device_and_data, setup); run_epochs is the loop, one run_epoch
+ * after another; finish frees it all and leaves the job. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <math.h>
@@ -77,14 +83,27 @@ static void on_signal(int sig) {
   raise(sig);
 }
 
+/* ---- options -> the run's configuration */
+
+/* What parse_options and check_options return when the command goes on. */
+enum { GO_ON = -1 };
+
+/* Everything `cuttle train` was told: the options as given, then what check_options read from
+ * them. */
 typedef struct {
-  const char *model, *device, *optimizer, *schedule, *data_dir, *save, *resume, *metrics, *checkpoint;
+  const char *model, *device, *optimizer, *schedule, *data_dir, *save, *resume, *metrics;
   const char *amp, *devices;
   int epochs, workers, progress, nproc, accumulate, channels_last;
   int64_t batch, max_steps, save_every;
   double lr, bucket_mb, timeout;
   uint64_t seed;
-} options;
+  ct_dtype amp_dtype;                 /* --amp: CT_BF16, CT_F16, or CT_F32 without it */
+  ct_optim_opts optim;                /* --optimizer and --lr */
+  ct_sched_opts sched;                /* --schedule over --epochs */
+  ct_device devs[CT_CLI_MAX_DEVICES]; /* --devices: ndevs of them, 0 without it */
+  int ndevs;
+  int launched; /* this process is one rank of a job a launcher (mpirun) started */
+} train_config;
 
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
@@ -133,6 +152,133 @@ static int usage_train(FILE *f) {
              "--nproc passes its SIGINT/SIGTERM on to the ranks (as SIGUSR2) and exits 130/143 as one process does.\n");
   return f == stdout ? 0 : 2;
 }
+
+/* Read argv into *c, over the defaults. Returns GO_ON, or the exit status after --help (0) or a
+ * usage error (2, said). */
+static int parse_options(int argc, char **argv, train_config *c) {
+  *c = (train_config){.model = "cnn", .device = "auto", .optimizer = "adam", .schedule = "cosine", .epochs = 5,
+                      .workers = 2, .batch = 128, .lr = 1e-3, .progress = 1, .accumulate = 1, .bucket_mb = 25,
+                      .timeout = 60};
+  static const struct option longopts[] = {
+      {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
+      {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
+      {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
+      {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
+      {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
+      {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'},
+      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (ch) {
+      case 'm': c->model = optarg; break;
+      case 'd': c->device = optarg; break;
+      case 'e': c->epochs = atoi(optarg); break;
+      case 'b': c->batch = atoll(optarg); break;
+      case 'l': c->lr = atof(optarg); break;
+      case 'o': c->optimizer = optarg; break;
+      case 'w': c->workers = atoi(optarg); break;
+      case 's': c->seed = strtoull(optarg, NULL, 10); break;
+      case 'D': c->data_dir = optarg; break;
+      case 'S': c->save = optarg; break;
+      case 'r': c->resume = optarg; break;
+      case 'M': c->metrics = optarg; break;
+      case 'P': c->progress = 0; break;
+      case 'L': c->schedule = optarg; break;
+      case 'x': c->max_steps = atoll(optarg); break;
+      case 'E': c->save_every = atoll(optarg); break;
+      case 'n': c->nproc = atoi(optarg); break;
+      case 'A': c->accumulate = atoi(optarg); break;
+      case 'B': c->bucket_mb = atof(optarg); break;
+      case 'T': c->timeout = atof(optarg); break;
+      case 'a': c->amp = optarg; break;
+      case 'C': c->channels_last = 1; break;
+      case 'V': c->devices = optarg; break;
+      case 'h': return usage_train(stdout);
+      default: return usage_train(stderr);
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "cuttle train: unexpected argument \"%s\"\n", argv[optind]);
+    return usage_train(stderr);
+  }
+  return GO_ON;
+}
+
+/* --amp, --devices, --optimizer and --schedule, read from their names. GO_ON, or 2 after saying
+ * why. */
+static int read_choices(train_config *c) {
+  c->amp_dtype = CT_F32;
+  if (c->amp && strcmp(c->amp, "bf16") == 0) c->amp_dtype = CT_BF16;
+  else if (c->amp && strcmp(c->amp, "f16") == 0) c->amp_dtype = CT_F16;
+  else if (c->amp) {
+    fprintf(stderr, "cuttle: unknown --amp \"%s\": use bf16 (no scaler needed) or f16 (with a GradScaler)\n", c->amp);
+    return 2;
+  }
+  if (c->devices) {
+    if ((c->ndevs = ct_cli_device_list("cuttle", c->devices, c->devs, CT_CLI_MAX_DEVICES)) < 1) return 2;
+    if (c->nproc > 0 || c->launched) {
+      fprintf(stderr, "cuttle: --devices is one process over several devices; with --nproc or mpirun each rank has "
+                      "its own device: use one or the other\n");
+      return 2;
+    }
+  }
+  c->optim = (ct_optim_opts){.lr = c->lr};
+  if (strcmp(c->optimizer, "adam") == 0) c->optim.kind = CT_OPTIM_ADAM;
+  else if (strcmp(c->optimizer, "adamw") == 0) c->optim.kind = CT_OPTIM_ADAMW;
+  else if (strcmp(c->optimizer, "sgd") == 0) c->optim.kind = CT_OPTIM_SGD, c->optim.momentum = 0.9;
+  else {
+    fprintf(stderr, "cuttle: unknown optimizer \"%s\": use adam, adamw or sgd\n", c->optimizer);
+    return 2;
+  }
+  /* the learning rate of each epoch, in closed form, so a resumed run continues the same curve */
+  c->sched = (ct_sched_opts){.kind = CT_SCHED_CONSTANT, .step_size = 2, .gamma = 0.5, .t_max = c->epochs};
+  if (strcmp(c->schedule, "step") == 0) c->sched.kind = CT_SCHED_STEP;
+  else if (strcmp(c->schedule, "cosine") == 0) c->sched.kind = CT_SCHED_COSINE;
+  else if (strcmp(c->schedule, "constant") != 0) {
+    fprintf(stderr, "cuttle: unknown schedule \"%s\": use constant, step (halve every 2 epochs) or cosine\n", c->schedule);
+    return 2;
+  }
+  return GO_ON;
+}
+
+/* The numbers' ranges, then the choices. GO_ON, or 2 after saying why. */
+static int check_options(train_config *c) {
+  if (c->epochs < 1 || c->batch < 1 || c->workers < 0 || !(c->lr > 0) || c->max_steps < 0 || c->save_every < 0) {
+    fprintf(stderr, "cuttle: --epochs, --batch-size must be >= 1, --workers, --max-steps, --save-every >= 0 and --lr > 0\n");
+    return 2;
+  }
+  if (c->accumulate < 1 || c->nproc < 0 || !(c->bucket_mb > 0) || !(c->timeout > 0) || isinf(c->bucket_mb) ||
+      isinf(c->timeout)) {
+    fprintf(stderr, "cuttle: --accumulate and --nproc must be >= 1, --bucket-mb and --timeout finite numbers > 0\n");
+    return 2;
+  }
+  if (c->save_every && !c->save) {
+    fprintf(stderr, "cuttle: --save-every needs --save FILE\n");
+    return 2;
+  }
+  c->launched = ct_cli_under_launcher();
+  return read_choices(c);
+}
+
+/* ---- launch: mpirun, or this process */
+
+/* With --nproc N: run mpirun, which starts N ranks of this same command line (orig, argv as the
+ * user wrote it), and return its exit status. Otherwise this process trains: as one rank of a job
+ * it joins the process group first (1 when it cannot), and GO_ON. */
+static int launch(const train_config *c, int argc, char **orig) {
+  if (c->nproc > 0) {
+    if (c->launched) {
+      fprintf(stderr, "cuttle: --nproc starts mpirun itself; under mpirun (this process is a rank) leave it out\n");
+      return 2;
+    }
+    return ct_cli_launch("train", c->nproc, argc, orig);
+  }
+  if (c->launched && ct_cli_rank_init("cuttle", c->timeout) != 0) return 1;
+  return GO_ON;
+}
+
+/* ---- checkpoints */
 
 /* Where in an epoch a checkpoint was saved, as metadata strings beside "epoch": the batches each
  * rank had consumed, the ranks, and the per-rank batch size, which together make the position
@@ -184,25 +330,41 @@ static int64_t saved_position(const char *path, int64_t epoch, int64_t batch) {
   return pos > 0 ? pos : 0;
 }
 
-/* What the per-step hook (--save-every, --max-steps, the ranks' agreement) needs. */
+/* ---- setup: device, data, model, optimizer, resume */
+
+/* One process's run: what setup made, and where the loop stands. */
 typedef struct {
-  const options *o;
+  const train_config *c;
+  const char *prog; /* "cuttle", or "cuttle (rank R/N)" in a job */
+  int world, rank0;
+  ct_device dev; /* the model's device (with --devices, the first) */
+  char devname[32];
+  ct_dataset *train, *test;
+  ct_generator gen; /* the model's initialization, then a checkpoint's RNG state */
   ct_module *m;
   ct_optimizer *opt;
-  ct_generator *gen;
+  ct_grad_scaler *scaler;   /* --amp f16's, saved with the checkpoints; NULL otherwise */
+  ct_ddp *ddp;              /* in a job of several ranks */
+  ct_data_parallel *dp;     /* --devices with two or more */
+  ct_cli_replica_ctx dp_ctx;
+  ct_loader *loader;
+  FILE *mf;                 /* --metrics, open on rank 0 */
+  int64_t start_epoch, skip; /* where --resume continues: the epoch, and the batches of it done */
+  int64_t global_batch;     /* per rank x ranks x --accumulate */
+  const char *stop_path;    /* where a stop by signal saves */
+  struct sigaction old_int, old_term, old_usr1, old_usr2;
+  /* What the per-step hook (--save-every, --max-steps, the ranks' agreement) needs: */
   int64_t epoch;        /* epochs completed: what a save in the middle of an epoch records */
   int64_t position;     /* batches of the current epoch consumed (per rank) */
   int64_t steps;        /* optimizer steps of this run */
   int64_t saved_steps;  /* the optimizer's step count at the last save to --save, -1 before one */
   int hit_max_steps;
-  int rank0, world;
   ct_tensor *flags;     /* int64 (2): this rank's SIGINT and SIGTERM flags, summed over the ranks */
-  ct_grad_scaler *scaler; /* --amp f16's, saved with the checkpoints; NULL otherwise */
-} run_state;
+} train_run;
 
 /* In a job: sum the ranks' signal flags, so that all of them see a signal any of them got at the
  * same step. A collective every rank reaches at the same point; a failure ends the rank. */
-static void agree(run_state *r) {
+static void agree(train_run *r) {
   if (r->world <= 1) return;
   int64_t *v = ct_tensor_data(r->flags);
   v[0] = interrupted == SIGINT, v[1] = interrupted == SIGTERM;
@@ -211,44 +373,346 @@ static void agree(run_state *r) {
 }
 
 /* The stop signal that counts: this process's alone, or the ranks' agreed one. */
-static int stop_signal(const run_state *r) { return r->world > 1 ? agreed : interrupted; }
+static int stop_signal(const train_run *r) { return r->world > 1 ? agreed : interrupted; }
 
-static ct_status save_run(run_state *r, const char *path, int64_t position) {
+static ct_status save_run(train_run *r, const char *path, int64_t position) {
   if (!r->rank0) return CT_OK; /* only rank 0 writes */
-  ct_status s = save(path, r->m, r->opt, r->epoch, position, r->o->batch, r->gen, r->scaler);
-  if (s == CT_OK && r->o->save && strcmp(path, r->o->save) == 0) r->saved_steps = ct_optimizer_steps(r->opt);
+  ct_status s = save(path, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler);
+  if (s == CT_OK && r->c->save && strcmp(path, r->c->save) == 0) r->saved_steps = ct_optimizer_steps(r->opt);
   if (s != CT_OK && r->world > 1) ct_cli_rank_abort(NULL); /* save() said why; the others would wait */
   return s;
 }
 
 static int after_step(void *ctx) {
-  run_state *r = ctx;
+  train_run *r = ctx;
   r->steps++;
   agree(r);
-  if (r->o->max_steps && r->steps >= r->o->max_steps) {
+  if (r->c->max_steps && r->steps >= r->c->max_steps) {
     r->hit_max_steps = 1;
     return 1; /* the stop path saves */
   }
   /* After a signal the loop stops at once and the stop path saves; saving here too would only
    * delay the exit the scheduler is waiting for. */
-  if (r->o->save_every && r->steps % r->o->save_every == 0 && !stop_signal(r)) {
-    ct_status s = save_run(r, r->o->save, r->position);
+  if (r->c->save_every && r->steps % r->c->save_every == 0 && !stop_signal(r)) {
+    ct_status s = save_run(r, r->c->save, r->position);
     if (s != CT_OK) return s;
   }
   return 0;
 }
 
+/* This rank's device, and the training and test sets. GO_ON, or the exit status after saying why
+ * (2: the device, 1: the data); in a job of several ranks a failure ends the job instead. */
+static int open_device_and_data(train_run *r) {
+  const train_config *c = r->c;
+  r->prog = ct_cli_rank_prog();
+  r->world = ct_dist_world_size(), r->rank0 = ct_dist_rank() == 0;
+  r->dev = c->devs[0];
+  if (!c->ndevs && ct_cli_rank_device(r->prog, c->device, &r->dev) != CT_OK) {
+    if (ct_last_status() != CT_OK) fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());
+    if (r->world > 1) ct_cli_rank_abort(NULL); /* not MPI_Finalize's barrier: some ranks may have gone on */
+    return 2;
+  }
+  ct_device_str(r->dev, r->devname, sizeof r->devname);
+  r->train = ct_fashion_mnist_load(c->data_dir, CT_SPLIT_TRAIN);
+  r->test = r->train ? ct_fashion_mnist_load(c->data_dir, CT_SPLIT_TEST) : NULL;
+  if (!r->train || !r->test) {
+    fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());
+    if (r->world > 1) ct_cli_rank_abort(NULL);
+    ct_dataset_free(r->train);
+    return 1;
+  }
+  return GO_ON;
+}
+
+/* The model (in channels_last with --channels-last), its optimizer, and --amp f16's GradScaler.
+ * 0, or 1 after saying why. */
+static int build_model(train_run *r) {
+  const train_config *c = r->c;
+  r->gen = ct_generator_new(c->seed);
+  r->m = ct_model_new(c->model, r->dev, &r->gen);
+  if (r->m && c->channels_last && ct_module_to_memory_format(r->m, CT_CHANNELS_LAST) != CT_OK)
+    ct_module_free(r->m), r->m = NULL;
+  r->opt = r->m ? ct_optimizer_new(r->m, &c->optim) : NULL;
+  r->scaler = r->opt && c->amp_dtype == CT_F16 ? ct_grad_scaler_new(&(ct_grad_scaler_opts){0}) : NULL;
+  if (!r->opt || (c->amp_dtype == CT_F16 && !r->scaler)) {
+    fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+/* --resume: the model, the optimizer, the RNG and GradScaler states, and where the checkpoint
+ * stopped. 0 (also without --resume), or 1 after saying why. */
+static int resume(train_run *r) {
+  const train_config *c = r->c;
+  if (!c->resume) return 0;
+  ct_checkpoint_meta meta = {0};
+  if (ct_checkpoint_load(c->resume, r->m, r->opt, &meta) != CT_OK) {
+    fprintf(stderr, "%s: cannot resume: %s\n", r->prog, ct_last_error());
+    if (ct_last_status() == CT_EINVAL) fprintf(stderr, "%s: pass the --optimizer the checkpoint was saved with\n", r->prog);
+    return 1;
+  }
+  r->start_epoch = meta.epoch;
+  if (meta.has_training_state) r->gen = meta.rng;
+  if (r->scaler && meta.has_grad_scaler && ct_grad_scaler_state_set(r->scaler, &meta.grad_scaler) != CT_OK) {
+    fprintf(stderr, "%s: cannot resume the GradScaler: %s\n", r->prog, ct_last_error());
+    return 1;
+  }
+  r->skip = saved_position(c->resume, r->start_epoch, c->batch);
+  if (r->rank0) {
+    if (r->skip)
+      fprintf(stderr, "resumed from %s at epoch %lld, batch %lld\n", c->resume, (long long)r->start_epoch + 1,
+              (long long)r->skip);
+    else fprintf(stderr, "resumed from %s at epoch %lld\n", c->resume, (long long)r->start_epoch);
+  }
+  return 0;
+}
+
+/* After the resume: DDP in a job of several ranks (rank 0's parameters are broadcast, which then
+ * changes nothing), and the replicas of --devices (they copy the loaded parameters). 0, or 1 after
+ * saying why; a rank that cannot join DDP ends the job. */
+static int parallelize(train_run *r) {
+  const train_config *c = r->c;
+  if (r->world > 1) {
+    r->ddp = ct_ddp_new(r->m, &(ct_ddp_opts){.bucket_mb = c->bucket_mb});
+    if (!r->ddp) ct_cli_rank_abort("cannot set up data-parallel training (ct_ddp_new)");
+    r->flags = ct_from_host((int64_t[]){0, 0}, 1, (int64_t[]){2}, CT_I64, CT_DEVICE_CPU);
+    if (!r->flags) ct_cli_rank_abort("cannot allocate the stop flags");
+  }
+  if (c->ndevs > 1) {
+    r->dp = ct_data_parallel_new(r->m, c->ndevs, c->devs,
+                                 &(ct_data_parallel_opts){.loss = ct_cli_replica_loss, .loss_ctx = &r->dp_ctx,
+                                                          .autocast = c->amp_dtype != CT_F32,
+                                                          .autocast_dtype = c->amp_dtype});
+    if (!r->dp) {
+      fprintf(stderr, "%s: cannot replicate the model over --devices: %s\n", r->prog, ct_last_error());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The loader of the training set (this rank's shard, from the resumed epoch on) and the --metrics
+ * file (rank 0's). 0, or 1 after saying why. */
+static int open_loader_and_metrics(train_run *r) {
+  const train_config *c = r->c;
+  ct_loader_opts lo = {.batch_size = c->batch, .shuffle = 1, .seed = c->seed, .num_workers = c->workers,
+                       .device = r->dev, .rank = ct_dist_rank(), .world_size = r->world};
+  r->loader = ct_loader_new(r->train, &lo);
+  if (!r->loader || ct_loader_set_epoch(r->loader, r->start_epoch) != CT_OK) {
+    fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());
+    return 1;
+  }
+  if (r->rank0 && c->metrics && !(r->mf = fopen(c->metrics, "a"))) {
+    fprintf(stderr, "cuttle: cannot open --metrics file %s\n", c->metrics);
+    if (r->world > 1) ct_cli_rank_abort(NULL);
+    return 1;
+  }
+  return 0;
+}
+
+/* Rank 0's account of what is about to train, on stderr. */
+static void print_setup(const train_run *r) {
+  const train_config *c = r->c;
+  fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g (%s), batch %lld, %d workers", c->model, r->devname,
+          (long long)ct_module_num_params(r->m), c->optimizer, c->lr, c->schedule, (long long)c->batch, c->workers);
+  if (r->dev.kind == CT_CPU) fprintf(stderr, ", %d thread%s", omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s");
+  if (r->world > 1 || c->accumulate > 1)
+    fprintf(stderr, "\n  %d rank(s) x batch %lld per rank x %d accumulated = global batch %lld", r->world,
+            (long long)c->batch, c->accumulate, (long long)r->global_batch);
+  if (r->ddp)
+    fprintf(stderr, ", %d gradient bucket(s) of %g MiB, timeout %g s", ct_ddp_num_buckets(r->ddp), c->bucket_mb,
+            c->timeout);
+  if (r->dp) fprintf(stderr, "\n  replicated on %d devices (%s), each batch split between them", c->ndevs, c->devices);
+  if (c->amp_dtype != CT_F32)
+    fprintf(stderr, "\n  mixed precision: autocast %s%s", ct_dtype_name(c->amp_dtype), r->scaler ? " with a GradScaler" : "");
+  if (c->channels_last) fprintf(stderr, "\n  channels_last memory format");
+  fprintf(stderr, "\n");
+  if (c->amp_dtype != CT_F32) ct_cli_print_alignment(r->m, r->dev, c->batch, c->amp_dtype);
+}
+
+/* Everything after the device and the data, up to the first epoch. 0, or 1 after saying why. */
+static int setup(train_run *r) {
+  if (build_model(r) || resume(r) || parallelize(r) || open_loader_and_metrics(r)) return 1;
+  r->global_batch = r->c->batch * r->world * r->c->accumulate;
+  if (r->rank0) print_setup(r);
+  return 0;
+}
+
+/* ---- the loop */
+
+/* From here to release_signals, the first SIGINT or SIGTERM (in a job also SIGUSR1, SIGUSR2: what
+ * mpirun forwards at once, ranks.c) stops the run after the current step (on_signal). */
+static void catch_signals(train_run *r) {
+  /* Where a stop by signal saves: --save, or a fixed name so that Ctrl-C never loses the run. */
+  r->stop_path = r->c->save ? r->c->save : "cuttle-interrupted.safetensors";
+  int w = snprintf(doomed_tmp, sizeof doomed_tmp, "%s.tmp.%ld", r->stop_path, (long)getpid());
+  if (w < 0 || (size_t)w >= sizeof doomed_tmp) doomed_tmp[0] = 0; /* never unlink a truncated name */
+  if (ct_monitor_stats_path((int)getpid(), doomed_stats, sizeof doomed_stats) != CT_OK) doomed_stats[0] = 0;
+  ct_clear_error();
+  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &r->old_int);
+  sigaction(SIGTERM, &sa, &r->old_term);
+  if (r->c->launched) {
+    sigaction(SIGUSR1, &sa, &r->old_usr1);
+    sigaction(SIGUSR2, &sa, &r->old_usr2);
+  }
+}
+
+static void release_signals(train_run *r) {
+  sigaction(SIGINT, &r->old_int, NULL);
+  sigaction(SIGTERM, &r->old_term, NULL);
+  if (r->c->launched) {
+    sigaction(SIGUSR1, &r->old_usr1, NULL);
+    sigaction(SIGUSR2, &r->old_usr2, NULL);
+  }
+}
+
+/* The training part of an epoch: its learning rate, then ct_cli_train_epoch with the step hook. */
+static ct_status train_epoch(train_run *r, int64_t epoch, ct_cli_epoch_stats *es) {
+  const train_config *c = r->c;
+  ct_optimizer_set_lr(r->opt, ct_sched_lr(&c->sched, c->lr, (int)epoch));
+  ct_cli_epoch_opts eo = {.interrupted = r->world > 1 ? &agreed : &interrupted, .progress = c->progress && r->rank0,
+                          .epoch = (int)epoch + 1, .epochs = c->epochs, .per_epoch = ct_dataset_len(r->train),
+                          .publish = 1, .after_step = after_step, .ctx = r, .ddp = r->ddp,
+                          .accumulate = c->accumulate, .skip = epoch == r->start_epoch ? r->skip : 0,
+                          .position = &r->position, .world = r->world, .global_batch = r->global_batch,
+                          .amp = c->amp_dtype, .scaler = r->scaler, .channels_last = c->channels_last, .dp = r->dp,
+                          .dp_ctx = &r->dp_ctx};
+  return ct_cli_train_epoch(r->m, r->opt, r->loader, &eo, es);
+}
+
+/* A stop in the middle of an epoch, by signal (sig) or --max-steps: say so, and save where it
+ * stopped. 0, or 1 when the save failed. */
+static int stop_and_save(train_run *r, int sig, int64_t epoch, const ct_cli_epoch_stats *es) {
+  const train_config *c = r->c;
+  if (r->rank0 && sig)
+    fprintf(stderr, "\n%s in epoch %lld after %lld images\n", sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted",
+            (long long)epoch + 1, (long long)(es->seen * r->world));
+  else if (r->rank0)
+    fprintf(stderr, "\nstopped after %lld steps (--max-steps) in epoch %lld\n", (long long)r->steps, (long long)epoch + 1);
+  /* The checkpoint records the position in the epoch, where a resume with the same ranks and
+   * batch size continues. A stop right after an epoch's save (the signal came during the
+   * evaluation) has nothing new to save. */
+  const char *path = sig ? r->stop_path : c->save;
+  int fresh = c->save && path == c->save && r->saved_steps == ct_optimizer_steps(r->opt);
+  return path && !fresh && save_run(r, path, r->position) != CT_OK;
+}
+
+/* What an epoch's end reports. */
+typedef struct {
+  double train_loss, acc, ips, secs;
+  int64_t counts[2]; /* test images predicted right, test images */
+} epoch_report;
+
+/* The epoch's line on stdout (rank 0) and its JSON line in --metrics. */
+static void report_epoch(const train_run *r, int64_t epoch, const epoch_report *e) {
+  const train_config *c = r->c;
+  if (c->progress && r->rank0) fputc('\n', stderr);
+  if (r->rank0) {
+    printf("epoch %lld: train_loss %.4f  test_acc %.2f%%  %.0f images/s  %.1f s  (%s", (long long)epoch + 1, e->train_loss,
+           100 * e->acc, e->ips, e->secs, r->devname);
+    if (r->world > 1) printf(", %d ranks", r->world);
+    printf(")\n");
+    fflush(stdout);
+  }
+  if (!r->mf) return;
+  fprintf(r->mf, "{\"epoch\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"test_correct\": %lld, \"test_total\": %lld, "
+                 "\"images_per_s\": %.1f, \"seconds\": %.3f, \"device\": \"%s\", \"batch\": %lld, \"batch_per_rank\": %lld, "
+                 "\"world_size\": %d, \"accumulate\": %d, \"amp\": \"%s\", \"channels_last\": %s",
+          (long long)epoch + 1, e->train_loss, e->acc, (long long)e->counts[0], (long long)e->counts[1], e->ips, e->secs,
+          r->devname, (long long)r->global_batch, (long long)c->batch, r->world, c->accumulate, c->amp ? c->amp : "none",
+          c->channels_last ? "true" : "false");
+  if (r->scaler) /* pytorch#55585: what the scaler did, in total */
+    fprintf(r->mf, ", \"grad_scale\": %g, \"steps_taken\": %lld, \"steps_skipped\": %lld",
+            ct_grad_scaler_scale_value(r->scaler), (long long)ct_grad_scaler_steps_taken(r->scaler),
+            (long long)ct_grad_scaler_steps_skipped(r->scaler));
+  fprintf(r->mf, "}\n");
+  fflush(r->mf);
+}
+
+/* A whole epoch's end: the loss over all ranks, the test accuracy, the report, the save to --save.
+ * 0, or 1 after saying why. */
+static int end_epoch(train_run *r, int64_t epoch, const ct_cli_epoch_stats *es) {
+  double sums[2] = {es->loss_sum, (double)es->seen};
+  if (r->world > 1) { /* the epoch's loss and images over all ranks */
+    ct_tensor *t = ct_from_host(sums, 1, (int64_t[]){2}, CT_F64, CT_DEVICE_CPU);
+    if (!t || ct_dist_all_reduce_sum(&t, 1) != CT_OK || ct_to_host(t, sums, sizeof sums, CT_F64) != CT_OK)
+      ct_cli_rank_abort("summing the epoch's loss over the ranks failed");
+    ct_tensor_free(t);
+  }
+  epoch_report e = {.secs = es->seconds};
+  e.acc = ct_cli_evaluate_counts(r->m, r->test, r->dev, r->c->workers, e.counts);
+  if (e.acc < 0) {
+    if (r->world > 1) ct_cli_rank_abort("evaluation failed");
+    fprintf(stderr, "\ncuttle: evaluation failed: %s\n", ct_last_error());
+    return 1;
+  }
+  e.ips = sums[1] / e.secs, e.train_loss = sums[1] ? sums[0] / sums[1] : NAN;
+  report_epoch(r, epoch, &e);
+  r->epoch = epoch + 1;
+  return r->c->save && save_run(r, r->c->save, 0) != CT_OK;
+}
+
+/* One epoch: its training (unless a signal came during the last evaluation or save), then a stop
+ * (*stopped = 1) or the epoch's end. 0, or 1 after a failure. */
+static int run_epoch(train_run *r, int64_t epoch, int *stopped) {
+  r->epoch = epoch, r->position = 0;
+  ct_cli_epoch_stats es = {0};
+  agree(r); /* a signal during the last evaluation or save */
+  if (!stop_signal(r) && train_epoch(r, epoch, &es) != CT_OK) {
+    if (r->world > 1) ct_cli_rank_abort(NULL); /* printed; the other ranks would wait in the next all-reduce */
+    return 1;
+  }
+  int sig = stop_signal(r);
+  if (sig || r->hit_max_steps) {
+    *stopped = 1;
+    return stop_and_save(r, sig, epoch, &es);
+  }
+  return end_epoch(r, epoch, &es);
+}
+
+/* The epochs from the resumed one to --epochs, under catch_signals. The exit status: 0, 1 after a
+ * failure, or 128 + the signal that cut the run short (as a shell reports it); a signal that came
+ * after the last epoch changed nothing. */
+static int run_epochs(train_run *r) {
+  catch_signals(r);
+  int status = 0, stopped = 0;
+  int64_t epoch = r->start_epoch;
+  for (; epoch < r->c->epochs; epoch++)
+    if ((status = run_epoch(r, epoch, &stopped)) != 0 || stopped) break;
+  if (status == 0 && stop_signal(r) && epoch < r->c->epochs) status = 128 + stop_signal(r);
+  release_signals(r);
+  ct_monitor_unpublish();
+  return status;
+}
+
+/* Free what setup made, and leave the job. Returns status, or 1 when leaving the job failed. */
+static int finish(train_run *r, int status) {
+  if (status == 1 && r->world > 1) ct_cli_rank_abort(NULL); /* said why above; the others would wait */
+  if (r->mf) fclose(r->mf);
+  ct_tensor_free(r->flags);
+  ct_ddp_free(r->ddp);
+  ct_data_parallel_free(r->dp);
+  ct_grad_scaler_free(r->scaler);
+  ct_loader_free(r->loader);
+  ct_optimizer_free(r->opt);
+  ct_module_free(r->m);
+  ct_dataset_free(r->train);
+  ct_dataset_free(r->test);
+  /* Every rank gets here at the same point (a failure that could strand the others left at once),
+   * so the barrier of ct_dist_finalize does not wait on a lost rank. */
+  if (r->c->launched && ct_dist_finalize() != CT_OK) {
+    fprintf(stderr, "%s: leaving the job failed: %s\n", r->prog, ct_last_error());
+    if (!status) status = 1;
+  }
+  return status;
+}
+
+/* ---- the command */
+
 int ct_cmd_train(int argc, char **argv) {
-  options o = {.model = "cnn", .device = "auto", .optimizer = "adam", .schedule = "cosine", .epochs = 5, .workers = 2, .batch = 128, .lr = 1e-3,
-               .progress = 1, .accumulate = 1, .bucket_mb = 25, .timeout = 60};
-  static const struct option longopts[] = {
-      {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
-      {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
-      {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
-      {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
-      {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
-      {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'},
-      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   /* --nproc passes the command line on to the ranks as the user wrote it, before getopt_long
    * reorders argv. */
   char **orig = malloc(((size_t)argc + 1) * sizeof *orig);
@@ -257,322 +721,18 @@ int ct_cmd_train(int argc, char **argv) {
     return 1;
   }
   memcpy(orig, argv, ((size_t)argc + 1) * sizeof *orig);
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'm': o.model = optarg; break;
-      case 'd': o.device = optarg; break;
-      case 'e': o.epochs = atoi(optarg); break;
-      case 'b': o.batch = atoll(optarg); break;
-      case 'l': o.lr = atof(optarg); break;
-      case 'o': o.optimizer = optarg; break;
-      case 'w': o.workers = atoi(optarg); break;
-      case 's': o.seed = strtoull(optarg, NULL, 10); break;
-      case 'D': o.data_dir = optarg; break;
-      case 'S': o.save = optarg; break;
-      case 'r': o.resume = optarg; break;
-      case 'M': o.metrics = optarg; break;
-      case 'P': o.progress = 0; break;
-      case 'L': o.schedule = optarg; break;
-      case 'x': o.max_steps = atoll(optarg); break;
-      case 'E': o.save_every = atoll(optarg); break;
-      case 'n': o.nproc = atoi(optarg); break;
-      case 'A': o.accumulate = atoi(optarg); break;
-      case 'B': o.bucket_mb = atof(optarg); break;
-      case 'T': o.timeout = atof(optarg); break;
-      case 'a': o.amp = optarg; break;
-      case 'C': o.channels_last = 1; break;
-      case 'V': o.devices = optarg; break;
-      case 'h': free(orig); return usage_train(stdout);
-      default: free(orig); return usage_train(stderr);
-    }
-  }
-  int status = 2;
-  if (optind < argc) {
-    fprintf(stderr, "cuttle train: unexpected argument \"%s\"\n", argv[optind]);
-    free(orig);
-    return usage_train(stderr);
-  }
-  if (o.epochs < 1 || o.batch < 1 || o.workers < 0 || !(o.lr > 0) || o.max_steps < 0 || o.save_every < 0) {
-    fprintf(stderr, "cuttle: --epochs, --batch-size must be >= 1, --workers, --max-steps, --save-every >= 0 and --lr > 0\n");
-    goto early;
-  }
-  if (o.accumulate < 1 || o.nproc < 0 || !(o.bucket_mb > 0) || !(o.timeout > 0) || isinf(o.bucket_mb) || isinf(o.timeout)) {
-    fprintf(stderr, "cuttle: --accumulate and --nproc must be >= 1, --bucket-mb and --timeout finite numbers > 0\n");
-    goto early;
-  }
-  if (o.save_every && !o.save) {
-    fprintf(stderr, "cuttle: --save-every needs --save FILE\n");
-    goto early;
-  }
-  ct_dtype amp = CT_F32;
-  if (o.amp && strcmp(o.amp, "bf16") == 0) amp = CT_BF16;
-  else if (o.amp && strcmp(o.amp, "f16") == 0) amp = CT_F16;
-  else if (o.amp) {
-    fprintf(stderr, "cuttle: unknown --amp \"%s\": use bf16 (no scaler needed) or f16 (with a GradScaler)\n", o.amp);
-    goto early;
-  }
-  ct_device devs[CT_CLI_MAX_DEVICES];
-  int ndevs = 0;
-  if (o.devices) {
-    if ((ndevs = ct_cli_device_list("cuttle", o.devices, devs, CT_CLI_MAX_DEVICES)) < 1) goto early;
-    if (o.nproc > 0 || ct_cli_under_launcher()) {
-      fprintf(stderr, "cuttle: --devices is one process over several devices; with --nproc or mpirun each rank has "
-                      "its own device: use one or the other\n");
-      goto early;
-    }
-  }
-  ct_optim_opts oo = {.lr = o.lr};
-  if (strcmp(o.optimizer, "adam") == 0) oo.kind = CT_OPTIM_ADAM;
-  else if (strcmp(o.optimizer, "adamw") == 0) oo.kind = CT_OPTIM_ADAMW;
-  else if (strcmp(o.optimizer, "sgd") == 0) oo.kind = CT_OPTIM_SGD, oo.momentum = 0.9;
-  else {
-    fprintf(stderr, "cuttle: unknown optimizer \"%s\": use adam, adamw or sgd\n", o.optimizer);
-    goto early;
-  }
-  /* the learning rate of each epoch, in closed form, so a resumed run continues the same curve */
-  ct_sched_opts sched = {.kind = CT_SCHED_CONSTANT, .step_size = 2, .gamma = 0.5, .t_max = o.epochs};
-  if (strcmp(o.schedule, "step") == 0) sched.kind = CT_SCHED_STEP;
-  else if (strcmp(o.schedule, "cosine") == 0) sched.kind = CT_SCHED_COSINE;
-  else if (strcmp(o.schedule, "constant") != 0) {
-    fprintf(stderr, "cuttle: unknown schedule \"%s\": use constant, step (halve every 2 epochs) or cosine\n", o.schedule);
-    goto early;
-  }
-  int launched = ct_cli_under_launcher();
-  if (o.nproc > 0) {
-    if (launched) {
-      fprintf(stderr, "cuttle: --nproc starts mpirun itself; under mpirun (this process is a rank) leave it out\n");
-      goto early;
-    }
-    status = ct_cli_launch("train", o.nproc, argc, orig);
-    goto early;
-  }
-  free(orig), orig = NULL;
-  if (launched && ct_cli_rank_init("cuttle", o.timeout) != 0) return 1;
-  const char *prog = ct_cli_rank_prog();
-  int world = ct_dist_world_size(), rank0 = ct_dist_rank() == 0;
-  ct_device dev = devs[0];
-  if (!ndevs && ct_cli_rank_device(prog, o.device, &dev) != CT_OK) {
-    if (ct_last_status() != CT_OK) fprintf(stderr, "%s: %s\n", prog, ct_last_error());
-    if (world > 1) ct_cli_rank_abort(NULL); /* not MPI_Finalize's barrier: some ranks may have gone on */
-    return 2;
-  }
-  char devname[32];
-  ct_device_str(dev, devname, sizeof devname);
-
-  ct_dataset *train = ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TRAIN);
-  ct_dataset *test = train ? ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TEST) : NULL;
-  if (!train || !test) {
-    fprintf(stderr, "%s: %s\n", prog, ct_last_error());
-    if (world > 1) ct_cli_rank_abort(NULL);
-    ct_dataset_free(train);
-    return 1;
-  }
-  ct_generator gen = ct_generator_new(o.seed);
-  ct_module *m = ct_model_new(o.model, dev, &gen);
-  if (m && o.channels_last && ct_module_to_memory_format(m, CT_CHANNELS_LAST) != CT_OK) ct_module_free(m), m = NULL;
-  ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
-  ct_grad_scaler *scaler = opt && amp == CT_F16 ? ct_grad_scaler_new(&(ct_grad_scaler_opts){0}) : NULL;
-  ct_data_parallel *dp = NULL;
-  ct_cli_replica_ctx dp_ctx = {.group = 1, .scale = 1.0};
-  status = 1;
-  ct_loader *loader = NULL;
-  ct_ddp *ddp = NULL;
-  FILE *mf = NULL;
-  run_state rs = {.o = &o, .m = m, .opt = opt, .gen = &gen, .saved_steps = -1, .rank0 = rank0, .world = world,
-                  .scaler = scaler};
-  if (!opt || (amp == CT_F16 && !scaler)) {
-    fprintf(stderr, "%s: %s\n", prog, ct_last_error());
-    goto done;
-  }
-  int64_t start_epoch = 0, skip = 0;
-  if (o.resume) {
-    ct_checkpoint_meta meta = {0};
-    if (ct_checkpoint_load(o.resume, m, opt, &meta) != CT_OK) {
-      fprintf(stderr, "%s: cannot resume: %s\n", prog, ct_last_error());
-      if (ct_last_status() == CT_EINVAL) fprintf(stderr, "%s: pass the --optimizer the checkpoint was saved with\n", prog);
-      goto done;
-    }
-    start_epoch = meta.epoch;
-    if (meta.has_training_state) gen = meta.rng;
-    if (scaler && meta.has_grad_scaler && ct_grad_scaler_state_set(scaler, &meta.grad_scaler) != CT_OK) {
-      fprintf(stderr, "%s: cannot resume the GradScaler: %s\n", prog, ct_last_error());
-      goto done;
-    }
-    skip = saved_position(o.resume, start_epoch, o.batch);
-    if (rank0) {
-      if (skip) fprintf(stderr, "resumed from %s at epoch %lld, batch %lld\n", o.resume, (long long)start_epoch + 1, (long long)skip);
-      else fprintf(stderr, "resumed from %s at epoch %lld\n", o.resume, (long long)start_epoch);
-    }
-  }
-  if (world > 1) {
-    /* after the resume, so that the broadcast of rank 0's parameters changes nothing */
-    ddp = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = o.bucket_mb});
-    if (!ddp) ct_cli_rank_abort("cannot set up data-parallel training (ct_ddp_new)");
-    rs.flags = ct_from_host((int64_t[]){0, 0}, 1, (int64_t[]){2}, CT_I64, CT_DEVICE_CPU);
-    if (!rs.flags) ct_cli_rank_abort("cannot allocate the stop flags");
-  }
-  if (ndevs > 1) { /* after the resume: the replicas copy the loaded parameters */
-    dp = ct_data_parallel_new(m, ndevs, devs,
-                              &(ct_data_parallel_opts){.loss = ct_cli_replica_loss, .loss_ctx = &dp_ctx,
-                                                       .autocast = amp != CT_F32, .autocast_dtype = amp});
-    if (!dp) {
-      fprintf(stderr, "%s: cannot replicate the model over --devices: %s\n", prog, ct_last_error());
-      goto done;
-    }
-  }
-  ct_loader_opts lo = {.batch_size = o.batch, .shuffle = 1, .seed = o.seed, .num_workers = o.workers, .device = dev,
-                       .rank = ct_dist_rank(), .world_size = world};
-  loader = ct_loader_new(train, &lo);
-  if (!loader || ct_loader_set_epoch(loader, start_epoch) != CT_OK) {
-    fprintf(stderr, "%s: %s\n", prog, ct_last_error());
-    goto done;
-  }
-  if (rank0 && o.metrics && !(mf = fopen(o.metrics, "a"))) {
-    fprintf(stderr, "cuttle: cannot open --metrics file %s\n", o.metrics);
-    if (world > 1) ct_cli_rank_abort(NULL);
-    goto done;
-  }
-  int64_t global_batch = o.batch * world * o.accumulate;
-  if (rank0) {
-    fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g (%s), batch %lld, %d workers", o.model, devname,
-            (long long)ct_module_num_params(m), o.optimizer, o.lr, o.schedule, (long long)o.batch, o.workers);
-    if (dev.kind == CT_CPU) fprintf(stderr, ", %d thread%s", omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s");
-    if (world > 1 || o.accumulate > 1)
-      fprintf(stderr, "\n  %d rank(s) x batch %lld per rank x %d accumulated = global batch %lld", world, (long long)o.batch,
-              o.accumulate, (long long)global_batch);
-    if (ddp) fprintf(stderr, ", %d gradient bucket(s) of %g MiB, timeout %g s", ct_ddp_num_buckets(ddp), o.bucket_mb, o.timeout);
-    if (dp) fprintf(stderr, "\n  replicated on %d devices (%s), each batch split between them", ndevs, o.devices);
-    if (amp != CT_F32) fprintf(stderr, "\n  mixed precision: autocast %s%s", ct_dtype_name(amp), scaler ? " with a GradScaler" : "");
-    if (o.channels_last) fprintf(stderr, "\n  channels_last memory format");
-    fprintf(stderr, "\n");
-    if (amp != CT_F32) ct_cli_print_alignment(m, dev, o.batch, amp);
-  }
-  /* Where a stop by signal saves: --save, or a fixed name so that Ctrl-C never loses the run. */
-  const char *stop_path = o.save ? o.save : "cuttle-interrupted.safetensors";
-  int w = snprintf(doomed_tmp, sizeof doomed_tmp, "%s.tmp.%ld", stop_path, (long)getpid());
-  if (w < 0 || (size_t)w >= sizeof doomed_tmp) doomed_tmp[0] = 0; /* never unlink a truncated name */
-  if (ct_monitor_stats_path((int)getpid(), doomed_stats, sizeof doomed_stats) != CT_OK) doomed_stats[0] = 0;
-  ct_clear_error();
-  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, old_int, old_term, old_usr1, old_usr2;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  if (launched) { /* what mpirun forwards at once (ranks.c) */
-    sigaction(SIGUSR1, &sa, &old_usr1);
-    sigaction(SIGUSR2, &sa, &old_usr2);
-  }
-  int64_t per_epoch = ct_dataset_len(train);
-  status = 0;
-  int64_t epoch = start_epoch;
-  for (; epoch < o.epochs && status == 0; epoch++) {
-    rs.epoch = epoch, rs.position = 0;
-    ct_cli_epoch_stats es = {0};
-    agree(&rs); /* a signal during the last evaluation or save */
-    if (!stop_signal(&rs)) {
-      ct_optimizer_set_lr(opt, ct_sched_lr(&sched, o.lr, (int)epoch));
-      ct_cli_epoch_opts eo = {.interrupted = world > 1 ? &agreed : &interrupted, .progress = o.progress && rank0,
-                              .epoch = (int)epoch + 1, .epochs = o.epochs, .per_epoch = per_epoch, .publish = 1,
-                              .after_step = after_step, .ctx = &rs, .ddp = ddp, .accumulate = o.accumulate,
-                              .skip = epoch == start_epoch ? skip : 0, .position = &rs.position, .world = world,
-                              .global_batch = global_batch, .amp = amp, .scaler = scaler,
-                              .channels_last = o.channels_last, .dp = dp, .dp_ctx = &dp_ctx};
-      if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
-        if (world > 1) ct_cli_rank_abort(NULL); /* printed; the other ranks would wait in the next all-reduce */
-        status = 1;
-        break;
-      }
-    }
-    int sig = stop_signal(&rs);
-    if (sig || rs.hit_max_steps) {
-      if (rank0 && sig)
-        fprintf(stderr, "\n%s in epoch %lld after %lld images\n", sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted",
-                (long long)epoch + 1, (long long)(es.seen * world));
-      else if (rank0)
-        fprintf(stderr, "\nstopped after %lld steps (--max-steps) in epoch %lld\n", (long long)rs.steps, (long long)epoch + 1);
-      /* The checkpoint records the position in the epoch, where a resume with the same ranks and
-       * batch size continues. A stop right after an epoch's save (the signal came during the
-       * evaluation) has nothing new to save. */
-      const char *path = sig ? stop_path : o.save;
-      int fresh = o.save && path == o.save && rs.saved_steps == ct_optimizer_steps(opt);
-      if (path && !fresh && save_run(&rs, path, rs.position) != CT_OK) status = 1;
-      break;
-    }
-    double secs = es.seconds, sums[2] = {es.loss_sum, (double)es.seen};
-    if (world > 1) { /* the epoch's loss and images over all ranks */
-      ct_tensor *t = ct_from_host(sums, 1, (int64_t[]){2}, CT_F64, CT_DEVICE_CPU);
-      if (!t || ct_dist_all_reduce_sum(&t, 1) != CT_OK || ct_to_host(t, sums, sizeof sums, CT_F64) != CT_OK)
-        ct_cli_rank_abort("summing the epoch's loss over the ranks failed");
-      ct_tensor_free(t);
-    }
-    double loss_sum = sums[0], seen = sums[1];
-    int64_t counts[2] = {0, 0};
-    double acc = ct_cli_evaluate_counts(m, test, dev, o.workers, counts);
-    if (acc < 0) {
-      if (world > 1) ct_cli_rank_abort("evaluation failed");
-      fprintf(stderr, "\ncuttle: evaluation failed: %s\n", ct_last_error());
-      status = 1;
-      break;
-    }
-    double ips = seen / secs, train_loss = seen ? loss_sum / seen : NAN;
-    if (o.progress && rank0) fputc('\n', stderr);
-    if (rank0) {
-      printf("epoch %lld: train_loss %.4f  test_acc %.2f%%  %.0f images/s  %.1f s  (%s", (long long)epoch + 1, train_loss,
-             100 * acc, ips, secs, devname);
-      if (world > 1) printf(", %d ranks", world);
-      printf(")\n");
-      fflush(stdout);
-    }
-    if (mf) {
-      fprintf(mf, "{\"epoch\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"test_correct\": %lld, \"test_total\": %lld, "
-                  "\"images_per_s\": %.1f, \"seconds\": %.3f, \"device\": \"%s\", \"batch\": %lld, \"batch_per_rank\": %lld, "
-                  "\"world_size\": %d, \"accumulate\": %d, \"amp\": \"%s\", \"channels_last\": %s",
-              (long long)epoch + 1, train_loss, acc, (long long)counts[0], (long long)counts[1], ips, secs, devname,
-              (long long)global_batch, (long long)o.batch, world, o.accumulate, o.amp ? o.amp : "none",
-              o.channels_last ? "true" : "false");
-      if (scaler) /* pytorch#55585: what the scaler did, in total */
-        fprintf(mf, ", \"grad_scale\": %g, \"steps_taken\": %lld, \"steps_skipped\": %lld",
-                ct_grad_scaler_scale_value(scaler), (long long)ct_grad_scaler_steps_taken(scaler),
-                (long long)ct_grad_scaler_steps_skipped(scaler));
-      fprintf(mf, "}\n");
-      fflush(mf);
-    }
-    rs.epoch = epoch + 1;
-    if (o.save && save_run(&rs, o.save, 0) != CT_OK) status = 1;
-  }
-  /* A signal that cut the run short is the exit status (128 + its number, as a shell reports);
-   * one that came after the last epoch changed nothing. */
-  if (status == 0 && stop_signal(&rs) && epoch < o.epochs) status = 128 + stop_signal(&rs);
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
-  if (launched) {
-    sigaction(SIGUSR1, &old_usr1, NULL);
-    sigaction(SIGUSR2, &old_usr2, NULL);
-  }
-  ct_monitor_unpublish();
-done:
-  if (status == 1 && world > 1) ct_cli_rank_abort(NULL); /* said why above; the others would wait */
-  if (mf) fclose(mf);
-  ct_tensor_free(rs.flags);
-  ct_ddp_free(ddp);
-  ct_data_parallel_free(dp);
-  ct_grad_scaler_free(scaler);
-  ct_loader_free(loader);
-  ct_optimizer_free(opt);
-  ct_module_free(m);
-  ct_dataset_free(train);
-  ct_dataset_free(test);
-  /* Every rank gets here at the same point (a failure that could strand the others left at once),
-   * so the barrier of ct_dist_finalize does not wait on a lost rank. */
-  if (launched && ct_dist_finalize() != CT_OK) {
-    fprintf(stderr, "%s: leaving the job failed: %s\n", prog, ct_last_error());
-    if (!status) status = 1;
-  }
-  return status;
-early:
+  train_config c;
+  int status = parse_options(argc, argv, &c);
+  if (status == GO_ON) status = check_options(&c);
+  if (status == GO_ON) status = launch(&c, argc, orig);
   free(orig);
-  return status;
+  if (status != GO_ON) return status;
+  train_run r = {.c = &c, .saved_steps = -1, .dp_ctx = {.group = 1, .scale = 1.0}};
+  status = open_device_and_data(&r);
+  if (status != GO_ON) return status;
+  status = setup(&r);
+  if (status == 0) status = run_epochs(&r);
+  return finish(&r, status);
 }
 
 int ct_cmd_eval(int argc, char **argv) {
