@@ -144,35 +144,105 @@ static int parse_sizes(const char *s, int *out, int cap) {
   return n;
 }
 
+/* --dtype: the index of its first entry in gemm_dtypes (with *count of them), or -1 when unknown. */
+static int parse_dtype(const char *arg, int *count) {
+  *count = 1;
+  if (strcmp(arg, "all") == 0) return *count = 4, 0;
+  for (int k = 0; k < 4; k++)
+    if (strcmp(arg, gemm_dtypes[k].name) == 0) return k;
+  return -1;
+}
+
+/* The sizes: --sizes, else the defaults (more on a CUDA device, fewer with --quick). Returns their
+ * number (at most 32), 0 on a malformed --sizes. */
+static int choose_sizes(const char *arg, int quick, ct_device dev, int *sizes) {
+  if (arg) return parse_sizes(arg, sizes, 32);
+  if (quick) return sizes[0] = 128, sizes[1] = 256, 2;
+  sizes[0] = 256, sizes[1] = 512, sizes[2] = 1024, sizes[3] = 2048;
+  if (dev.kind != CT_CUDA) return 4;
+  return sizes[4] = 4096, sizes[5] = 8192, 6;
+}
+
+/* The operands of one size in dt's dtype on dev, in the caller's scope, and raw's handle on them
+ * where raw is a library call through a bench_access.h; g->c3 is NULL when any of it failed. */
+static void make_operands(gemm_ctx *g, ct_device dev, const gemm_dtype *dt, ct_bench_fn raw, ct_generator *gen) {
+  int64_t s2[2] = {g->n, g->n}, s3[3] = {1, g->n, g->n};
+  g->a = ct_randn(2, s2, 0, 1, CT_F32, dev, gen);
+  g->b = ct_randn(2, s2, 0, 1, CT_F32, dev, gen);
+  if (dt->dtype != CT_F32) g->a = g->a ? ct_cast(g->a, dt->dtype) : NULL, g->b = g->b ? ct_cast(g->b, dt->dtype) : NULL;
+  g->c = g->a && g->b ? ct_empty(2, s2, dt->dtype, dev) : NULL;
+  g->a3 = ct_view(g->a, 3, s3), g->b3 = ct_view(g->b, 3, s3), g->c3 = ct_view(g->c, 3, s3);
+#ifdef CUTTLE_WITH_OPENCL
+  if (g->c3 && raw == run_clblast && !(g->clblast = ct__ocl_raw_gemm_new(g->c, g->a, g->b))) g->c3 = NULL;
+#endif
+#ifdef CUTTLE_WITH_CUDA
+  if (g->c3 && raw == run_cublas && !(g->cublas = ct__cuda_raw_gemm_new(g->c, g->a, g->b, dt->tf32))) g->c3 = NULL;
+#endif
+}
+
+static void free_raw(gemm_ctx *g) {
+#ifdef CUTTLE_WITH_OPENCL
+  ct__ocl_raw_gemm_free(g->clblast);
+#endif
+#ifdef CUTTLE_WITH_CUDA
+  ct__cuda_raw_gemm_free(g->cublas);
+#endif
+}
+
+/* What bench_size returns when dev has no matmul of dt's dtype: the dtype is skipped. */
+enum { SKIP_DTYPE = 2 };
+
+/* dt at size n, three ways, as one row of t. 0, 1 after a failure, or SKIP_DTYPE (both said). */
+static int bench_size(ct_bench_table *t, ct_device dev, const char *devname, const gemm_dtype *dt, int n,
+                      const ct_bench_opts *bo, ct_generator *gen) {
+  const char *rawname;
+  ct_bench_fn raw = raw_fn(dev, dt, &rawname);
+  int status = 0;
+  ct_scope_begin();
+  gemm_ctx g = {.n = n};
+  make_operands(&g, dev, dt, raw, gen);
+  ct_bench_result rm, rk, rb = {0};
+  double ratio; /* time(ct_matmul) / time(raw), paired */
+  /* bfloat16 and float16 where the device has no such matmul: skip the dtype, not the bench */
+  if (dt->dtype != CT_F32 && dev.kind != CT_CUDA && (!g.c3 || run_matmul(&g))) {
+    fprintf(stderr, "cuttle bench gemm: skipping %s on %s: %s\n", dt->name, devname, ct_last_error());
+    status = SKIP_DTYPE;
+  } else if (!g.c3 || ct_bench_time(run_matmul, &g, dev, bo, &rm) || ct_bench_time(run_kernel, &g, dev, bo, &rk) ||
+             (raw && ct_bench_time(raw, &g, dev, bo, &rb)) ||
+             paired_ratio(run_matmul, raw ? raw : run_kernel, &g, dev, bo->target_s, &ratio)) {
+    fprintf(stderr, "cuttle bench gemm: %s n = %d failed: %s\n", dt->name, n, ct_last_error());
+    status = 1;
+  } else {
+    double flops = 2.0 * n * (double)n * n;
+    char blas[48];
+    if (raw) snprintf(blas, sizeof blas, "%.1f", flops / rb.median * 1e-9);
+    else snprintf(blas, sizeof blas, "n/a (see kernel)");
+    ct_bench_table_rowf(t, "%s|%d|%.3f|%.1f|%.1f|%s|%s|%+.1f%%|%.1f%%", dt->name, n, rm.median * 1e3,
+                        flops / rm.median * 1e-9, flops / rk.median * 1e-9, rawname, blas, 100 * (ratio - 1),
+                        100 / ratio);
+  }
+  free_raw(&g);
+  ct_scope_end();
+  return status;
+}
+
 int ct_bench_gemm(int argc, char **argv) {
   ct_bench_common common = {.device = "cpu"};
   const char *sizes_arg = NULL, *dtype_arg = "f32";
   const ct_bench_opt opts[] = {{.name = "sizes", .dst = &sizes_arg}, {.name = "dtype", .dst = &dtype_arg}, {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
-  const char *csv = common.csv;
-  int quick = common.quick;
-  int dt_first = -1, dt_count = 1;
-  if (strcmp(dtype_arg, "all") == 0) dt_first = 0, dt_count = 4;
-  for (int k = 0; k < 4 && dt_first < 0; k++)
-    if (strcmp(dtype_arg, gemm_dtypes[k].name) == 0) dt_first = k;
+  int dt_count, dt_first = parse_dtype(dtype_arg, &dt_count);
   if (dt_first < 0) {
     fprintf(stderr, "cuttle bench gemm: --dtype is f32, tf32, bf16, f16 or all, not '%s'\n", dtype_arg);
     return 2;
   }
   ct_device dev;
   if (ct_bench_device(common.device, &dev)) return 2;
-  int sizes[32], ns;
-  if (sizes_arg) {
-    if (!(ns = parse_sizes(sizes_arg, sizes, 32))) {
-      fprintf(stderr, "cuttle bench gemm: --sizes wants a comma-separated list of sizes in 1..65536\n");
-      return 2;
-    }
-  } else if (quick) {
-    ns = 2, sizes[0] = 128, sizes[1] = 256;
-  } else {
-    ns = 4, sizes[0] = 256, sizes[1] = 512, sizes[2] = 1024, sizes[3] = 2048;
-    if (dev.kind == CT_CUDA) ns = 6, sizes[4] = 4096, sizes[5] = 8192;
+  int sizes[32], ns = choose_sizes(sizes_arg, common.quick, dev, sizes);
+  if (!ns) {
+    fprintf(stderr, "cuttle bench gemm: --sizes wants a comma-separated list of sizes in 1..65536\n");
+    return 2;
   }
   char devname[32];
   ct_device_str(dev, devname, sizeof devname);
@@ -182,7 +252,8 @@ int ct_bench_gemm(int argc, char **argv) {
   snprintf(title, sizeof title, "gemm: n x n, 2n^3 flops, median of repeats, on %s (kernel = the backend's matmul)",
            devname);
   ct_bench_table *t = ct_bench_table_new(title, 9, heads);
-  ct_bench_opts bo = {.warmup = 2, .min_repeats = 3, .max_repeats = quick ? 10 : 50, .target_s = quick ? 0.1 : 1.0};
+  ct_bench_opts bo = {.warmup = 2, .min_repeats = 3, .max_repeats = common.quick ? 10 : 50,
+                      .target_s = common.quick ? 0.1 : 1.0};
   ct_generator gen = ct_generator_new(1);
   int status = 0, tf32_before = ct_allow_tf32();
   for (int d = dt_first; d < dt_first + dt_count && !status; d++) {
@@ -192,58 +263,15 @@ int ct_bench_gemm(int argc, char **argv) {
       continue;
     }
     ct_set_allow_tf32(dt->tf32);
-    const char *rawname;
-    ct_bench_fn raw = raw_fn(dev, dt, &rawname);
-    for (int i = 0; i < ns && !status; i++) {
-      int n = sizes[i];
-      int64_t s2[2] = {n, n}, s3[3] = {1, n, n};
-      ct_scope_begin();
-      gemm_ctx g = {.n = n};
-      g.a = ct_randn(2, s2, 0, 1, CT_F32, dev, &gen);
-      g.b = ct_randn(2, s2, 0, 1, CT_F32, dev, &gen);
-      if (dt->dtype != CT_F32) g.a = g.a ? ct_cast(g.a, dt->dtype) : NULL, g.b = g.b ? ct_cast(g.b, dt->dtype) : NULL;
-      g.c = g.a && g.b ? ct_empty(2, s2, dt->dtype, dev) : NULL;
-      g.a3 = ct_view(g.a, 3, s3), g.b3 = ct_view(g.b, 3, s3), g.c3 = ct_view(g.c, 3, s3);
-#ifdef CUTTLE_WITH_OPENCL
-      if (g.c3 && raw == run_clblast && !(g.clblast = ct__ocl_raw_gemm_new(g.c, g.a, g.b))) g.c3 = NULL;
-#endif
-#ifdef CUTTLE_WITH_CUDA
-      if (g.c3 && raw == run_cublas && !(g.cublas = ct__cuda_raw_gemm_new(g.c, g.a, g.b, dt->tf32))) g.c3 = NULL;
-#endif
-      /* bfloat16 and float16 where the device has no such matmul: skip the dtype, not the bench */
-      if (dt->dtype != CT_F32 && dev.kind != CT_CUDA && (!g.c3 || run_matmul(&g))) {
-        fprintf(stderr, "cuttle bench gemm: skipping %s on %s: %s\n", dt->name, devname, ct_last_error());
-        ct_scope_end();
+    for (int i = 0; i < ns && !status; i++)
+      if ((status = bench_size(t, dev, devname, dt, sizes[i], &bo, &gen)) == SKIP_DTYPE) {
+        status = 0;
         break;
       }
-      ct_bench_result rm, rk, rb = {0};
-      double ratio; /* time(ct_matmul) / time(raw), paired */
-      if (!g.c3 || ct_bench_time(run_matmul, &g, dev, &bo, &rm) || ct_bench_time(run_kernel, &g, dev, &bo, &rk) ||
-          (raw && ct_bench_time(raw, &g, dev, &bo, &rb)) ||
-          paired_ratio(run_matmul, raw ? raw : run_kernel, &g, dev, bo.target_s, &ratio)) {
-        fprintf(stderr, "cuttle bench gemm: %s n = %d failed: %s\n", dt->name, n, ct_last_error());
-        status = 1;
-      } else {
-        double flops = 2.0 * n * (double)n * n;
-        char blas[48];
-        if (raw) snprintf(blas, sizeof blas, "%.1f", flops / rb.median * 1e-9);
-        else snprintf(blas, sizeof blas, "n/a (see kernel)");
-        ct_bench_table_rowf(t, "%s|%d|%.3f|%.1f|%.1f|%s|%s|%+.1f%%|%.1f%%", dt->name, n, rm.median * 1e3,
-                            flops / rm.median * 1e-9, flops / rk.median * 1e-9, rawname, blas, 100 * (ratio - 1),
-                            100 / ratio);
-      }
-#ifdef CUTTLE_WITH_OPENCL
-      ct__ocl_raw_gemm_free(g.clblast);
-#endif
-#ifdef CUTTLE_WITH_CUDA
-      ct__cuda_raw_gemm_free(g.cublas);
-#endif
-      ct_scope_end();
-    }
   }
   ct_set_allow_tf32(tf32_before);
   ct_bench_table_print(t, stdout);
-  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   return status;
 }

@@ -129,9 +129,69 @@ static int usage(FILE *f) {
   return f == stdout ? 0 : 2;
 }
 
+/* The training set (the first --limit images of it with --limit) and the test set. 0, or 1 after
+ * saying why. *train is *full or a dataset of its own. */
+static int load_sets(const train_opts *o, ct_dataset **full, ct_dataset **train, ct_dataset **test) {
+  *full = ct_fashion_mnist_load(o->data_dir, CT_SPLIT_TRAIN);
+  *test = *full ? ct_fashion_mnist_load(o->data_dir, CT_SPLIT_TEST) : NULL;
+  *train = *full;
+  if (*test && o->limit && o->limit < ct_dataset_len(*full))
+    *train = ct_dataset_from_u8(ct_dataset_pixels(*full), ct_dataset_labels(*full), o->limit, 1, 28, 28, 10,
+                                CT_FASHION_MNIST_MEAN, CT_FASHION_MNIST_STD);
+  if (*train && *test) return 0;
+  fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());
+  ct_dataset_free(*test);
+  if (*train != *full) ct_dataset_free(*train);
+  ct_dataset_free(*full);
+  return 1;
+}
+
+/* One row per epoch of model: cuttle's figures (cu), PyTorch's (py, with --pytorch) and torch.compile's
+ * (pc, with --pytorch-compile); a side that failed says "failed" in its cells. */
+static void add_rows(ct_bench_table *t, const char *model, const train_opts *o, const epoch_result *cu,
+                     const epoch_result *py, int py_failed, const epoch_result *pc, int pc_failed) {
+  for (int e = 0; e < o->epochs; e++) {
+    char p1[32] = "-", p2[32] = "-", p3[32] = "-", ratio[32] = "-";
+    if (py_failed) {
+      snprintf(p1, sizeof p1, "failed"), snprintf(p2, sizeof p2, "failed"), snprintf(p3, sizeof p3, "failed");
+    } else if (o->pytorch) {
+      snprintf(p1, sizeof p1, "%.0f", py[e].ips), snprintf(p2, sizeof p2, "%.2f%%", 100 * py[e].acc);
+      snprintf(p3, sizeof p3, "%.2f", py[e].secs), snprintf(ratio, sizeof ratio, "%.2f", cu[e].ips / py[e].ips);
+    }
+    char c[5][48] = {"-", "-", "-", "-", "-"};
+    if (pc_failed) {
+      for (int k = 0; k < 4; k++) snprintf(c[k], sizeof c[k], "failed");
+    } else if (o->pytorch_compile) {
+      snprintf(c[0], sizeof c[0], "%.0f", pc[e].ips), snprintf(c[1], sizeof c[1], "%.2f%%", 100 * pc[e].acc);
+      snprintf(c[2], sizeof c[2], "%.2f", pc[e].secs), snprintf(c[3], sizeof c[3], "%.2f", pc[e].compile_secs);
+      snprintf(c[4], sizeof c[4], "%.2f", cu[e].ips / pc[e].ips);
+    }
+    char extra[256] = "";
+    if (o->pytorch_compile) snprintf(extra, sizeof extra, "|%s|%s|%s|%s|%s", c[0], c[1], c[2], c[3], c[4]);
+    ct_bench_table_rowf(t, "%s|%d|%.0f|%.2f%%|%.2f|%.1f%%|%s|%s|%s|%s%s", model, e + 1, cu[e].ips, 100 * cu[e].acc,
+                        cu[e].secs, 100 * cu[e].wait, p1, p2, p3, ratio, extra);
+  }
+}
+
+/* model in cuttle, then (as asked) in PyTorch eager and in torch.compile, its rows added to t; res
+ * holds 3 x epochs results. 0, or 1 when cuttle or PyTorch eager failed (a failing torch.compile
+ * is a result, said in its cells, not the bench's failure). */
+static int bench_model(ct_bench_table *t, const char *model, ct_device dev, const train_opts *o, ct_dataset *train,
+                       ct_dataset *test, epoch_result *res) {
+  epoch_result *cu = res, *py = res + o->epochs, *pc = res + 2 * o->epochs;
+  memset(cu, 0, sizeof *cu * (size_t)o->epochs), memset(py, 0, sizeof *py * (size_t)o->epochs);
+  if (run_cuttle(model, dev, o, train, test, cu)) return 1;
+  /* a failed PyTorch run still leaves cuttle's rows in the table, its cells saying so */
+  int py_failed = o->pytorch && run_pytorch(model, dev, o, 0, py);
+  memset(pc, 0, sizeof *pc * (size_t)o->epochs);
+  int pc_failed = o->pytorch_compile && run_pytorch(model, dev, o, 1, pc);
+  add_rows(t, model, o, cu, py, py_failed, pc, pc_failed);
+  return py_failed;
+}
+
 int ct_bench_train(int argc, char **argv) {
-  train_opts o = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py",
-                  .epochs = 1, .workers = 2, .progress = 1};
+  train_opts o = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py", .epochs = 1,
+                  .workers = 2, .progress = 1};
   const char *model_arg = "all";
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   o.threads = online > 0 ? (int)online : 1;
@@ -150,10 +210,8 @@ int ct_bench_train(int argc, char **argv) {
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
-  const char *csv = common.csv;
-  int quick = common.quick;
   o.device = common.device;
-  if (quick && !o.limit) o.limit = 6000;
+  if (common.quick && !o.limit) o.limit = 6000;
   const char *models[2];
   int nmodels = 0;
   if (strcmp(model_arg, "all") == 0) models[0] = "mlp", models[1] = "cnn", nmodels = 2;
@@ -168,20 +226,8 @@ int ct_bench_train(int argc, char **argv) {
   /* cuttle's OpenMP pool (which OpenBLAS's OpenMP build shares) gets the same threads as PyTorch */
   omp_set_num_threads(o.threads);
   openblas_set_num_threads(o.threads);
-
-  ct_dataset *full = ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TRAIN);
-  ct_dataset *test = full ? ct_fashion_mnist_load(o.data_dir, CT_SPLIT_TEST) : NULL;
-  ct_dataset *train = full;
-  if (test && o.limit && o.limit < ct_dataset_len(full))
-    train = ct_dataset_from_u8(ct_dataset_pixels(full), ct_dataset_labels(full), o.limit, 1, 28, 28, 10,
-                               CT_FASHION_MNIST_MEAN, CT_FASHION_MNIST_STD);
-  if (!train || !test) {
-    fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());
-    ct_dataset_free(test);
-    if (train != full) ct_dataset_free(train);
-    ct_dataset_free(full);
-    return 1;
-  }
+  ct_dataset *full, *train, *test;
+  if (load_sets(&o, &full, &train, &test)) return 1;
   char devname[32], title[256];
   ct_device_str(dev, devname, sizeof devname);
   snprintf(title, sizeof title, "train: Adam lr 1e-3, batch 128, %lld training images/epoch, on %s, %d threads, %d loader workers",
@@ -190,48 +236,16 @@ int ct_bench_train(int argc, char **argv) {
                          "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
                          "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};
   ct_bench_table *t = ct_bench_table_new(title, o.pytorch_compile ? 15 : 10, heads);
-  epoch_result *cu = calloc((size_t)o.epochs, sizeof *cu), *py = calloc((size_t)o.epochs, sizeof *py),
-               *pc = calloc((size_t)o.epochs, sizeof *pc);
-  int status = !t || !cu || !py || !pc;
+  epoch_result *res = calloc(3 * (size_t)o.epochs, sizeof *res); /* cuttle, PyTorch, torch.compile */
+  int status = !t || !res;
   for (int i = 0; i < nmodels && !status; i++) {
     fprintf(stderr, "cuttle: %s on %s\n", models[i], devname);
-    memset(cu, 0, sizeof *cu * (size_t)o.epochs), memset(py, 0, sizeof *py * (size_t)o.epochs);
-    if (run_cuttle(models[i], dev, &o, train, test, cu)) {
-      status = 1;
-      break;
-    }
-    /* a failed PyTorch run still leaves cuttle's rows in the table, its cells saying so */
-    int py_failed = o.pytorch && run_pytorch(models[i], dev, &o, 0, py);
-    if (py_failed) status = 1;
-    /* torch.compile's failure is a result (its cells say so), not the bench's */
-    memset(pc, 0, sizeof *pc * (size_t)o.epochs);
-    int pc_failed = o.pytorch_compile && run_pytorch(models[i], dev, &o, 1, pc);
-    for (int e = 0; e < o.epochs; e++) {
-      char p1[32] = "-", p2[32] = "-", p3[32] = "-", ratio[32] = "-";
-      if (py_failed) {
-        snprintf(p1, sizeof p1, "failed"), snprintf(p2, sizeof p2, "failed"), snprintf(p3, sizeof p3, "failed");
-      } else if (o.pytorch) {
-        snprintf(p1, sizeof p1, "%.0f", py[e].ips), snprintf(p2, sizeof p2, "%.2f%%", 100 * py[e].acc);
-        snprintf(p3, sizeof p3, "%.2f", py[e].secs), snprintf(ratio, sizeof ratio, "%.2f", cu[e].ips / py[e].ips);
-      }
-      char c[5][48] = {"-", "-", "-", "-", "-"};
-      if (pc_failed) {
-        for (int k = 0; k < 4; k++) snprintf(c[k], sizeof c[k], "failed");
-      } else if (o.pytorch_compile) {
-        snprintf(c[0], sizeof c[0], "%.0f", pc[e].ips), snprintf(c[1], sizeof c[1], "%.2f%%", 100 * pc[e].acc);
-        snprintf(c[2], sizeof c[2], "%.2f", pc[e].secs), snprintf(c[3], sizeof c[3], "%.2f", pc[e].compile_secs);
-        snprintf(c[4], sizeof c[4], "%.2f", cu[e].ips / pc[e].ips);
-      }
-      char extra[256] = "";
-      if (o.pytorch_compile) snprintf(extra, sizeof extra, "|%s|%s|%s|%s|%s", c[0], c[1], c[2], c[3], c[4]);
-      ct_bench_table_rowf(t, "%s|%d|%.0f|%.2f%%|%.2f|%.1f%%|%s|%s|%s|%s%s", models[i], e + 1, cu[e].ips,
-                          100 * cu[e].acc, cu[e].secs, 100 * cu[e].wait, p1, p2, p3, ratio, extra);
-    }
+    status = bench_model(t, models[i], dev, &o, train, test, res);
   }
   ct_bench_table_print(t, stdout);
-  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
-  free(cu), free(py), free(pc);
+  free(res);
   if (train != full) ct_dataset_free(train);
   ct_dataset_free(test);
   ct_dataset_free(full);
