@@ -71,7 +71,7 @@ static ct_status accumulate(ct_tensor **slot, ct_tensor *g, const ct_tensor *lea
     ct_memory_format fmt = leaf ? ct_tensor_suggest_memory_format(leaf) : CT_CONTIGUOUS_FORMAT;
     if (leaf && (shared(g) || !ct_tensor_is_contiguous_format(g, fmt))) {
       ct_tensor *c = ct__alloc_format(g->ndim, g->shape, g->dtype, g->device, fmt);
-      ct_status s = c ? g->storage->backend->copy(c, g) : ct_last_status();
+      ct_status s = c ? CT_KERNEL_CALL(g->storage->backend, copy, __func__, g, c, g) : ct_last_status();
       ct__tensor_decref(g);
       if (!c) return s;
       ct__untrack(c);

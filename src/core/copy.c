@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "backend/backend.h"
+#include "core/backend.h"
 
 /* Copy the contiguous src into the contiguous dst of the same dtype and size across devices. A
  * host<->device copy is asynchronous only when non_blocking is asked and the host side is pinned
@@ -62,7 +62,7 @@ static ct_tensor *host_layout(ct_tensor *t, ct_dtype dt) {
   if (t->dtype == dt && ct_tensor_is_contiguous(t)) return ct__retain_tracked(t);
   ct_tensor *c = ct__alloc(t->ndim, t->shape, dt, t->device);
   if (!c) return NULL;
-  if (t->storage->backend->copy(c, t) != CT_OK) {
+  if (CT_KERNEL_CALL(t->storage->backend, copy, __func__, t, c, t) != CT_OK) {
     ct_tensor_free(c);
     return NULL;
   }

@@ -2,7 +2,7 @@
  * random ones (rand, randn, randint) over the Philox generator of rng.c. */
 #include <math.h>
 #include <stdio.h>
-#include "backend/backend.h"
+#include "core/backend.h"
 
 ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) {
   if (!ct__check_new("ct_empty", ndim, shape, dt, dev)) return NULL;
@@ -13,7 +13,7 @@ ct_tensor *ct_empty(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev) 
 static ct_tensor *full(const char *op, int ndim, const int64_t *shape, double value, ct_dtype dt, ct_device dev) {
   if (!ct__check_new(op, ndim, shape, dt, dev)) return NULL;
   ct_tensor *t = ct__alloc(ndim, shape, dt, dev);
-  if (t && t->storage->backend->fill(t, value) != CT_OK) {
+  if (t && CT_KERNEL_CALL(t->storage->backend, fill, __func__, t, t, value) != CT_OK) {
     ct_tensor_free(t);
     return NULL;
   }
@@ -92,7 +92,7 @@ static ct_tensor *random_tensor(const char *op, int ndim, const int64_t *shape, 
    * (the default one, from Dropout in replicas on several devices: cuttle/data_parallel.h) get
    * distinct numbers; a draw that fails still uses up its blocks. */
   uint64_t offset = __atomic_fetch_add(&gen->offset, (uint64_t)(ct_tensor_numel(t) + 3) / 4, __ATOMIC_RELAXED);
-  ct_status s = t->storage->backend->random(t, dist, p0, p1, gen->seed, offset);
+  ct_status s = CT_KERNEL_CALL(t->storage->backend, random, __func__, t, t, dist, p0, p1, gen->seed, offset);
   if (s != CT_OK) {
     ct_tensor_free(t);
     return NULL;

@@ -5,7 +5,7 @@
  * sync-debug mode lives in sync_debug.c and the ledger in ledger.c. */
 #include <stdio.h>
 #include <string.h>
-#include "backend/backend.h"
+#include "core/backend.h"
 
 /* The backend of d when d exists, else NULL with CT_EDEVICE set (naming op and d). */
 static const ct_backend *backend_of(const char *op, ct_device d) {
@@ -136,7 +136,7 @@ ct_tensor *ct_pin_memory(ct_tensor *t) {
   if (ct_tensor_is_pinned(t)) return ct__retain_tracked(t);
   ct_tensor *p = ct_empty_pinned(t->ndim, t->shape, t->dtype);
   if (!p) return NULL;
-  ct_status s = p->storage->backend->copy(p, t); /* same dtype: an element-wise copy, any strides */
+  ct_status s = CT_KERNEL_CALL(p->storage->backend, copy, __func__, t, p, t); /* same dtype: an element-wise copy, any strides */
   if (s != CT_OK) {
     ct_tensor_free(p);
     return NULL;

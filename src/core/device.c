@@ -3,7 +3,7 @@
  * row (and one #ifdef) here and named nowhere else in the core. */
 #include <stdio.h>
 #include <string.h>
-#include "backend/backend.h"
+#include "core/backend.h"
 
 /* The registry: one row per device kind, naming it for parsing and printing ("cpu"; "cuda" with
  * the alias "gpu"; "opencl"), with its backend when that is built in (else NULL) and whether its

@@ -3,7 +3,7 @@
  * hand back the same tensor with one more reference. */
 #include <stdio.h>
 #include <string.h>
-#include "backend/backend.h"
+#include "core/backend.h"
 
 static inline void incref(int *r) { __atomic_add_fetch(r, 1, __ATOMIC_RELAXED); }
 static inline int decref(int *r) { return __atomic_sub_fetch(r, 1, __ATOMIC_ACQ_REL); }

@@ -25,7 +25,7 @@ ct_status ct_module_to_memory_format(ct_module *m, ct_memory_format fmt) {
     /* always a copy with fmt's own strides: a weight with one input channel is dense in both
      * formats, and only its strides say which one it is in */
     ct_tensor *c = ct__alloc_format(4, t->shape, t->dtype, t->device, fmt);
-    if (c && t->storage->backend->copy(c, t) != CT_OK) ct_tensor_free(c), c = NULL;
+    if (c && CT_KERNEL_CALL(t->storage->backend, copy, __func__, t, c, t) != CT_OK) ct_tensor_free(c), c = NULL;
     conv[i] = c;
     if (!c) s = ct__error_prefix("module_to_memory_format (tensor %s)", nt[i].name);
   }

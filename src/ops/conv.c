@@ -41,8 +41,8 @@ static ct_status bw_conv(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   if (n->in[1]) grads[1] = ct__alloc(w->ndim, w->shape, w->dtype, w->device);
   if (n->in[2]) grads[2] = ct__alloc(1, &w->shape[0], w->dtype, w->device);
   ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2]) ? ct_last_status()
-                : argmax ? be->conv2d_relu_pool2x2_backward(grads[0], grads[1], grads[2], gc, argmax, x, w, &e->conv)
-                         : be->conv2d_backward(grads[0], grads[1], grads[2], gc, x, w, &e->conv);
+                : argmax ? CT_KERNEL_CALL(be, conv2d_relu_pool2x2_backward, __func__, x, grads[0], grads[1], grads[2], gc, argmax, x, w, &e->conv)
+                         : CT_KERNEL_CALL(be, conv2d_backward, __func__, x, grads[0], grads[1], grads[2], gc, x, w, &e->conv);
   ct_tensor_free(gc);
   return s;
 }
@@ -116,16 +116,16 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   ct_dtype dt;
   if (!conv_check("conv2d", x, w, b, opts, &o, &Ho, &Wo, &dt)) return NULL;
   const ct_backend *be = x->storage->backend;
-  if (!be->conv2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "conv2d is not implemented on %s", be->name);
+  if (!ct__has_kernel(be, CT_K_conv2d)) return ct__kernel_missing(be, CT_K_conv2d, "conv2d", x), NULL;
   if (ct__conv_channels_last(x, w)) /* a channels_last output (src/ops/memory_format.c) */
     return ct__cast_result(ct__conv2d_channels_last(x, w, b, &o, Ho, Wo, ct__compute_dtype(dt)), dt);
   /* float16 and bfloat16 compute in float32 (cast in, one rounding out) unless the backend has
-   * kernels for them (conv2d_halves); the tape then casts the gradients back to the inputs' dtypes */
-  ct_dtype cdt = be->conv2d_halves & (1u << dt) ? dt : ct__compute_dtype(dt);
+   * kernels for them (ct__supports(be, CT_K_conv2d, dt)); the tape then casts the gradients back to the inputs' dtypes */
+  ct_dtype cdt = ct__supports(be, CT_K_conv2d, dt, CT_CONTIGUOUS_FORMAT) ? dt : ct__compute_dtype(dt);
   ct_tensor *xc = ct_cast(x, cdt), *wc = ct_cast(w, cdt), *bc = b ? ct_cast(b, cdt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, cdt, x->device) : NULL;
-  ct_status s = y ? be->conv2d(y, xc, wc, bc, &o) : ct_last_status();
+  ct_status s = y ? CT_KERNEL_CALL(be, conv2d, __func__, xc, y, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) s = record_conv(y, "conv2d", x, w, b, &o, xc, wc, NULL);
   if (s != CT_OK) ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
@@ -137,7 +137,7 @@ static ct_status bw_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   conv_extra *e = n->extra;
   ct_tensor *gc = ct_contiguous(g);
   ct_tensor *gx = gc ? ct__alloc(x->ndim, x->shape, g->dtype, g->device) : NULL;
-  ct_status s = gx ? g->storage->backend->pool2d_backward((ct_pool_kind)n->iv[0], gx, gc, n->saved[0], &e->pool)
+  ct_status s = gx ? CT_KERNEL_CALL(g->storage->backend, pool2d_backward, __func__, gc, (ct_pool_kind)n->iv[0], gx, gc, n->saved[0], &e->pool)
                    : ct_last_status();
   ct_tensor_free(gc);
   if (s != CT_OK) return ct_tensor_free(gx), s;
@@ -185,7 +185,7 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   int64_t Ho, Wo;
   if (!pool_check(op, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   const ct_backend *be = x->storage->backend;
-  if (!be->pool2d) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, be->name);
+  if (!ct__has_kernel(be, CT_K_pool2d)) return ct__kernel_missing(be, CT_K_pool2d, op, x), NULL;
   if (ct_tensor_suggest_memory_format(x) == CT_CHANNELS_LAST) /* src/ops/memory_format.c */
     return ct__pool2d_channels_last(op, kind, x, &o, Ho, Wo);
   ct_tensor *xc = ct_contiguous(x);
@@ -194,7 +194,7 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &o) : CT_I64;
   int max = kind != CT_POOL_AVG;
   ct_tensor *am = y && max ? ct__alloc(4, ys, adt, x->device) : NULL;
-  ct_status s = y && (!max || am) ? be->pool2d(kind, y, am, xc, &o) : ct_last_status();
+  ct_status s = y && (!max || am) ? CT_KERNEL_CALL(be, pool2d, __func__, xc, kind, y, am, xc, &o) : ct_last_status();
   ct_tensor_free(xc);
   if (s != CT_OK) {
     ct_tensor_free(y), ct_tensor_free(am);
@@ -220,7 +220,7 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool
 
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
   if (!x) return ct__null_arg("relu_max_pool2d", "x");
-  if (x->storage->backend->pool2d_fuses_relu) return pool("relu_max_pool2d", CT_POOL_MAX_RELU, x, opts);
+  if (ct__supports(x->storage->backend, CT_K_pool2d_max_relu, x->dtype, CT_CONTIGUOUS_FORMAT)) return pool("relu_max_pool2d", CT_POOL_MAX_RELU, x, opts);
   ct_pool2d_opts o;
   int64_t Ho, Wo;
   if (!pool_check("relu_max_pool2d", x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
@@ -245,10 +245,10 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   const ct_backend *be = x->storage->backend;
   int pool2x2 = popts && popts->kernel[0] == 2 && popts->kernel[1] == 2 && (popts->stride[0] == 0 || popts->stride[0] == 2) &&
                 (popts->stride[1] == 0 || popts->stride[1] == 2) && popts->padding[0] == 0 && popts->padding[1] == 0;
-  /* float32, or a half the backend's fused kernel takes as it is (conv2d_relu_pool2x2_halves):
+  /* float32, or a half the backend's fused kernel takes as it is (ct__supports):
    * under autocast the conv output then stays out of memory too, and nothing is widened */
-  int fused_dt = dt == CT_F32 || ((dt == CT_F16 || dt == CT_BF16) && (be->conv2d_relu_pool2x2_halves & (1u << dt)));
-  if (!be->conv2d_relu_pool2x2 || !pool2x2 || !fused_dt || Ho < 2 || Wo < 2 || ct__conv_channels_last(x, w)) { /* the ops one by one */
+  int fused_dt = dt == CT_F32 || ((dt == CT_F16 || dt == CT_BF16) && ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT));
+  if (!ct__has_kernel(be, CT_K_conv2d_relu_pool2x2) || !pool2x2 || !fused_dt || Ho < 2 || Wo < 2 || ct__conv_channels_last(x, w)) { /* the ops one by one */
     ct_tensor *c = ct_conv2d(x, w, b, copts), *y = c ? ct_relu_max_pool2d(c, popts) : NULL;
     ct_tensor_free(c);
     if (!y) ct__error_prefix("conv2d_relu_max_pool2d");
@@ -264,7 +264,7 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   int half = dt == CT_F16 || dt == CT_BF16;
   int64_t as[3] = {ys[0], ys[1], (ys[2] * ys[3] + 1) / 2};
   ct_tensor *am = y ? half ? ct__alloc(3, as, CT_U8, x->device) : ct__alloc(4, ys, adt, x->device) : NULL;
-  ct_status s = am ? be->conv2d_relu_pool2x2(y, am, xc, wc, bc, &o) : ct_last_status();
+  ct_status s = am ? CT_KERNEL_CALL(be, conv2d_relu_pool2x2, __func__, xc, y, am, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) s = record_conv(y, "conv2d_relu_max_pool2d", x, w, b, &o, xc, wc, am);
   if (s != CT_OK) ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc), ct_tensor_free(am);

@@ -11,11 +11,11 @@
 static const char *const binary_names[] = {
 #define CT_BINARY(E, name, fwd, da, db) #name,
 #define CT_COMPARE(E, name, pred) #name,
-#include "ops/ops.def"
+#include "core/ops.def"
 };
 static const char *const unary_names[] = {
 #define CT_UNARY(E, name, fwd, deriv) #name,
-#include "ops/ops.def"
+#include "core/ops.def"
 };
 
 /* t expanded to shape and cast to dt (a view when no cast is needed). */
@@ -71,7 +71,7 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
   if (!compare && dt == CT_BOOL && op != CT_BINARY_MAXIMUM && op != CT_BINARY_MINIMUM && op != CT_BINARY_MUL)
     dt = op == CT_BINARY_ADD ? CT_BOOL : CT_I64;
   const ct_backend *be = a->storage->backend;
-  if (!be->binary) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", name, be->name);
+  if (!ct__has_kernel(be, CT_K_binary)) return ct__kernel_missing(be, CT_K_binary, name, a), NULL;
   ct_tensor *ae = prepare(a, dt, nd, shape), *bexp = prepare(b, dt, nd, shape);
   ct_memory_format fmt = ct__elementwise_format(2, (ct_tensor *[]){a, b}, nd, shape); /* channels_last kept */
   ct_tensor *out = ae && bexp ? ct__alloc_format(nd, shape, compare ? CT_BOOL : dt, a->device, fmt) : NULL;
@@ -107,7 +107,7 @@ static ct_tensor *binary(ct_binary_op op, ct_tensor *a, ct_tensor *b) {
   ct_tensor *ct_##name(ct_tensor *a, ct_tensor *b) { return binary(CT_BINARY_##E, a, b); }
 #define CT_COMPARE(E, name, pred) \
   ct_tensor *ct_##name(ct_tensor *a, ct_tensor *b) { return binary(CT_BINARY_##E, a, b); }
-#include "ops/ops.def"
+#include "core/ops.def"
 
 /* The scalar keeps a floating tensor's dtype; an integer tensor with a fractional scalar gives
  * float32 (PyTorch's wrapped-number rule). An integral scalar is an integer, as PyTorch's Python
@@ -158,7 +158,7 @@ static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
   int keeps_int = op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU;
   ct_dtype dt = ct_dtype_is_floating(x->dtype) || (keeps_int && x->dtype != CT_BOOL) ? x->dtype : CT_F32;
   const ct_backend *be = x->storage->backend;
-  if (!be->unary) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", name, be->name);
+  if (!ct__has_kernel(be, CT_K_unary)) return ct__kernel_missing(be, CT_K_unary, name, x), NULL;
   ct_tensor *xc = x->dtype == dt ? NULL : ct_cast(x, dt);
   if (x->dtype != dt && !xc) return NULL;
   ct_tensor *src = xc ? xc : x;
@@ -185,7 +185,7 @@ static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
 
 #define CT_UNARY(E, name, fwd, deriv) \
   ct_tensor *ct_##name(ct_tensor *x) { return unary(CT_UNARY_##E, x); }
-#include "ops/ops.def"
+#include "core/ops.def"
 
 /* ---- where and clamp */
 static ct_status bw_where(ct_node *n, ct_tensor *g, ct_tensor **grads) {
@@ -255,7 +255,7 @@ ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi) {
 
 ct_status ct_fill_(ct_tensor *t, double value) {
   if (!t) return ct__error(CT_EINVAL, "fill_: NULL tensor");
-  return t->storage->backend->fill(t, value);
+  return CT_KERNEL_CALL(t->storage->backend, fill, __func__, t, t, value);
 }
 
 ct_status ct_zero_(ct_tensor *t) {

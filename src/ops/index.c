@@ -1,7 +1,7 @@
 /* src/ops/index.c: cat, stack, index_select and gather, with their backward rules. */
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "core/backend.h"
 #include "ops/autocast.h"
 
 static ct_status bw_cat(ct_node *n, ct_tensor *g, ct_tensor **grads) {
@@ -146,8 +146,8 @@ static ct_status bw_index_select(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *x = n->in[0];
   ct_tensor *gc = ct_contiguous(g);
   ct_tensor *gx = gc ? ct_zeros(x->ndim, x->shape, g->dtype, g->device) : NULL;
-  ct_status s = gx ? (n->iv[1] ? g->storage->backend->scatter_add(gx, (int)n->iv[0], n->saved[0], gc)
-                               : g->storage->backend->index_add(gx, (int)n->iv[0], n->saved[0], gc))
+  ct_status s = gx ? (n->iv[1] ? CT_KERNEL_CALL(g->storage->backend, scatter_add, __func__, gc, gx, (int)n->iv[0], n->saved[0], gc)
+                               : CT_KERNEL_CALL(g->storage->backend, index_add, __func__, gc, gx, (int)n->iv[0], n->saved[0], gc))
                    : ct_last_status();
   ct_tensor_free(gc);
   if (s != CT_OK) return ct_tensor_free(gx), s;
@@ -171,7 +171,7 @@ ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index) {
   memcpy(shape, x->shape, sizeof shape);
   shape[d] = index->shape[0];
   ct_tensor *out = ct__alloc(x->ndim, shape, x->dtype, x->device);
-  ct_status s = out ? x->storage->backend->index_select(out, x, d, index) : ct_last_status();
+  ct_status s = out ? CT_KERNEL_CALL(x->storage->backend, index_select, __func__, x, out, x, d, index) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(out), NULL;
   ct_node *n;
   if (ct__record(out, "index_select", bw_index_select, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, index) != CT_OK)
@@ -195,7 +195,7 @@ ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index) {
                  "outside dim)", ct_shape_str(index, b, sizeof b), ct_dtype_name(index->dtype), ct_shape_str(x, a, sizeof a), dim);
   if (!check_index("gather", index, x->shape[d])) return NULL;
   ct_tensor *out = ct__alloc(index->ndim, index->shape, x->dtype, x->device);
-  ct_status s = out ? x->storage->backend->gather(out, x, d, index) : ct_last_status();
+  ct_status s = out ? CT_KERNEL_CALL(x->storage->backend, gather, __func__, x, out, x, d, index) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(out), NULL;
   ct_node *n;
   if (ct__record(out, "gather", bw_index_select, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, index) != CT_OK)

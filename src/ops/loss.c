@@ -3,7 +3,7 @@
  *   loss_i = (1 - eps) (-log p[i, y_i]) + eps mean_c(-log p[i, c]). */
 #include <math.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "core/backend.h"
 #include "ops/autocast.h"
 #include "ops/ops_internal.h"
 

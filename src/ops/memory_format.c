@@ -85,7 +85,7 @@ ct_tensor *ct__to_format(ct_tensor *t, ct_dtype dt, ct_memory_format fmt) {
    * ct_tensor_free releases this reference and not the one the scope holds on t */
   if (t->dtype == dt && dense_in(t, fmt)) return ct__retain_tracked(t);
   ct_tensor *c = ct__alloc_format(t->ndim, t->shape, dt, t->device, fmt);
-  ct_status s = c ? t->storage->backend->copy(c, t) : ct_last_status();
+  ct_status s = c ? CT_KERNEL_CALL(t->storage->backend, copy, __func__, t, c, t) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(c), NULL;
   return c;
 }
@@ -108,7 +108,7 @@ ct_tensor *ct_contiguous_format(ct_tensor *t, ct_memory_format fmt) {
   /* already there: dense in fmt, and (for a tensor dense in both) strides that suggest fmt */
   if (dense_in(t, fmt) && strides_channels_last(t) == (fmt == CT_CHANNELS_LAST)) return ct__retain_tracked(t);
   ct_tensor *c = ct__alloc_format(t->ndim, t->shape, t->dtype, t->device, fmt);
-  ct_status s = c ? t->storage->backend->copy(c, t) : ct_last_status();
+  ct_status s = c ? CT_KERNEL_CALL(t->storage->backend, copy, __func__, t, c, t) : ct_last_status();
   ct_node *n;
   if (s == CT_OK) s = ct__record(c, "contiguous_format", bw_identity, 1, &t, &n);
   if (s != CT_OK) {
@@ -164,9 +164,9 @@ static void free_views(int n, ct_tensor **vs) {
 ct_status ct__k_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x) {
   const ct_backend *be = out->storage->backend;
   ct_tensor *v[2];
-  if (!needs_views(out)) return be->unary(op, out, x);
+  if (!needs_views(out)) return CT_KERNEL_CALL(be, unary, __func__, x, op, out, x);
   if (!make_views(2, (ct_tensor *[]){out, x}, v)) return ct_last_status();
-  ct_status s = be->unary(op, v[0], v[1]);
+  ct_status s = CT_KERNEL_CALL(be, unary, __func__, v[1], op, v[0], v[1]);
   free_views(2, v);
   return s;
 }
@@ -174,9 +174,9 @@ ct_status ct__k_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x) {
 ct_status ct__k_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y) {
   const ct_backend *be = out->storage->backend;
   ct_tensor *v[4];
-  if (!needs_views(out)) return be->unary_backward(op, out, g, x, y);
+  if (!needs_views(out)) return CT_KERNEL_CALL(be, unary_backward, __func__, x, op, out, g, x, y);
   if (!make_views(4, (ct_tensor *[]){out, g, x, y}, v)) return ct_last_status();
-  ct_status s = be->unary_backward(op, v[0], v[1], v[2], v[3]);
+  ct_status s = CT_KERNEL_CALL(be, unary_backward, __func__, v[2], op, v[0], v[1], v[2], v[3]);
   free_views(4, v);
   return s;
 }
@@ -184,9 +184,9 @@ ct_status ct__k_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_
 ct_status ct__k_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b) {
   const ct_backend *be = out->storage->backend;
   ct_tensor *v[3];
-  if (!needs_views(out)) return be->binary(op, out, a, b);
+  if (!needs_views(out)) return CT_KERNEL_CALL(be, binary, __func__, a, op, out, a, b);
   if (!make_views(3, (ct_tensor *[]){out, a, b}, v)) return ct_last_status();
-  ct_status s = be->binary(op, v[0], v[1], v[2]);
+  ct_status s = CT_KERNEL_CALL(be, binary, __func__, v[1], op, v[0], v[1], v[2]);
   free_views(3, v);
   return s;
 }
@@ -194,9 +194,9 @@ ct_status ct__k_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor 
 ct_status ct__k_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b) {
   const ct_backend *be = out->storage->backend;
   ct_tensor *v[4];
-  if (!needs_views(out)) return be->binary_backward(op, wrt, out, g, a, b);
+  if (!needs_views(out)) return CT_KERNEL_CALL(be, binary_backward, __func__, a, op, wrt, out, g, a, b);
   if (!make_views(4, (ct_tensor *[]){out, g, a, b}, v)) return ct_last_status();
-  ct_status s = be->binary_backward(op, wrt, v[0], v[1], v[2], v[3]);
+  ct_status s = CT_KERNEL_CALL(be, binary_backward, __func__, v[2], op, wrt, v[0], v[1], v[2], v[3]);
   free_views(4, v);
   return s;
 }
@@ -204,9 +204,9 @@ ct_status ct__k_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_ten
 ct_status ct__k_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
   const ct_backend *be = out->storage->backend;
   ct_tensor *v[4];
-  if (!needs_views(out)) return be->where(out, cond, a, b);
+  if (!needs_views(out)) return CT_KERNEL_CALL(be, where, __func__, a, out, cond, a, b);
   if (!make_views(4, (ct_tensor *[]){out, cond, a, b}, v)) return ct_last_status();
-  ct_status s = be->where(v[0], v[1], v[2], v[3]);
+  ct_status s = CT_KERNEL_CALL(be, where, __func__, v[2], v[0], v[1], v[2], v[3]);
   free_views(4, v);
   return s;
 }
@@ -218,11 +218,11 @@ static int native_dtype(ct_dtype dt) { return dt == CT_F32 || dt == CT_F64; }
 
 /* y = conv(x, w) + b with x, w, y channels_last, b contiguous (or NULL), all of one dtype. */
 static ct_status run_conv(const ct_backend *be, ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
-  if (be->conv2d_nhwc && native_dtype(y->dtype)) return be->conv2d_nhwc(y, x, w, b, o);
+  if (ct__has_kernel(be, CT_K_conv2d_nhwc) && native_dtype(y->dtype)) return CT_KERNEL_CALL(be, conv2d_nhwc, __func__, x, y, x, w, b, o);
   ct_tensor *xn = ct__to_format(x, x->dtype, CT_CONTIGUOUS_FORMAT), *wn = xn ? ct__to_format(w, w->dtype, CT_CONTIGUOUS_FORMAT) : NULL;
   ct_tensor *yn = wn ? ct__alloc(4, y->shape, y->dtype, y->device) : NULL;
-  ct_status s = yn ? be->conv2d(yn, xn, wn, b, o) : ct_last_status();
-  if (s == CT_OK) s = be->copy(y, yn);
+  ct_status s = yn ? CT_KERNEL_CALL(be, conv2d, __func__, xn, yn, xn, wn, b, o) : ct_last_status();
+  if (s == CT_OK) s = CT_KERNEL_CALL(be, copy, __func__, yn, y, yn);
   ct_tensor_free(xn), ct_tensor_free(wn), ct_tensor_free(yn);
   return s;
 }
@@ -230,15 +230,15 @@ static ct_status run_conv(const ct_backend *be, ct_tensor *y, ct_tensor *x, ct_t
 /* The gradients gx, gw (channels_last) and gb, each NULL when not wanted, of gy (channels_last). */
 static ct_status run_conv_backward(const ct_backend *be, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
                                    ct_tensor *w, const ct_conv2d_opts *o) {
-  if (be->conv2d_nhwc_backward && native_dtype(gy->dtype)) return be->conv2d_nhwc_backward(gx, gw, gb, gy, x, w, o);
+  if (ct__has_kernel(be, CT_K_conv2d_nhwc_backward) && native_dtype(gy->dtype)) return CT_KERNEL_CALL(be, conv2d_nhwc_backward, __func__, x, gx, gw, gb, gy, x, w, o);
   ct_memory_format nchw = CT_CONTIGUOUS_FORMAT;
   ct_tensor *gyn = ct__to_format(gy, gy->dtype, nchw), *xn = gyn ? ct__to_format(x, x->dtype, nchw) : NULL;
   ct_tensor *wn = xn ? ct__to_format(w, w->dtype, nchw) : NULL;
   ct_tensor *gxn = wn && gx ? ct__alloc(4, gx->shape, gx->dtype, gx->device) : NULL;
   ct_tensor *gwn = wn && gw ? ct__alloc(4, gw->shape, gw->dtype, gw->device) : NULL;
-  ct_status s = !wn || (gx && !gxn) || (gw && !gwn) ? ct_last_status() : be->conv2d_backward(gxn, gwn, gb, gyn, xn, wn, o);
-  if (s == CT_OK && gx) s = be->copy(gx, gxn);
-  if (s == CT_OK && gw) s = be->copy(gw, gwn);
+  ct_status s = !wn || (gx && !gxn) || (gw && !gwn) ? ct_last_status() : CT_KERNEL_CALL(be, conv2d_backward, __func__, xn, gxn, gwn, gb, gyn, xn, wn, o);
+  if (s == CT_OK && gx) s = CT_KERNEL_CALL(be, copy, __func__, gxn, gx, gxn);
+  if (s == CT_OK && gw) s = CT_KERNEL_CALL(be, copy, __func__, gwn, gw, gwn);
   ct_tensor_free(gyn), ct_tensor_free(xn), ct_tensor_free(wn), ct_tensor_free(gxn), ct_tensor_free(gwn);
   return s;
 }
@@ -322,13 +322,13 @@ static ct_status bw_pool_cl(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   if (!gx) return ct_last_status();
   if (native) {
     ct_tensor *gc = ct__to_format(g, g->dtype, CT_CHANNELS_LAST);
-    s = gc ? be->pool2d_nhwc_backward(kind, gx, gc, am, &o) : ct_last_status();
+    s = gc ? CT_KERNEL_CALL(be, pool2d_nhwc_backward, __func__, gc, kind, gx, gc, am, &o) : ct_last_status();
     ct_tensor_free(gc);
   } else {
     ct_tensor *gn = ct__to_format(g, g->dtype, CT_CONTIGUOUS_FORMAT);
     ct_tensor *gxn = gn ? ct__alloc(4, xs, g->dtype, g->device) : NULL;
-    s = gxn ? be->pool2d_backward(kind, gxn, gn, am, &o) : ct_last_status();
-    if (s == CT_OK) s = be->copy(gx, gxn);
+    s = gxn ? CT_KERNEL_CALL(be, pool2d_backward, __func__, gn, kind, gxn, gn, am, &o) : ct_last_status();
+    if (s == CT_OK) s = CT_KERNEL_CALL(be, copy, __func__, gxn, gx, gxn);
     ct_tensor_free(gn), ct_tensor_free(gxn);
   }
   if (s != CT_OK) return ct_tensor_free(gx), s;
@@ -339,7 +339,7 @@ static ct_status bw_pool_cl(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 ct_tensor *ct__pool2d_channels_last(const char *op, ct_pool_kind kind, ct_tensor *x, const ct_pool2d_opts *o, int64_t Ho,
                                     int64_t Wo) {
   const ct_backend *be = x->storage->backend;
-  int native = be->pool2d_nhwc && be->pool2d_nhwc_backward && native_dtype(x->dtype) && x->shape[2] * x->shape[3] <= INT32_MAX;
+  int native = ct__has_kernel(be, CT_K_pool2d_nhwc) && ct__has_kernel(be, CT_K_pool2d_nhwc_backward) && native_dtype(x->dtype) && x->shape[2] * x->shape[3] <= INT32_MAX;
   int max = kind != CT_POOL_AVG;
   int64_t ys[4] = {x->shape[0], x->shape[1], Ho, Wo};
   ct_tensor *y = ct__alloc_format(4, ys, x->dtype, x->device, CT_CHANNELS_LAST), *am = NULL;
@@ -347,15 +347,15 @@ ct_tensor *ct__pool2d_channels_last(const char *op, ct_pool_kind kind, ct_tensor
   if (s == CT_OK && native) {
     ct_tensor *xc = ct__to_format(x, x->dtype, CT_CHANNELS_LAST);
     am = xc && max ? ct__alloc_format(4, ys, CT_I32, x->device, CT_CHANNELS_LAST) : NULL;
-    s = xc && (!max || am) ? be->pool2d_nhwc(kind, y, am, xc, o) : ct_last_status();
+    s = xc && (!max || am) ? CT_KERNEL_CALL(be, pool2d_nhwc, __func__, xc, kind, y, am, xc, o) : ct_last_status();
     ct_tensor_free(xc);
   } else if (s == CT_OK) {
     ct_tensor *xn = ct__to_format(x, x->dtype, CT_CONTIGUOUS_FORMAT);
     ct_tensor *yn = xn ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
     ct_dtype adt = be->pool2d_argmax_dtype && xn ? be->pool2d_argmax_dtype(xn, o) : CT_I64;
     am = yn && max ? ct__alloc(4, ys, adt, x->device) : NULL;
-    s = yn && (!max || am) ? be->pool2d(kind, yn, am, xn, o) : ct_last_status();
-    if (s == CT_OK) s = be->copy(y, yn);
+    s = yn && (!max || am) ? CT_KERNEL_CALL(be, pool2d, __func__, xn, kind, yn, am, xn, o) : ct_last_status();
+    if (s == CT_OK) s = CT_KERNEL_CALL(be, copy, __func__, yn, y, yn);
     ct_tensor_free(xn), ct_tensor_free(yn);
   }
   ct_node *n = NULL;

@@ -5,7 +5,7 @@
 #ifndef CUTTLE_OPS_MEMORY_FORMAT_H
 #define CUTTLE_OPS_MEMORY_FORMAT_H
 
-#include "backend/backend.h"
+#include "core/backend.h"
 
 /* A new tensor of shape (ndim, shape) dense in format fmt (CT_CHANNELS_LAST only for ndim 4:
  * strides (H W C, 1, W C, C)); like ct__alloc otherwise (NULL with the error set). */

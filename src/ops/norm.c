@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "core/backend.h"
 #include "ops/autocast.h"
 #include "ops/ops_internal.h"
 
@@ -115,7 +115,7 @@ ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen) {
 static ct_status bw_softmax(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *gc = ct_contiguous(g);
   ct_tensor *gx = gc ? ct__alloc(g->ndim, g->shape, g->dtype, g->device) : NULL;
-  ct_status s = gx ? g->storage->backend->softmax_backward(gx, gc, n->saved[0], (int)n->iv[0]) : ct_last_status();
+  ct_status s = gx ? CT_KERNEL_CALL(g->storage->backend, softmax_backward, __func__, gc, gx, gc, n->saved[0], (int)n->iv[0]) : ct_last_status();
   ct_tensor_free(gc);
   if (s != CT_OK) return ct_tensor_free(gx), s;
   grads[0] = gx;
@@ -125,7 +125,7 @@ static ct_status bw_softmax(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 /* softmax over the last dim of a contiguous tensor, recorded */
 static ct_tensor *softmax_last(ct_tensor *x, int log_) {
   ct_tensor *y = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
-  ct_status s = y ? x->storage->backend->softmax(y, x, log_) : ct_last_status();
+  ct_status s = y ? CT_KERNEL_CALL(x->storage->backend, softmax, __func__, x, y, x, log_) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(y), NULL;
   ct_node *n;
   if (ct__record(y, log_ ? "log_softmax" : "softmax", bw_softmax, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, y) != CT_OK)
@@ -144,7 +144,7 @@ static ct_tensor *softmax_dim(const char *op, ct_tensor *x, int dim, int log_) {
   if (!ct_dtype_is_floating(x->dtype))
     CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s of %s (cast it first, e.g. ct_cast(x, CT_F32))", op,
                  ct_dtype_name(x->dtype), ct_shape_str(x, sx, sizeof sx));
-  if (!x->storage->backend->softmax) CT_FAIL_NULL(CT_EUNSUPPORTED, "%s is not implemented on %s", op, x->storage->backend->name);
+  if (!ct__has_kernel(x->storage->backend, CT_K_softmax)) return ct__kernel_missing(x->storage->backend, CT_K_softmax, op, x), NULL;
   ct_tensor *xf = ct__retain_tracked(x);
   ct_tensor *xt = xf ? ct_transpose(xf, d, -1) : NULL;
   ct_tensor *xc = xt ? ct_contiguous(xt) : NULL;

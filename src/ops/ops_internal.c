@@ -41,7 +41,7 @@ ct_tensor *ct__sum_keepdim(ct_tensor *x, const int *red, ct_dtype dt) {
   int64_t ks[CT_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) ks[d] = red[d] ? 1 : x->shape[d];
   ct_tensor *out = ct__alloc(x->ndim, ks, dt, x->device);
-  ct_status s = out ? x->storage->backend->reduce(CT_REDUCE_SUM, out, NULL, x) : ct_last_status();
+  ct_status s = out ? CT_KERNEL_CALL(x->storage->backend, reduce, __func__, x, CT_REDUCE_SUM, out, NULL, x) : ct_last_status();
   if (s != CT_OK) {
     ct_tensor_free(out);
     return NULL;
@@ -76,7 +76,7 @@ ct_tensor *ct__sum_to(ct_tensor *g, int ndim, const int64_t *shape, ct_dtype dt)
 ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b) {
   ct_tensor *be_ = ct_expand(b, out->ndim, out->shape);
   if (!be_) return ct_last_status();
-  ct_status s = out->storage->backend->binary(op, out, a, be_);
+  ct_status s = CT_KERNEL_CALL(out->storage->backend, binary, __func__, a, op, out, a, be_);
   ct_tensor_free(be_);
   return s;
 }

@@ -5,7 +5,7 @@
 #ifndef CUTTLE_OPS_INTERNAL_H
 #define CUTTLE_OPS_INTERNAL_H
 
-#include "backend/backend.h"
+#include "core/backend.h"
 
 /* The NumPy broadcast of two shapes into (nd, out); 0 with CT_ESHAPE naming them when impossible. */
 int ct__broadcast_shape(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nd, int64_t *out);

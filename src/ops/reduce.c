@@ -93,7 +93,7 @@ static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int 
   }
   if (s == CT_OK && adt != dt) {
     ct_tensor *h = ct__alloc(out->ndim, out->shape, dt, out->device);
-    s = h ? out->storage->backend->copy(h, out) : ct_last_status();
+    s = h ? CT_KERNEL_CALL(out->storage->backend, copy, __func__, out, h, out) : ct_last_status();
     ct_tensor_free(out);
     out = h;
   }
@@ -153,7 +153,7 @@ static ct_status bw_maxmin(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *gc = ct_contiguous(g);
   ct_tensor *gk = gc ? ct_reshape(gc, x->ndim, ks) : NULL;
   ct_tensor *gx = gk ? ct_zeros(x->ndim, x->shape, g->dtype, g->device) : NULL;
-  ct_status s = gx ? x->storage->backend->scatter_add(gx, dim, n->saved[0], gk) : ct_last_status();
+  ct_status s = gx ? CT_KERNEL_CALL(x->storage->backend, scatter_add, __func__, gk, gx, dim, n->saved[0], gk) : ct_last_status();
   ct_tensor_free(gc), ct_tensor_free(gk);
   if (s != CT_OK) return ct_tensor_free(gx), s;
   grads[0] = gx;
@@ -171,7 +171,7 @@ static ct_tensor *maxmin(const char *op, ct_reduce_op rop, ct_tensor *x, int dim
   if (x->shape[d] == 0) CT_FAIL_NULL(CT_ESHAPE, "%s: cannot reduce an empty dim of shape %s", op, ct_shape_str(x, a, sizeof a));
   ct_tensor *out = ct__alloc(x->ndim, ks, x->dtype, x->device);
   ct_tensor *idx = out ? ct__alloc(x->ndim, ks, CT_I64, x->device) : NULL;
-  ct_status s = idx ? x->storage->backend->reduce(rop, out, idx, x) : ct_last_status();
+  ct_status s = idx ? CT_KERNEL_CALL(x->storage->backend, reduce, __func__, x, rop, out, idx, x) : ct_last_status();
   if (s != CT_OK) {
     ct_tensor_free(out), ct_tensor_free(idx);
     return NULL;

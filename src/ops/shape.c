@@ -2,7 +2,7 @@
  * unsqueeze, flatten), contiguous and cast, with their backward rules. Views share storage. */
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "core/backend.h"
 
 /* ---- backward rules */
 static ct_status bw_reshape(ct_node *n, ct_tensor *g, ct_tensor **grads) {
@@ -270,7 +270,7 @@ ct_tensor *ct_contiguous(ct_tensor *t) {
   if (ct_tensor_is_contiguous(t)) return ct__retain_tracked(t);
   ct_tensor *c = ct__alloc(t->ndim, t->shape, t->dtype, t->device);
   if (!c) return NULL;
-  ct_status s = t->storage->backend->copy(c, t);
+  ct_status s = CT_KERNEL_CALL(t->storage->backend, copy, __func__, t, c, t);
   if (s != CT_OK) {
     ct_tensor_free(c);
     return NULL;
@@ -284,7 +284,7 @@ ct_tensor *ct_cast(ct_tensor *t, ct_dtype dt) {
   if (t->dtype == dt) return ct_contiguous(t);
   ct_tensor *c = ct__alloc(t->ndim, t->shape, dt, t->device);
   if (!c) return NULL;
-  ct_status s = t->storage->backend->copy(c, t);
+  ct_status s = CT_KERNEL_CALL(t->storage->backend, copy, __func__, t, c, t);
   if (s != CT_OK) {
     ct_tensor_free(c);
     return NULL;

@@ -3,7 +3,7 @@
  * expand); the bytes move through the core's ct__copy_between, which counts them in the ledger. */
 #include <string.h>
 #include "autograd/node.h"
-#include "backend/backend.h"
+#include "core/backend.h"
 
 static ct_status bw_to(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   grads[0] = ct_to(g, n->in[0]->device, 0);
@@ -48,12 +48,12 @@ ct_status ct_copy_(ct_tensor *dst, ct_tensor *src) {
   int same = src->ndim == dst->ndim && memcmp(src->shape, dst->shape, (size_t)dst->ndim * sizeof(int64_t)) == 0;
   ct_tensor *e = same ? NULL : ct_expand(src, dst->ndim, dst->shape);
   ct_status s;
-  if (same) s = dst->storage->backend->copy(dst, src);
+  if (same) s = CT_KERNEL_CALL(dst->storage->backend, copy, __func__, src, dst, src);
   else if (!e && ct_last_status() == CT_ENOMEM) s = CT_ENOMEM;
   else if (!e)
     s = ct__error(CT_ESHAPE, "ct_copy_: source of shape %s does not broadcast to destination %s", ct_shape_str(src, a, sizeof a),
                   ct_shape_str(dst, b, sizeof b));
-  else s = dst->storage->backend->copy(dst, e);
+  else s = CT_KERNEL_CALL(dst->storage->backend, copy, __func__, e, dst, e);
   ct_tensor_free(e);
   ct_tensor_free(moved);
   return s;

@@ -18,7 +18,8 @@
  * taken and skipped are pytorch#55585's request. */
 #include <math.h>
 #include <string.h>
-#include "backend/backend.h"
+#include "core/backend.h"
+#include "ops/ops_internal.h" /* ct__binary_into */
 #include "optim/internal.h"
 
 #define CT_GS_MAX_DEVICES 16
@@ -139,7 +140,7 @@ static ct_status unscale_composed(ct_tensor *g, double inv, ct_tensor *flag) {
   ct_tensor *u = ct_mul_scalar(g, inv), *z = u ? ct_mul_scalar(g, 0.0) : NULL, *sum = z ? ct_sum(z, 0, NULL, 0) : NULL;
   ct_tensor *sf = sum ? ct_cast(sum, CT_F32) : NULL, *sr = sf ? ct_reshape(sf, 1, (int64_t[]){1}) : NULL;
   ct_status st = sr ? ct__binary_into(CT_BINARY_ADD, flag, flag, sr) : ct_last_status();
-  if (st == CT_OK) st = g->storage->backend->copy(g, u);
+  if (st == CT_OK) st = CT_KERNEL_CALL(g->storage->backend, copy, __func__, u, g, u);
   ct_tensor_free(u), ct_tensor_free(z), ct_tensor_free(sum), ct_tensor_free(sf), ct_tensor_free(sr);
   return st;
 }
@@ -160,8 +161,8 @@ static ct_status unscale(ct_grad_scaler *s, opt_record *r) {
       break;
     }
     const ct_backend *be = g->storage->backend;
-    if (be->amp_unscale_ && (g->dtype == CT_F32 || g->dtype == CT_F64) && ct_tensor_is_contiguous(g))
-      st = be->amp_unscale_(g, inv, flag);
+    if (ct__has_kernel(be, CT_K_amp_unscale_) && (g->dtype == CT_F32 || g->dtype == CT_F64) && ct_tensor_is_contiguous(g))
+      st = CT_KERNEL_CALL(be, amp_unscale_, __func__, g, g, inv, flag);
     else if (ct_dtype_is_floating(g->dtype))
       st = unscale_composed(g, inv, flag);
     else

@@ -8,7 +8,7 @@
  * Updates run as in-place elementwise ops through the backend of each parameter's device. */
 #include <math.h>
 #include <string.h>
-#include "backend/backend.h"
+#include "core/backend.h"
 #include "optim/internal.h"
 
 struct ct_optimizer {
@@ -107,7 +107,7 @@ static int fusable(const ct_optimizer *o, int i) {
   const ct_backend *be = p->storage->backend;
   int ok = (p->dtype == CT_F32 || p->dtype == CT_F64) && g->dtype == p->dtype && ct_tensor_is_contiguous(p) &&
            ct_tensor_is_contiguous(g) && ct_device_eq(g->device, p->device);
-  return ok && (o->o.kind == CT_OPTIM_SGD ? be->sgd_step != NULL : be->adam_step != NULL);
+  return ok && (o->o.kind == CT_OPTIM_SGD ? ct__has_kernel(be, CT_K_sgd_step) : ct__has_kernel(be, CT_K_adam_step));
 }
 
 static ct_status fused_step(ct_optimizer *o, int i) {
@@ -117,11 +117,11 @@ static ct_status fused_step(ct_optimizer *o, int i) {
   double t = (double)(o->steps + 1);
   if (c->kind == CT_OPTIM_SGD) {
     ct_sgd_args a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov, o->steps == 0};
-    return be->sgd_step(p, g, c->momentum > 0 ? s0 : NULL, &a);
+    return CT_KERNEL_CALL(be, sgd_step, __func__, p, p, g, c->momentum > 0 ? s0 : NULL, &a);
   }
   ct_adam_args a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->kind == CT_OPTIM_ADAMW,
                     1.0 - pow(c->beta1, t), 1.0 - pow(c->beta2, t)};
-  return be->adam_step(p, g, s0, s1, &a);
+  return CT_KERNEL_CALL(be, adam_step, __func__, p, p, g, s0, s1, &a);
 }
 
 /* The update of parameter i composed of elementwise ops, computed without touching the parameter
@@ -168,7 +168,7 @@ static ct_status composed_step(ct_optimizer *o, int i, ct_tensor *next[3]) {
 
 /* Copy src's values into dst (same shape and device; the cast, if any, is the copy's): the commit
  * of a composed update, which allocates nothing. */
-static ct_status commit(ct_tensor *dst, ct_tensor *src) { return src ? dst->storage->backend->copy(dst, src) : CT_OK; }
+static ct_status commit(ct_tensor *dst, ct_tensor *src) { return src ? CT_KERNEL_CALL(dst->storage->backend, copy, __func__, src, dst, src) : CT_OK; }
 
 /* A step is all or nothing: everything it allocates (state slots, the results of composed updates)
  * is allocated before the first parameter changes, so that a failure for want of memory leaves

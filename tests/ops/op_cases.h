@@ -12,7 +12,7 @@
 
 #include "cuttle.h"
 #include "op_refs.h"
-#include "backend/backend.h" /* which conv + relu + max-pool runs fused (oc_conv_pool_fused) */
+#include "core/backend.h" /* which conv + relu + max-pool runs fused (oc_conv_pool_fused) */
 
 enum { OC_ANY = 0, OC_POS, OC_DISCRETE, OC_INDEX, OC_BOOL };
 /* The output dtype: the input's floating dtype, or a fixed one. */
@@ -405,7 +405,7 @@ static const op_case op_cases[] = {
      * conv without bias), and a 3x3 window, which runs the ops one by one */
     CONV_POOL("conv2d_relu_max_pool2d", IN(OC_ANY, 2, 3, 7, 9), IN(OC_ANY, 4, 3, 3, 3), IN(OC_ANY, 4), 3, 1, 1, 1, 1, 2),
     /* several images (one per thread), pooled rows of 11: four SSE windows twice and a tail of
-     * three, in float32 and in the halves' fused kernel (conv2d_relu_pool2x2_halves) */
+     * three, in float32 and in the halves' fused kernel (ct__supports(CT_K_conv2d_relu_pool2x2)) */
     CONV_POOL("conv2d_relu_max_pool2d_batch4", IN(OC_ANY, 4, 3, 10, 22), IN(OC_ANY, 8, 3, 3, 3), IN(OC_ANY, 8), 3, 1, 1, 1, 1, 2),
     CONV_POOL("conv2d_relu_max_pool2d_k3", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 1, 1, 3),
     CONV_POOL("conv2d_relu_max_pool2d_s2_nobias", IN(OC_ANY, 1, 2, 9, 9), IN(OC_ANY, 3, 2, 3, 3), IN0(OC_ANY), 2, 2, 2, 0, 0, 2),
@@ -592,7 +592,7 @@ static int oc_conv_pool_fused(const op_case *c, ct_device dev, ct_dtype dt) {
   const oc_input *x = &c->in[0], *w = &c->in[1];
   int64_t Ho = (x->shape[2] + 2 * c->i[2] - w->shape[2]) / (c->i[0] ? c->i[0] : 1) + 1;
   int64_t Wo = (x->shape[3] + 2 * c->i[3] - w->shape[3]) / (c->i[1] ? c->i[1] : 1) + 1;
-  return be && be->conv2d_relu_pool2x2 && (be->conv2d_relu_pool2x2_halves & (1u << dt)) && c->i[4] == 2 && Ho >= 2 && Wo >= 2;
+  return be && ct__has_kernel(be, CT_K_conv2d_relu_pool2x2) && ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT) && c->i[4] == 2 && Ho >= 2 && Wo >= 2;
 }
 static ct_tensor *oc_conv_pool_c; /* the device's conv output in dt, as float64 */
 static ct_tensor *run_conv_pool_pooling_c(ct_tensor *const *in, const op_case *c) {

@@ -622,7 +622,7 @@ static void test_opencl_kind(void **st) {
   skip();
 #endif
   if (!ct_test_require_opencl(1)) {
-    fail(); /* only GPU-only tests may skip (DESIGN.md): PoCL is there wherever the tests run */
+    fail(); /* only GPU-only tests may skip (docs/design.md): PoCL is there wherever the tests run */
   }
   ct_device d = CT_DEVICE_OPENCL(0);
   ct_tensor *a = MK(CT_F32, 2, 3), *b = MK(CT_F32, 3, 2);

@@ -225,7 +225,7 @@ static void test_conv2d_no_input_channels(void **state) {
 }
 
 /* conv2d + relu + MaxPool2d(2) in float16 and bfloat16 runs the fused kernel on the halves
- * (conv2d_relu_pool2x2_halves) instead of casting to float32 and materializing the conv output:
+ * (ct__supports(CT_K_conv2d_relu_pool2x2)) instead of casting to float32 and materializing the conv output:
  * the op's peak allocation stays below the size of that output in the half dtype alone (the
  * unfused path allocates it, and twice that again in float32). Its values equal the unfused
  * path's (conv2d, then relu_max_pool2d, in the same half dtype) bit for bit, since both compute

@@ -17,7 +17,7 @@
 #include <omp.h>
 #include <string.h>
 #include "backend/cpu/conv.h"
-#include "backend/cpu/nhwc.h"
+#include "backend/cpu/cpu.h"
 
 typedef struct {
   geom g;

@@ -18,7 +18,7 @@ static void conv_size(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_op
   *Wc = (x->shape[3] + 2 * o->padding[1] - o->dilation[1] * (w->shape[3] - 1) - 1) / o->stride[1] + 1;
 }
 
-/* ---- float16 and bfloat16 (the vtable's conv2d_relu_pool2x2_halves): x, w, b, y, gy and the
+/* ---- float16 and bfloat16 (ct__supports(CT_K_conv2d_relu_pool2x2) in memory.c): x, w, b, y, gy and the
  * gradients all of one half dtype, computed in float32 per image. Image n's x_n is widened into a
  * per-thread buffer (C H W floats, cache-resident like the conv output) and the weights once into a
  * shared one (O K floats), so the f32 per-image steps of conv.c run unchanged on them; pooled

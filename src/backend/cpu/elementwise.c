@@ -5,7 +5,7 @@
  * (half.h), and a reference path for every dtype that loads each element as a double and stores it
  * back (ct__load/ct__store). The half path computes exactly as the reference path does: in double,
  * rounded through float32, so the two agree bit for bit. Casts between float32 and the halves
- * have inlined loops too. The formulas come from src/ops/ops.def.
+ * have inlined loops too. The formulas come from src/core/ops.def.
  *
  * Integer operands (int32, int64, uint8, bool) take an integer path where the result is an
  * integer: casts between integer dtypes, neg/abs/relu, add/sub/mul/pow/maximum/minimum and the
@@ -164,7 +164,7 @@ static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
         ct__store(p[0] + i * s[0], k->dt[0], fwd);                           \
       }                                                                      \
     break;
-#include "ops/ops.def"
+#include "core/ops.def"
   }
 }
 
@@ -222,7 +222,7 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
       ct__store(p[0] + i * s[0], k->dt[0], g * (deriv));                                  \
     }                                                                                     \
     break;
-#include "ops/ops.def"
+#include "core/ops.def"
   }
 }
 
@@ -296,7 +296,7 @@ static void binary_body(void *c, int64_t n, char **p, const int64_t *s) {
       ct__store(p[0] + i * s[0], k->dt[0], (double)(pred));                              \
     }                                                                                    \
     break;
-#include "ops/ops.def"
+#include "core/ops.def"
   }
 }
 
@@ -339,7 +339,7 @@ static void binary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
       ct__store(p[0] + i * s[0], dt[0], k->wrt == 0 ? g * (da) : g * (db));               \
     }                                                                                     \
     break;
-#include "ops/ops.def"
+#include "core/ops.def"
     default:
       break;
   }

@@ -30,7 +30,7 @@ static void widen_block(float *dst, const uint16_t *src, int64_t rows, int64_t c
   }
 }
 
-/* float16 and bfloat16 (the vtable's matmul_halves, where sbgemm does not serve): sgemm on float32
+/* float16 and bfloat16 (ct__supports(CT_K_matmul) in memory.c, where sbgemm does not serve): sgemm on float32
  * copies made a block at a time, the product rounded once. b is widened whole per batch (in the
  * networks here it is a weight or a gradient as small as one), a in blocks of rows of about 1 MiB,
  * so no float32 copy of a whole activation is made: the front-end's casts to float32 were three

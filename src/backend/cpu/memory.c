@@ -3,7 +3,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "backend/cpu/cpu.h"
-#include "backend/cpu/nhwc.h"
 
 static int cpu_count(void) { return 1; }
 
@@ -74,6 +73,22 @@ static ct_status cpu_reset_peak(int index) {
   return CT_OK;
 }
 
+/* What the CPU's kernels take as they are (core/backend.h's supports): float16 and bfloat16 matmul
+ * (sbgemm for bf16 where OpenBLAS has it, else widened blocks) and the fused conv + relu + pool in
+ * them (conv_relu_pool.c); conv2d computes halves in float32 through the front-end; max pooling
+ * takes CT_POOL_MAX_RELU. */
+static int cpu_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
+  int half = dt == CT_F16 || dt == CT_BF16;
+  switch (k) {
+    case CT_K_conv2d:
+      return !half;
+    case CT_K_pool2d_max_relu:
+      return 1;
+    default:
+      return 1;
+  }
+}
+
 const ct_backend ct__cpu_backend = {
     .name = "cpu",
     .kind = CT_CPU,
@@ -83,34 +98,6 @@ const ct_backend ct__cpu_backend = {
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memcpy = cpu_memcpy,
-    .copy = ct__cpu_copy,
-    .fill = ct__cpu_fill,
-    .unary = ct__cpu_unary,
-    .unary_backward = ct__cpu_unary_backward,
-    .binary = ct__cpu_binary,
-    .binary_backward = ct__cpu_binary_backward,
-    .where = ct__cpu_where,
-    .reduce = ct__cpu_reduce,
-    .matmul = ct__cpu_matmul,
-    .matmul_halves = 1u << CT_F16 | 1u << CT_BF16, /* sbgemm for bf16 where there is one, else widened blocks */
-    .conv2d = ct__cpu_conv2d,
-    .conv2d_backward = ct__cpu_conv2d_backward,
-    .pool2d_argmax_dtype = ct__cpu_pool2d_argmax_dtype,
-    .pool2d_fuses_relu = 1,
-    .conv2d_relu_pool2x2 = ct__cpu_conv2d_relu_pool2x2,
-    .conv2d_relu_pool2x2_halves = 1u << CT_F16 | 1u << CT_BF16,
-    .conv2d_relu_pool2x2_backward = ct__cpu_conv2d_relu_pool2x2_backward,
-    .pool2d = ct__cpu_pool2d,
-    .pool2d_backward = ct__cpu_pool2d_backward,
-    .softmax = ct__cpu_softmax,
-    .softmax_backward = ct__cpu_softmax_backward,
-    .random = ct__cpu_random,
-    .index_select = ct__cpu_index_select,
-    .index_add = ct__cpu_index_add,
-    .gather = ct__cpu_gather,
-    .scatter_add = ct__cpu_scatter_add,
-    .adam_step = ct__cpu_adam_step,
-    .sgd_step = ct__cpu_sgd_step,
     .memory_stats = cpu_memory_stats,
     .empty_cache = cpu_empty_cache,
     .reset_peak_memory_stats = cpu_reset_peak,
@@ -124,9 +111,11 @@ const ct_backend ct__cpu_backend = {
     .event_query = ct__cpu_event_query,
     .event_elapsed_ms = ct__cpu_event_elapsed_ms,
     .event_free = ct__cpu_event_free,
-    .amp_unscale_ = ct__cpu_amp_unscale_,
-    .conv2d_nhwc = ct__cpu_conv2d_nhwc, /* channels_last: conv_nhwc.c, pool_nhwc.c */
-    .conv2d_nhwc_backward = ct__cpu_conv2d_nhwc_backward,
-    .pool2d_nhwc = ct__cpu_pool2d_nhwc,
-    .pool2d_nhwc_backward = ct__cpu_pool2d_nhwc_backward,
+    .kernels =
+        {
+#define CT_HAS(name, cpu, cuda, opencl) .name = CT_HAS_##cpu(ct__cpu_##name),
+#include "backend/kernels_by_backend.def"
+        },
+    .supports = cpu_supports,
+    .pool2d_argmax_dtype = ct__cpu_pool2d_argmax_dtype,
 };

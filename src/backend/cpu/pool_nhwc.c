@@ -8,7 +8,7 @@
  * x: (N, C, H, W) stored (N, H, W, C) -> y: (N, C, Ho, Wo) stored (N, Ho, Wo, C). Each output pixel
  * works on a run of C channels at once, so the inner loops are contiguous in x, y and argmax. */
 #include <string.h>
-#include "backend/cpu/nhwc.h"
+#include "backend/cpu/cpu.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif

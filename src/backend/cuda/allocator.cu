@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "backend/cuda/common.cuh"
-#include "backend/caching.h"
+#include "core/caching.h"
 
 struct ct__cuda_allocator {
   int device;

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <mutex>
 
-#include "backend/backend.h"
+#include "core/backend.h"
 #include "backend/cuda/cuda_backend.h"
 
 /* ---- error reporting: name the call that failed */
@@ -282,7 +282,13 @@ static __device__ __forceinline__ void ct_iter_offsets(const ct__cuda_iter &it, 
   }
 }
 
-/* ---- entry points, one family per file (shapes are documented in backend/backend.h) */
+/* ---- the kernels of core/kernels.def, ct__cuda_<name>, each in the file of its family (copy.cu,
+ * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, random.cu, index.cu,
+ * optim.cu), with C linkage; the table is in backend.cu */
+#define CT_KERNEL(name, params) extern "C" ct_status ct__cuda_##name params;
+#include "core/kernels.def"
+
+/* ---- the device interface's entry points, one family per file */
 /* device.cu */
 int ct__cuda_device_count(void);
 ct_status ct__cuda_device_props(int index, ct_device_props *out);
@@ -290,36 +296,6 @@ ct_status ct__cuda_device_props(int index, ct_device_props *out);
 ct_status ct__cuda_synchronize(int index);
 /* copy.cu */
 ct_status ct__cuda_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking);
-ct_status ct__cuda_copy(ct_tensor *dst, ct_tensor *src);
-ct_status ct__cuda_fill(ct_tensor *dst, double value);
-/* elementwise.cu */
-ct_status ct__cuda_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x);
-ct_status ct__cuda_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y);
-ct_status ct__cuda_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
-ct_status ct__cuda_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b);
-ct_status ct__cuda_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
-/* reduce.cu */
-ct_status ct__cuda_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
-/* matmul.cu */
-ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
-/* conv.cu */
-ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
-ct_status ct__cuda_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
-                                   ct_tensor *w, const ct_conv2d_opts *o);
-/* channels_last (backend.h's conv2d_nhwc entries): cuDNN's NHWC descriptors on dense channels_last x,
- * w, y and gradients */
-ct_status ct__cuda_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
-ct_status ct__cuda_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x,
-                                        ct_tensor *w, const ct_conv2d_opts *o);
-/* pool.cu */
-ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
-ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax,
-                                   const ct_pool2d_opts *o);
-/* softmax.cu */
-ct_status ct__cuda_softmax(ct_tensor *y, ct_tensor *x, int log);
-ct_status ct__cuda_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
-/* random.cu */
-ct_status ct__cuda_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
 /* allocator.cu: the vtable's memory entries */
 ct_status ct__cuda_vt_memory_stats(int index, ct_memory_stats *out);
 ct_status ct__cuda_vt_empty_cache(int index);
@@ -339,10 +315,5 @@ ct_status ct__cuda_event_synchronize(int index, void *event);
 int ct__cuda_event_query(int index, void *event);
 ct_status ct__cuda_event_elapsed_ms(int index, void *start, void *end, double *ms);
 void ct__cuda_event_free(int index, void *event);
-/* index.cu */
-ct_status ct__cuda_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
-ct_status ct__cuda_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
-ct_status ct__cuda_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
-ct_status ct__cuda_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
 
 #endif

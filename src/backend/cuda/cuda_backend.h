@@ -1,7 +1,7 @@
 /* src/backend/cuda/cuda_backend.h: the CUDA backend's internal functions that C code may call
  * (tests, the CLI's `cuttle smi`, the monitor). C-compatible: no CUDA types appear here, so a .c
  * file can include it without the CUDA headers. The backend vtable itself is ct__cuda_backend,
- * declared in backend/backend.h. */
+ * declared in core/backend.h. */
 #ifndef CUTTLE_CUDA_BACKEND_H
 #define CUTTLE_CUDA_BACKEND_H
 

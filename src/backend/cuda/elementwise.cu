@@ -1,5 +1,5 @@
 /* src/backend/cuda/elementwise.cu: unary, binary and comparison ops, their backward kernels, and
- * where. The math is not written here: every formula comes from src/ops/ops.def through the same
+ * where. The math is not written here: every formula comes from src/core/ops.def through the same
  * X-macros that build the enums in backend.h, so the CPU and the GPU compute the same expressions.
  *
  * The formulas are double-precision C expressions in x, y, a, b. Here x, y, a, b have the type C:
@@ -28,7 +28,7 @@ static __device__ __forceinline__ C unary_fwd(const int op, const C x) {
 #define CT_UNARY(E, name, fwd, deriv) \
   case CT_UNARY_##E:                  \
     return (C)(fwd);
-#include "ops/ops.def"
+#include "core/ops.def"
   }
   return C(0);
 }
@@ -40,7 +40,7 @@ static __device__ __forceinline__ C unary_deriv(const int op, const C x, const C
 #define CT_UNARY(E, name, fwd, deriv) \
   case CT_UNARY_##E:                  \
     return (C)(deriv);
-#include "ops/ops.def"
+#include "core/ops.def"
   }
   return C(0);
 }
@@ -55,7 +55,7 @@ static __device__ __forceinline__ C binary_fwd(const int op, const C a, const C 
 #define CT_COMPARE(E, name, pred) \
   case CT_BINARY_##E:             \
     return (pred) ? C(1) : C(0);
-#include "ops/ops.def"
+#include "core/ops.def"
   }
   return C(0);
 }
@@ -67,7 +67,7 @@ static __device__ __forceinline__ C binary_deriv(const int op, const int wrt, co
 #define CT_BINARY(E, name, fwd, da, db) \
   case CT_BINARY_##E:                   \
     return wrt == 0 ? (C)(da) : (C)(db);
-#include "ops/ops.def"
+#include "core/ops.def"
   }
   return C(0);
 }
@@ -318,7 +318,7 @@ ct_status ct__cuda_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x) {
 #define CT_UNARY(E, name, fwd, deriv) \
   case CT_UNARY_##E:                  \
     return launch_unary<CT_UNARY_##E>(ctx, out, x, n);
-#include "ops/ops.def"
+#include "core/ops.def"
     default: break;
   }
   return ct__error(CT_EINVAL, "cuda: unary op %d is not a unary op", (int)op);
@@ -356,7 +356,7 @@ ct_status ct__cuda_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, 
 #define CT_UNARY(E, name, fwd, deriv) \
   case CT_UNARY_##E:                  \
     return launch_unary_bw<CT_UNARY_##E>(ctx, out, g, x, y, n);
-#include "ops/ops.def"
+#include "core/ops.def"
     default: break;
   }
   return ct__error(CT_EINVAL, "cuda: unary op %d is not a unary op", (int)op);
@@ -400,7 +400,7 @@ ct_status ct__cuda_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tens
 #define CT_COMPARE(E, name, pred) \
   case CT_BINARY_##E:             \
     return launch_binary<CT_BINARY_##E>(ctx, out, a, b, n, 1);
-#include "ops/ops.def"
+#include "core/ops.def"
     default: break;
   }
   return ct__error(CT_EINVAL, "cuda: binary op %d is not a binary op", (int)op);
@@ -439,7 +439,7 @@ ct_status ct__cuda_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_
 #define CT_BINARY(E, name, fwd, da, db) \
   case CT_BINARY_##E:                   \
     return launch_binary_bw<CT_BINARY_##E>(ctx, wrt, out, g, a, b, n);
-#include "ops/ops.def"
+#include "core/ops.def"
     default: break;
   }
   return ct__error(CT_EINVAL, "cuda: binary op %d has no gradient (comparisons are not differentiable)", (int)op);

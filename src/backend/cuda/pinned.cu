@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/common.cuh"
-#include "backend/caching.h"
+#include "core/caching.h"
 
 namespace {
 struct pblock {

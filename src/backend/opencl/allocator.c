@@ -20,7 +20,7 @@
  * driver that reports running out of memory later, at an enqueue (ct__ocl_call_error), gets the same
  * figures. */
 #include <string.h>
-#include "backend/caching.h"
+#include "core/caching.h"
 #include "backend/opencl/opencl_backend.h"
 
 typedef struct {

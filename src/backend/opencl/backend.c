@@ -7,6 +7,22 @@
  * lives in pinned.c, streams and events in event.c. */
 #include "backend/opencl/opencl_backend.h"
 
+/* What the OpenCL kernels take as they are (core/backend.h's supports): the fused conv + relu +
+ * pool in float16 and bfloat16 (conv_relu_pool.c); matmul (CLBlast) and conv2d compute halves in
+ * float32 through the front-end; max pooling has no CT_POOL_MAX_RELU. */
+static int ocl_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
+  int half = dt == CT_F16 || dt == CT_BF16;
+  switch (k) {
+    case CT_K_matmul:
+    case CT_K_conv2d:
+      return !half;
+    case CT_K_pool2d_max_relu:
+      return 0;
+    default:
+      return 1;
+  }
+}
+
 const ct_backend ct__opencl_backend = {
     .name = "opencl",
     .kind = CT_OPENCL,
@@ -17,33 +33,6 @@ const ct_backend ct__opencl_backend = {
     .alloc = ct__ocl_alloc,
     .free = ct__ocl_free,
     .memcpy = ct__ocl_memcpy,
-    .copy = ct__ocl_copy,
-    .fill = ct__ocl_fill,
-    .unary = ct__ocl_unary,
-    .unary_backward = ct__ocl_unary_backward,
-    .binary = ct__ocl_binary,
-    .binary_backward = ct__ocl_binary_backward,
-    .where = ct__ocl_where,
-    .reduce = ct__ocl_reduce,
-    .matmul = ct__ocl_matmul,
-    .conv2d = ct__ocl_conv2d,
-    .conv2d_backward = ct__ocl_conv2d_backward,
-    .pool2d_argmax_dtype = NULL,
-    .pool2d_fuses_relu = 0,
-    .conv2d_relu_pool2x2 = ct__ocl_conv2d_relu_pool2x2,
-    .conv2d_relu_pool2x2_backward = ct__ocl_conv2d_relu_pool2x2_backward,
-    .conv2d_relu_pool2x2_halves = 1u << CT_F16 | 1u << CT_BF16,
-    .pool2d = ct__ocl_pool2d,
-    .pool2d_backward = ct__ocl_pool2d_backward,
-    .softmax = ct__ocl_softmax,
-    .softmax_backward = ct__ocl_softmax_backward,
-    .random = ct__ocl_random,
-    .index_select = ct__ocl_index_select,
-    .index_add = ct__ocl_index_add,
-    .gather = ct__ocl_gather,
-    .scatter_add = ct__ocl_scatter_add,
-    .adam_step = ct__ocl_adam_step,
-    .sgd_step = ct__ocl_sgd_step,
     .memory_stats = ct__ocl_memory_stats,
     .empty_cache = ct__ocl_empty_cache,
     .reset_peak_memory_stats = ct__ocl_reset_peak,
@@ -60,5 +49,11 @@ const ct_backend ct__opencl_backend = {
     .event_query = ct__ocl_event_query,
     .event_elapsed_ms = ct__ocl_event_elapsed_ms,
     .event_free = ct__ocl_event_free,
-    .amp_unscale_ = ct__ocl_amp_unscale_,
+    .kernels =
+        {
+#define CT_HAS(name, cpu, cuda, opencl) .name = CT_HAS_##opencl(ct__ocl_##name),
+#include "backend/kernels_by_backend.def"
+        },
+    .supports = ocl_supports,
+    .pool2d_argmax_dtype = NULL,
 };

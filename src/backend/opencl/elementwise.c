@@ -16,13 +16,13 @@ typedef struct {
 
 static const formula unary_formulas[] = {
 #define CT_UNARY(E, name, fwd, deriv) {CT_UNARY_##E, #E, #fwd, #deriv, NULL, 0},
-#include "ops/ops.def"
+#include "core/ops.def"
 };
 
 static const formula binary_formulas[] = {
 #define CT_BINARY(E, name, fwd, da, db) {CT_BINARY_##E, #E, #fwd, #da, #db, 0},
 #define CT_COMPARE(E, name, pred) {CT_BINARY_##E, #E, #pred, NULL, NULL, 1},
-#include "ops/ops.def"
+#include "core/ops.def"
 };
 
 #define NU (sizeof unary_formulas / sizeof unary_formulas[0])

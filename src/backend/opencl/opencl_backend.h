@@ -14,7 +14,12 @@
 #include <CL/cl.h>
 #include <pthread.h>
 #include <stdio.h>
-#include "backend/backend.h"
+#include "core/backend.h"
+
+/* The kernels of core/kernels.def, ct__ocl_<name>, each in the file of its family; the table is in
+ * backend.c. */
+#define CT_KERNEL(name, params) ct_status ct__ocl_##name params;
+#include "core/kernels.def"
 
 #define CT_OCL_MAX_DEVICES 64
 #define CT_OCL_SLOT_BITS 36
@@ -116,8 +121,6 @@ void ct__ocl_event_free(int index, void *event);
 
 /* ---- copies (copy.c) */
 ct_status ct__ocl_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking);
-ct_status ct__ocl_copy(ct_tensor *dst, ct_tensor *src);
-ct_status ct__ocl_fill(ct_tensor *dst, double value);
 
 /* ---- a tensor operand as kernel arguments: its buffer and its element offset from the buffer's start */
 typedef struct {
@@ -168,33 +171,7 @@ ct_status ct__ocl_tmp_cast(ct__ocl_tmp *tmp, ct_tensor *t, ct_dtype dt);
 void ct__ocl_tmp_free(ct__ocl_tmp *tmp);
 
 /* ---- kernels by family (one file each); each returns CT_OK or sets the error */
-ct_status ct__ocl_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x);
-ct_status ct__ocl_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y);
-ct_status ct__ocl_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
-ct_status ct__ocl_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b);
-ct_status ct__ocl_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b);
-ct_status ct__ocl_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x);
-ct_status ct__ocl_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b);
-ct_status ct__ocl_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o);
 /* conv_relu_pool.c: the vtable's conv2d_relu_pool2x2 and its backward (float32 and the halves) */
-ct_status ct__ocl_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
-                                      const ct_conv2d_opts *o);
-ct_status ct__ocl_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *argmax,
-                                               ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o);
-ct_status ct__ocl_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
-                                  const ct_conv2d_opts *o);
-ct_status ct__ocl_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o);
-ct_status ct__ocl_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o);
-ct_status ct__ocl_softmax(ct_tensor *y, ct_tensor *x, int log);
-ct_status ct__ocl_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log);
-ct_status ct__ocl_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset);
-ct_status ct__ocl_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
-ct_status ct__ocl_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
-ct_status ct__ocl_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index);
-ct_status ct__ocl_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy);
-ct_status ct__ocl_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a);
-ct_status ct__ocl_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a);
-ct_status ct__ocl_amp_unscale_(ct_tensor *g, double inv_scale, ct_tensor *found_inf); /* amp.c */
 
 #define CT_OCL_CHECK(x)           \
   do {                            \

@@ -31,7 +31,7 @@
  * alive until the copy ended. A block no copy used needs no fence and is idle at once when freed. One process-wide allocator (pinned memory is host memory, not any one device's), guarded
  * by one mutex. */
 #include <string.h>
-#include "backend/caching.h"
+#include "core/caching.h"
 #include "backend/opencl/opencl_backend.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 /* src/backend/opencl/kernels/elementwise.cl: copy, fill, unary, binary, their backward kernels and
  * where, one work-item per output element, every operand strided with its own dtype. The formulas
- * (unary_fwd, unary_deriv, binary_fwd, binary_deriv) come from src/ops/ops.def through the
+ * (unary_fwd, unary_deriv, binary_fwd, binary_deriv) come from src/core/ops.def through the
  * prelude, so the CPU and the device compute the same expressions (in REAL). Integer operands with
  * an integer result take the integer path of a_common.cl (ld_int, int_unary / int_binary, st_int):
  * exact and wrapping, as the CPU's. */

@@ -1,4 +1,4 @@
-/* src/backend/caching.h: what the caching allocators of the device backends (CUDA, OpenCL) share,
+/* src/core/caching.h: what the caching allocators of the device backends (CUDA, OpenCL) share,
  * so that their size classes and their out-of-memory messages agree: the rounding of a request to
  * the block size that is cached, for device memory and for pinned host memory, and byte counts in
  * words. Header-only (static inline), for the C sources and for nvcc alike. */
