@@ -171,24 +171,12 @@ static int is_nproc(const char *t, int *inline_val) {
   return len >= 4 && len <= 7 && strncmp(t, "--nproc", len) == 0;
 }
 
-int ct_cli_launch(const char *cmd, int nproc, int argc, char **argv) {
-  char mpirun[4096], exe[4096], np[16];
-  if (find_mpirun(mpirun, sizeof mpirun) != 0) {
-    fprintf(stderr, "cuttle %s --nproc: mpirun is not on PATH; apt-get install openmpi-bin (Open MPI's launcher)\n", cmd);
-    return 1;
-  }
-  ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (k <= 0) {
-    fprintf(stderr, "cuttle %s --nproc: cannot find this program's path (/proc/self/exe: %s)\n", cmd, strerror(errno));
-    return 1;
-  }
-  exe[k] = 0;
-  snprintf(np, sizeof np, "%d", nproc);
+/* mpirun's command line for `cuttle cmd argv[1..] --nproc nproc`: mpirun's options, then exe cmd and
+ * the command's arguments without --nproc and its value (and without what follows "--"),
+ * NULL-terminated. The strings are mpirun, np, exe, cmd and argv's own. NULL when out of memory. */
+static char **mpirun_args(const char *cmd, int nproc, int argc, char **argv, char *mpirun, char *np, char *exe) {
   char **args = calloc((size_t)argc + 16, sizeof *args);
-  if (!args) {
-    fprintf(stderr, "cuttle %s --nproc: out of memory\n", cmd);
-    return 1;
-  }
+  if (!args) return NULL;
   int n = 0, cores = ct_cli_physical_cores();
   args[n++] = mpirun;
   if (geteuid() == 0) args[n++] = "--allow-run-as-root";
@@ -205,11 +193,13 @@ int ct_cli_launch(const char *cmd, int nproc, int argc, char **argv) {
     args[n++] = argv[i];
   }
   args[n] = NULL;
-  fprintf(stderr, "cuttle: starting %d ranks:", nproc);
-  for (int i = 0; i < n; i++) fprintf(stderr, " %s", args[i]);
-  fprintf(stderr, "\n");
-  fflush(stderr);
+  return args;
+}
 
+/* Run args (mpirun's) in a child process of its own process group, forwarding this process's
+ * SIGINT and SIGTERM to it (forward()), and wait for it. Returns 0 with its wait status in *st, or
+ * 1 after saying why when it could not be started. */
+static int run_mpirun(const char *cmd, char **args, int *st) {
   struct sigaction sa = {.sa_handler = forward, .sa_flags = SA_RESTART}, old_int, old_term;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
@@ -225,7 +215,6 @@ int ct_cli_launch(const char *cmd, int nproc, int argc, char **argv) {
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    free(args);
     return 1;
   }
   if (pid == 0) {
@@ -237,20 +226,47 @@ int ct_cli_launch(const char *cmd, int nproc, int argc, char **argv) {
     sigaction(SIGINT, &dfl, NULL);
     sigaction(SIGTERM, &dfl, NULL);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    execv(mpirun, args);
-    fprintf(stderr, "cuttle %s --nproc: cannot run %s: %s\n", cmd, mpirun, strerror(errno));
+    execv(args[0], args);
+    fprintf(stderr, "cuttle %s --nproc: cannot run %s: %s\n", cmd, args[0], strerror(errno));
     _exit(127);
   }
   setpgid(pid, pid);
   child = pid;
   sigprocmask(SIG_SETMASK, &old_mask, NULL);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  *st = 0;
+  while (waitpid(pid, st, 0) < 0 && errno == EINTR) {
   }
   child = 0;
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  return 0;
+}
+
+int ct_cli_launch(const char *cmd, int nproc, int argc, char **argv) {
+  char mpirun[4096], exe[4096], np[16];
+  if (find_mpirun(mpirun, sizeof mpirun) != 0) {
+    fprintf(stderr, "cuttle %s --nproc: mpirun is not on PATH; apt-get install openmpi-bin (Open MPI's launcher)\n", cmd);
+    return 1;
+  }
+  ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (k <= 0) {
+    fprintf(stderr, "cuttle %s --nproc: cannot find this program's path (/proc/self/exe: %s)\n", cmd, strerror(errno));
+    return 1;
+  }
+  exe[k] = 0;
+  snprintf(np, sizeof np, "%d", nproc);
+  char **args = mpirun_args(cmd, nproc, argc, argv, mpirun, np, exe);
+  if (!args) {
+    fprintf(stderr, "cuttle %s --nproc: out of memory\n", cmd);
+    return 1;
+  }
+  fprintf(stderr, "cuttle: starting %d ranks:", nproc);
+  for (int i = 0; args[i]; i++) fprintf(stderr, " %s", args[i]);
+  fprintf(stderr, "\n");
+  fflush(stderr);
+  int st, failed = run_mpirun(cmd, args, &st);
   free(args);
+  if (failed) return 1;
   /* the ranks stopped as asked: the status of the signal this process got */
   if (forwarded && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM) return 128 + forwarded;
   if (WIFEXITED(st)) return WEXITSTATUS(st);
