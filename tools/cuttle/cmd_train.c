@@ -735,52 +735,67 @@ int ct_cmd_train(int argc, char **argv) {
   return finish(&r, status);
 }
 
-int ct_cmd_eval(int argc, char **argv) {
-  const char *checkpoint = NULL, *model = "cnn", *device = "auto", *data_dir = NULL;
-  double timeout = 60;
+/* ---- cuttle eval */
+
+typedef struct {
+  const char *checkpoint, *model, *device, *data_dir;
+  double timeout;
+} eval_config;
+
+/* Read argv into *c, over the defaults, and check it. GO_ON, or the exit status after --help (0)
+ * or a usage error (2, said). */
+static int parse_eval_options(int argc, char **argv, eval_config *c) {
+  *c = (eval_config){.model = "cnn", .device = "auto", .timeout = 60};
   static const struct option longopts[] = {{"checkpoint", 1, 0, 'c'}, {"model", 1, 0, 'm'}, {"device", 1, 0, 'd'},
                                            {"data-dir", 1, 0, 'D'},   {"timeout", 1, 0, 'T'}, {"help", 0, 0, 'h'},
                                            {0, 0, 0, 0}};
-  int c;
+  int ch;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (c) {
-      case 'c': checkpoint = optarg; break;
-      case 'm': model = optarg; break;
-      case 'd': device = optarg; break;
-      case 'D': data_dir = optarg; break;
-      case 'T': timeout = atof(optarg); break;
+  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    switch (ch) {
+      case 'c': c->checkpoint = optarg; break;
+      case 'm': c->model = optarg; break;
+      case 'd': c->device = optarg; break;
+      case 'D': c->data_dir = optarg; break;
+      case 'T': c->timeout = atof(optarg); break;
       default:
-        fprintf(c == 'h' ? stdout : stderr,
+        fprintf(ch == 'h' ? stdout : stderr,
                 "usage: cuttle eval --checkpoint FILE [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--data-dir DIR]\n"
                 "                   [--timeout S]\n"
                 "Under mpirun (mpirun -np N cuttle eval ...) each rank evaluates its shard of the test set and the\n"
                 "correct counts are summed over the ranks: the accuracy is exact, the one a single process reports.\n");
-        return c == 'h' ? 0 : 2;
+        return ch == 'h' ? 0 : 2;
     }
   }
-  if (!checkpoint) {
+  if (!c->checkpoint) {
     fprintf(stderr, "cuttle eval: --checkpoint FILE is required\n");
     return 2;
   }
-  if (!(timeout > 0)) {
+  if (!(c->timeout > 0)) {
     fprintf(stderr, "cuttle eval: --timeout must be > 0\n");
     return 2;
   }
+  return GO_ON;
+}
+
+int ct_cmd_eval(int argc, char **argv) {
+  eval_config c;
+  int parsed = parse_eval_options(argc, argv, &c);
+  if (parsed != GO_ON) return parsed;
   int launched = ct_cli_under_launcher();
-  if (launched && ct_cli_rank_init("cuttle eval", timeout) != 0) return 1;
+  if (launched && ct_cli_rank_init("cuttle eval", c.timeout) != 0) return 1;
   ct_device dev;
-  if (ct_cli_rank_device("cuttle eval", device, &dev) != CT_OK) {
+  if (ct_cli_rank_device("cuttle eval", c.device, &dev) != CT_OK) {
     if (ct_last_status() != CT_OK) fprintf(stderr, "cuttle eval: %s\n", ct_last_error());
     if (ct_dist_world_size() > 1) ct_cli_rank_abort(NULL);
     return 2;
   }
-  ct_module *m = ct_model_new(model, dev, NULL);
-  ct_dataset *test = m ? ct_fashion_mnist_load(data_dir, CT_SPLIT_TEST) : NULL;
+  ct_module *m = ct_model_new(c.model, dev, NULL);
+  ct_dataset *test = m ? ct_fashion_mnist_load(c.data_dir, CT_SPLIT_TEST) : NULL;
   int status = 1;
   /* In a job every rank must reach the sum in ct_cli_evaluate_counts, so a rank whose own part
    * failed leaves at once and mpirun ends the others. */
-  if (!test || ct_checkpoint_load(checkpoint, m, NULL, NULL) != CT_OK) {
+  if (!test || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
     if (ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval");
   } else {
     int64_t counts[2];
@@ -789,7 +804,7 @@ int ct_cmd_eval(int argc, char **argv) {
     if (acc >= 0) {
       char name[32];
       if (ct_dist_rank() == 0) {
-        printf("test_acc %.2f%% (%lld images, %s, %s; %lld correct", 100 * acc, (long long)counts[1], model,
+        printf("test_acc %.2f%% (%lld images, %s, %s; %lld correct", 100 * acc, (long long)counts[1], c.model,
                ct_device_str(dev, name, sizeof name), (long long)counts[0]);
         if (ct_dist_world_size() > 1) printf(", %d ranks", ct_dist_world_size());
         printf(")\n");
