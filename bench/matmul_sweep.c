@@ -47,6 +47,58 @@ static int time_one(ct_bench_fn fn, mm_ctx *m, ct_device dev, int quick, double 
   return 0;
 }
 
+/* The median ms of one size: on the CPU (-1 above cpu_max_n), and on gpu compute only and with
+ * the copies (-1 without a device). */
+typedef struct {
+  double cpu, dev, copies;
+} sweep_ms;
+
+/* Time n x n on the CPU and on gpu (have_gpu). 0, or 1 when a run failed. */
+static int time_size(int n, ct_device gpu, int have_gpu, int cpu_max_n, int quick, ct_generator *gen, sweep_ms *ms) {
+  int64_t s2[2] = {n, n};
+  *ms = (sweep_ms){-1, -1, -1};
+  int status = 0;
+  ct_scope_begin();
+  mm_ctx m = {.dev = gpu};
+  m.ha = ct_randn(2, s2, 0, 1, CT_F32, CT_DEVICE_CPU, gen);
+  m.hb = ct_randn(2, s2, 0, 1, CT_F32, CT_DEVICE_CPU, gen);
+  if (!m.ha || !m.hb) status = 1;
+  if (!status && n <= cpu_max_n) {
+    mm_ctx c = {.a = m.ha, .b = m.hb, .dev = CT_DEVICE_CPU};
+    status = time_one(run_compute, &c, CT_DEVICE_CPU, quick, &ms->cpu);
+  }
+  if (!status && have_gpu) {
+    m.a = ct_to(m.ha, gpu, 0), m.b = ct_to(m.hb, gpu, 0);
+    status = !m.a || !m.b || time_one(run_compute, &m, gpu, quick, &ms->dev) ||
+             time_one(run_with_copies, &m, gpu, quick, &ms->copies);
+  }
+  ct_scope_end();
+  return status;
+}
+
+/* The row of size n, and the first n where the device won (*win_compute, *win_copies, 0 before). */
+static void add_row(ct_bench_table *t, int n, int have_gpu, const sweep_ms *ms, int *win_compute, int *win_copies) {
+  double flops = 2.0 * n * (double)n * n;
+  char c1[32], c2[32], g1[32], g2[32], p1[32], p2[32], fast[64];
+  if (ms->cpu >= 0) snprintf(c1, sizeof c1, "%.4f", ms->cpu), snprintf(c2, sizeof c2, "%.1f", flops / ms->cpu * 1e-6);
+  else snprintf(c1, sizeof c1, "skipped"), snprintf(c2, sizeof c2, "(> --cpu-max-n)");
+  if (have_gpu) {
+    snprintf(g1, sizeof g1, "%.4f", ms->dev), snprintf(g2, sizeof g2, "%.1f", flops / ms->dev * 1e-6);
+    snprintf(p1, sizeof p1, "%.4f", ms->copies), snprintf(p2, sizeof p2, "%.1f", flops / ms->copies * 1e-6);
+  } else {
+    for (char *b[] = {g1, g2, p1, p2}, **q = b; q < b + 4; q++) snprintf(*q, 32, "n/a (no device)");
+  }
+  if (!have_gpu) snprintf(fast, sizeof fast, "CPU (only)");
+  else if (ms->cpu < 0) snprintf(fast, sizeof fast, "dev (CPU not timed)");
+  else {
+    int wc = ms->dev < ms->cpu, wp = ms->copies < ms->cpu;
+    if (wc && !*win_compute) *win_compute = n;
+    if (wp && !*win_copies) *win_copies = n;
+    snprintf(fast, sizeof fast, "%s", wp ? "dev, even with copies" : wc ? "dev compute only" : "CPU");
+  }
+  ct_bench_table_rowf(t, "%d|%s|%s|%s|%s|%s|%s|%s", n, c1, c2, g1, g2, p1, p2, fast);
+}
+
 int ct_bench_matmul_sweep(int argc, char **argv) {
   ct_bench_common common = {.device = "auto"};
   int max_n = 0, cpu_max_n = 4096;
@@ -55,12 +107,10 @@ int ct_bench_matmul_sweep(int argc, char **argv) {
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
-  const char *device = common.device, *csv = common.csv;
-  int quick = common.quick;
   ct_device gpu;
-  if (ct_bench_device(device, &gpu)) return 2;
+  if (ct_bench_device(common.device, &gpu)) return 2;
   int have_gpu = gpu.kind != CT_CPU;
-  if (max_n <= 0) max_n = quick ? 512 : have_gpu ? 8192 : 4096;
+  if (max_n <= 0) max_n = common.quick ? 512 : have_gpu ? 8192 : 4096;
   if (max_n < 16 || cpu_max_n < 0) {
     fprintf(stderr, "cuttle bench matmul-sweep: --max-n must be >= 16\n");
     return 2;
@@ -75,45 +125,10 @@ int ct_bench_matmul_sweep(int argc, char **argv) {
   ct_generator gen = ct_generator_new(3);
   int status = 0, win_compute = 0, win_copies = 0;
   for (int n = 16; n <= max_n && !status; n *= 2) {
-    int64_t s2[2] = {n, n};
-    double flops = 2.0 * n * (double)n * n, cpu_ms = -1, gpu_ms = -1, cp_ms = -1;
-    ct_scope_begin();
-    mm_ctx m = {.dev = gpu};
-    m.ha = ct_randn(2, s2, 0, 1, CT_F32, CT_DEVICE_CPU, &gen);
-    m.hb = ct_randn(2, s2, 0, 1, CT_F32, CT_DEVICE_CPU, &gen);
-    if (!m.ha || !m.hb) status = 1;
-    if (!status && n <= cpu_max_n) {
-      mm_ctx c = {.a = m.ha, .b = m.hb, .dev = CT_DEVICE_CPU};
-      status = time_one(run_compute, &c, CT_DEVICE_CPU, quick, &cpu_ms);
-    }
-    if (!status && have_gpu) {
-      m.a = ct_to(m.ha, gpu, 0), m.b = ct_to(m.hb, gpu, 0);
-      status = !m.a || !m.b || time_one(run_compute, &m, gpu, quick, &gpu_ms) ||
-               time_one(run_with_copies, &m, gpu, quick, &cp_ms);
-    }
-    ct_scope_end();
-    if (status) {
+    sweep_ms ms;
+    if ((status = time_size(n, gpu, have_gpu, cpu_max_n, common.quick, &gen, &ms)) != 0)
       fprintf(stderr, "cuttle bench matmul-sweep: n = %d failed: %s\n", n, ct_last_error());
-      break;
-    }
-    char c1[32], c2[32], g1[32], g2[32], p1[32], p2[32], fast[64];
-    if (cpu_ms >= 0) snprintf(c1, sizeof c1, "%.4f", cpu_ms), snprintf(c2, sizeof c2, "%.1f", flops / cpu_ms * 1e-6);
-    else snprintf(c1, sizeof c1, "skipped"), snprintf(c2, sizeof c2, "(> --cpu-max-n)");
-    if (have_gpu) {
-      snprintf(g1, sizeof g1, "%.4f", gpu_ms), snprintf(g2, sizeof g2, "%.1f", flops / gpu_ms * 1e-6);
-      snprintf(p1, sizeof p1, "%.4f", cp_ms), snprintf(p2, sizeof p2, "%.1f", flops / cp_ms * 1e-6);
-    } else {
-      for (char *b[] = {g1, g2, p1, p2}, **q = b; q < b + 4; q++) snprintf(*q, 32, "n/a (no device)");
-    }
-    if (!have_gpu) snprintf(fast, sizeof fast, "CPU (only)");
-    else if (cpu_ms < 0) snprintf(fast, sizeof fast, "dev (CPU not timed)");
-    else {
-      int wc = gpu_ms < cpu_ms, wp = cp_ms < cpu_ms;
-      if (wc && !win_compute) win_compute = n;
-      if (wp && !win_copies) win_copies = n;
-      snprintf(fast, sizeof fast, "%s", wp ? "dev, even with copies" : wc ? "dev compute only" : "CPU");
-    }
-    ct_bench_table_rowf(t, "%d|%s|%s|%s|%s|%s|%s|%s", n, c1, c2, g1, g2, p1, p2, fast);
+    else add_row(t, n, have_gpu, &ms, &win_compute, &win_copies);
   }
   ct_bench_table_print(t, stdout);
   if (have_gpu && !status) {
@@ -124,7 +139,7 @@ int ct_bench_matmul_sweep(int argc, char **argv) {
   } else if (!status) {
     printf("no device: the device columns are n/a\n");
   }
-  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   return status;
 }

@@ -76,33 +76,12 @@ static int usage(FILE *f) {
   return f == stdout ? 0 : 2;
 }
 
-int ct_bench_overhead(int argc, char **argv) {
-  ct_bench_common common = {.device = "cpu"};
-  const char *python = "python3", *script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py";
-  int iters = 0, pytorch = 0;
-  const ct_bench_opt opts[] = {{.name = "iters", .kind = CT_BENCH_INT, .dst = &iters},
-                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &pytorch, .value = 1},
-                               {.name = "python", .dst = &python},
-                               {.name = "script", .dst = &script},
-                               {0}};
-  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
-  if (parsed != CT_BENCH_GO_ON) return parsed;
-  const char *device = common.device, *csv = common.csv;
-  int quick = common.quick;
-  if (iters <= 0) iters = quick ? 2000 : 20000;
-  ct_device dev;
-  if (ct_bench_device(device, &dev)) return 2;
-  char devname[32], title[128];
-  ct_device_str(dev, devname, sizeof devname);
-  snprintf(title, sizeof title, "overhead: microseconds per call on %s (each call in a scope that frees its result)",
-           devname);
-  const char *heads[] = {"op",           "grad recording", "median us",     "p10 us",
-                         "p90 us",       "calls",          "pytorch median us", "pytorch p10 us",
-                         "pytorch p90 us", "cuttle/pytorch median"};
-  ct_bench_table *t = ct_bench_table_new(title, pytorch ? 10 : 6, heads);
+/* The four cases in cuttle (k = 2 matmul + grad: add/matmul, grad recording off/on), iters calls
+ * each (a tenth for the matmul, at least 10): res[k] and ok[k] = 1 for each that ran. 0, or 1 after
+ * saying why a case failed. */
+static int time_cuttle(ct_device dev, int iters, ct_bench_result res[4], int ok[4]) {
   ct_generator gen = ct_generator_new(2);
-  int status = 0, ok[4] = {0};
-  ct_bench_result res[4];
+  int status = 0;
   for (int matmul = 0; matmul < 2 && !status; matmul++)
     for (int grad = 0; grad < 2 && !status; grad++) {
       int64_t one[1] = {1}, hundred[2] = {100, 100};
@@ -123,35 +102,66 @@ int ct_bench_overhead(int argc, char **argv) {
       ct_tensor_free(o.a);
       ct_tensor_free(o.b);
     }
+  return status;
+}
+
+/* Case k's row: cuttle's figures r, then with --pytorch PyTorch's from its JSON line (or
+ * "failed"). */
+static void add_row(ct_bench_table *t, int k, const ct_bench_result *r, int pytorch, int py_failed, const char *line) {
+  char row[512];
+  int len = snprintf(row, sizeof row, "%s|%s|%.2f|%.2f|%.2f|%d", k >= 2 ? "matmul 100x100" : "add 1 element",
+                     k % 2 ? "on (inputs require grad)" : "off", r->median * 1e6, r->p10 * 1e6, r->p90 * 1e6,
+                     r->samples);
+  if (pytorch && py_failed) {
+    snprintf(row + len, sizeof row - (size_t)len, "|failed|failed|failed|-");
+  } else if (pytorch) {
+    char key[32];
+    const char *base = k == 0 ? "add_off" : k == 1 ? "add_on" : k == 2 ? "mm_off" : "mm_on";
+    snprintf(key, sizeof key, "%s_median_us", base);
+    double med = json_number(line, key);
+    snprintf(key, sizeof key, "%s_p10_us", base);
+    double p10 = json_number(line, key);
+    snprintf(key, sizeof key, "%s_p90_us", base);
+    double p90 = json_number(line, key);
+    snprintf(row + len, sizeof row - (size_t)len, "|%.2f|%.2f|%.2f|%.2f", med, p10, p90, r->median * 1e6 / med);
+  }
+  ct_bench_table_rowf(t, "%s", row);
+}
+
+int ct_bench_overhead(int argc, char **argv) {
+  ct_bench_common common = {.device = "cpu"};
+  const char *python = "python3", *script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py";
+  int iters = 0, pytorch = 0;
+  const ct_bench_opt opts[] = {{.name = "iters", .kind = CT_BENCH_INT, .dst = &iters},
+                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &pytorch, .value = 1},
+                               {.name = "python", .dst = &python},
+                               {.name = "script", .dst = &script},
+                               {0}};
+  int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
+  if (parsed != CT_BENCH_GO_ON) return parsed;
+  if (iters <= 0) iters = common.quick ? 2000 : 20000;
+  ct_device dev;
+  if (ct_bench_device(common.device, &dev)) return 2;
+  char devname[32], title[128];
+  ct_device_str(dev, devname, sizeof devname);
+  snprintf(title, sizeof title, "overhead: microseconds per call on %s (each call in a scope that frees its result)",
+           devname);
+  const char *heads[] = {"op",           "grad recording", "median us",     "p10 us",
+                         "p90 us",       "calls",          "pytorch median us", "pytorch p10 us",
+                         "pytorch p90 us", "cuttle/pytorch median"};
+  ct_bench_table *t = ct_bench_table_new(title, pytorch ? 10 : 6, heads);
+  int ok[4] = {0};
+  ct_bench_result res[4];
+  int status = time_cuttle(dev, iters, res, ok);
   /* PyTorch after cuttle's runs, so neither warms the device for the other's first row */
   char line[4096] = "";
   int py_failed = pytorch && run_pytorch(python, script, devname, iters, line, sizeof line);
   if (py_failed) status = 1;
-  for (int k = 0; k < 4; k++) {
-    if (!ok[k]) continue;
-    const ct_bench_result *r = &res[k];
-    char row[512];
-    int len = snprintf(row, sizeof row, "%s|%s|%.2f|%.2f|%.2f|%d", k >= 2 ? "matmul 100x100" : "add 1 element",
-                       k % 2 ? "on (inputs require grad)" : "off", r->median * 1e6, r->p10 * 1e6, r->p90 * 1e6,
-                       r->samples);
-    if (pytorch && py_failed) {
-      snprintf(row + len, sizeof row - (size_t)len, "|failed|failed|failed|-");
-    } else if (pytorch) {
-      char key[32];
-      const char *base = k == 0 ? "add_off" : k == 1 ? "add_on" : k == 2 ? "mm_off" : "mm_on";
-      snprintf(key, sizeof key, "%s_median_us", base);
-      double med = json_number(line, key);
-      snprintf(key, sizeof key, "%s_p10_us", base);
-      double p10 = json_number(line, key);
-      snprintf(key, sizeof key, "%s_p90_us", base);
-      double p90 = json_number(line, key);
-      snprintf(row + len, sizeof row - (size_t)len, "|%.2f|%.2f|%.2f|%.2f", med, p10, p90, r->median * 1e6 / med);
-    }
-    ct_bench_table_rowf(t, "%s", row);
-  }
+  for (int k = 0; k < 4; k++)
+    if (ok[k]) add_row(t, k, &res[k], pytorch, py_failed, line);
   if (pytorch && !py_failed) printf("pytorch: %s", line);
   ct_bench_table_print(t, stdout);
-  if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
+  if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   return status;
 }
