@@ -1,21 +1,11 @@
 /* src/core/check.c: the argument checks every public entry shares, so that a bad argument is an
- * error with one wording everywhere: a NULL input, a shape (ndim, NULL, negative sizes, a product
- * that overflows int64 or a byte count that overflows), a dtype, a device that does not exist.
- * Each message names the function, the argument and the fix. */
+ * error with one wording everywhere: a shape (ndim, NULL, negative sizes, a product that overflows
+ * int64 or a byte count that overflows), a dtype, a device that does not exist. Each message names
+ * the function, the argument and the fix. (A NULL input's error is status.c's ct__null_arg.)
+ * Calls down only: the device registry, dtypes, shapes and errors; the tensors call it. */
 #include <stdio.h>
 #include <string.h>
 #include "core/internal.h"
-
-void *ct__null_arg(const char *op, const char *arg) {
-  if (ct_last_status() == CT_OK)
-    ct__error(CT_EINVAL, "%s: %s is NULL (pass a valid handle; a NULL result of an earlier call means that call failed, "
-              "and ct_last_error() said why)", op, arg);
-  return NULL;
-}
-
-ct_status ct__null_status(const char *op, const char *arg) {
-  return ct__error(CT_EINVAL, "%s: %s is NULL (pass a valid pointer)", op, arg);
-}
 
 int ct__checked_numel(const char *op, int ndim, const int64_t *shape, int64_t *numel) {
   char buf[200];

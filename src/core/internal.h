@@ -63,7 +63,8 @@ struct ct_tensor {
   int scope_refs;          /* references held by scopes on this thread */
 };
 
-/* ---- errors: set the thread-local message; return the status (or NULL from the macros). */
+/* ---- errors (src/core/status.c): set the thread-local message; return the status (or NULL from
+ * the macros). */
 ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CT_FAIL_NULL(status, ...)   \
   do {                              \
@@ -74,8 +75,9 @@ ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(pri
  * ": ", for a public function whose inner call failed in a way it could not check up front.
  * Returns the pending status (a negative code). */
 ct_status ct__error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* ---- argument checks shared by the public entries (src/core/check.c). Each names op and the
- * argument in its message and returns 0 (or NULL, or the status) with the error set. */
+/* ---- argument checks shared by the public entries (src/core/check.c; the two NULL ones are
+ * status.c's). Each names op and the argument in its message and returns 0 (or NULL, or the
+ * status) with the error set. */
 /* A NULL input to op: sets CT_EINVAL naming arg, unless an error is already pending on this thread
  * (then the NULL is that failure's result, and a chain of ops keeps its first message). NULL. */
 void *ct__null_arg(const char *op, const char *arg);
@@ -119,7 +121,16 @@ int64_t ct__fault_alloc_fired(void);
  * the backend would). */
 int ct__fault_device_alloc(void);
 
-/* ---- tensors */
+/* ---- shapes as (ndim, sizes), with no tensor (src/core/shape.c) */
+/* Contiguous strides for a shape. */
+void ct__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t ct__numel(int ndim, const int64_t *shape);
+/* Normalize a possibly negative dim; -1 when out of range. */
+int ct__dim(int dim, int ndim);
+/* Shape as "(2, 3)" into buf. */
+char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
+/* ---- tensors (src/core/tensor.c) */
 /* be->alloc(dev.index, nbytes), behind the device fault-injection point: every allocation of
  * device memory by the core goes through it. NULL with CT_ENOMEM set on failure. */
 void *ct__device_alloc(const struct ct_backend *be, ct_device dev, size_t nbytes);
@@ -127,15 +138,11 @@ void *ct__device_alloc(const struct ct_backend *be, ct_device dev, size_t nbytes
 ct_tensor *ct__alloc(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev);
 /* A new view header on t's storage (one more storage reference), registered in the open scope. */
 ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
-/* Contiguous strides for a shape. */
-void ct__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
-int64_t ct__numel(int ndim, const int64_t *shape);
 /* Address of element 0 of t (storage data + offset * itemsize). */
 static inline void *ct__ptr(const ct_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)ct_dtype_size(t->dtype);
 }
-/* Normalize a possibly negative dim; -1 when out of range. */
-int ct__dim(int dim, int ndim);
+/* ---- scopes (src/core/scope.c) */
 /* Record one more reference to t in the innermost open scope (no-op without a scope). CT_ENOMEM
  * when the scope cannot grow: t is then not recorded. */
 ct_status ct__scope_track(ct_tensor *t);
@@ -143,15 +150,22 @@ ct_status ct__scope_track(ct_tensor *t);
  * hands back its input as its result. NULL with CT_ENOMEM (and no reference taken) when the scope
  * cannot grow; NULL for a NULL t. */
 ct_tensor *ct__retain_tracked(ct_tensor *t);
-/* Drop t's destruction reference (the last ct_tensor_free without the scope bookkeeping). */
-void ct__tensor_decref(ct_tensor *t);
 /* Move one scope reference of t out to the caller (never to a parent scope). */
 void ct__untrack(ct_tensor *t);
-/* Shape as "(2, 3)" into buf. */
-char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+/* Forget one reference to t held by an open scope of this thread (innermost first): ct_tensor_free
+ * calls it before it drops that reference. */
+void ct__scope_release_one(ct_tensor *t);
 
-/* Check that all n tensors live on one device. op names the op; argument names come from names.
- * Returns CT_OK or CT_EDEVICE with the message the design asks for. */
+/* ---- reference counts (src/core/refs.c) */
+/* Drop t's destruction reference (the last ct_tensor_free without the scope bookkeeping). */
+void ct__tensor_decref(ct_tensor *t);
+/* One more reference to storage s; drop one (s freed, its bytes back to the backend or its
+ * release hook, when the last goes; a NULL s is ignored). */
+void ct__storage_retain(ct_storage *s);
+void ct__storage_release(ct_storage *s);
+
+/* Check that all n tensors live on one device (src/core/tensor.c). op names the op; argument names
+ * come from names. Returns CT_OK or CT_EDEVICE with the message the design asks for. */
 ct_status ct__same_device(const char *op, int n, ct_tensor *const *ts, const char *const *names);
 
 /* ---- the ledger (src/core/ledger.c): count one copy of nbytes from src to dst (pinned: the host

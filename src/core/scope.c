@@ -3,7 +3,9 @@
  * Each thread has a stack of scopes. A scope is an array of tensor references; duplicates are
  * allowed (ct_to may hand out the same tensor twice). While a scope is open, every tensor header
  * created on this thread is recorded in the innermost one, which then holds the creation reference.
- * Removal searches from the end, because the most recent tensors are the ones freed early. */
+ * Removal searches from the end, because the most recent tensors are the ones freed early.
+ * A scope drops its references through refs.c; the tensors (tensor.c) record into it, never the
+ * other way round. */
 #include <string.h>
 #include "core/internal.h"
 
@@ -18,8 +20,6 @@ typedef struct scope {
 static _Thread_local scope inline_stack[INLINE_DEPTH];
 static _Thread_local scope *stack;
 static _Thread_local int depth, stack_cap;
-
-void ct__tensor_decref(ct_tensor *t); /* tensor.c */
 
 static ct_status push(scope *s, ct_tensor *t) {
   if (s->n == s->cap) {

@@ -1,4 +1,5 @@
-/* src/core/status.c: status strings and the thread-local last error. */
+/* src/core/status.c: status strings, the thread-local last error, and the errors of a NULL argument.
+ * The bottom of the core: it calls no other core file. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,4 +63,15 @@ ct_status ct__error_prefix(const char *fmt, ...) {
   memcpy(last_msg, ctx, n);
   last_msg[n] = ':', last_msg[n + 1] = ' ';
   return last_status;
+}
+
+void *ct__null_arg(const char *op, const char *arg) {
+  if (ct_last_status() == CT_OK)
+    ct__error(CT_EINVAL, "%s: %s is NULL (pass a valid handle; a NULL result of an earlier call means that call failed, "
+              "and ct_last_error() said why)", op, arg);
+  return NULL;
+}
+
+ct_status ct__null_status(const char *op, const char *arg) {
+  return ct__error(CT_EINVAL, "%s: %s is NULL (pass a valid pointer)", op, arg);
 }

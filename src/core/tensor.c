@@ -1,51 +1,15 @@
-/* src/core/tensor.c: tensor headers, reference-counted storage and the accessors.
+/* src/core/tensor.c: tensor headers over reference-counted storage, and the accessors.
  * Storage is shared by every view; a tensor header is itself reference counted so that ct_to can
- * hand back the same tensor with one more reference. */
+ * hand back the same tensor with one more reference (the counts: refs.c). Every new header is
+ * recorded in the open scope (scope.c). */
 #include <stdio.h>
 #include <string.h>
 #include "core/backend.h"
-
-static inline void incref(int *r) { __atomic_add_fetch(r, 1, __ATOMIC_RELAXED); }
-static inline int decref(int *r) { return __atomic_sub_fetch(r, 1, __ATOMIC_ACQ_REL); }
-
-int64_t ct__numel(int ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  return n;
-}
-
-void ct__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
-  int64_t s = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    stride[i] = s;
-    s *= shape[i] > 0 ? shape[i] : 1;
-  }
-}
-
-int ct__dim(int dim, int ndim) {
-  int d = dim < 0 ? dim + ndim : dim;
-  return d >= 0 && d < (ndim > 0 ? ndim : 1) ? d : -1;
-}
-
-char *ct__shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t k = (size_t)snprintf(buf, n, "(");
-  for (int i = 0; i < ndim && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (k < n) snprintf(buf + k, n - k, ndim == 1 ? ",)" : ")");
-  return buf;
-}
 
 char *ct_shape_str(const ct_tensor *t, char *buf, size_t n) {
   if (!t || !buf) return ct__null_arg("ct_shape_str", !t ? "t" : "buf");
   if (n == 0) return buf;
   return ct__shape_str(t->ndim, t->shape, buf, n);
-}
-
-static void storage_release(ct_storage *s) {
-  if (!s || decref(&s->refs) > 0) return;
-  if (s->release) s->release(s);
-  else if (s->data) s->backend->free(s->device.index, s->data, s->nbytes);
-  free(s);
 }
 
 /* A new header over s (whose reference it takes over only on success). */
@@ -74,7 +38,7 @@ static int check_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev)
 static ct_tensor *wrap_new(int ndim, const int64_t *shape, ct_dtype dt, ct_device dev, ct_storage *s) {
   ct_tensor *t = header_new(ndim, shape, dt, dev, s);
   if (!t) {
-    storage_release(s);
+    ct__storage_release(s);
     return NULL;
   }
   ct__contiguous_strides(ndim, shape, t->stride);
@@ -135,33 +99,15 @@ ct_tensor *ct__alloc_custom(int ndim, const int64_t *shape, ct_dtype dt, ct_devi
 }
 
 ct_tensor *ct__view_of(ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset) {
-  incref(&t->storage->refs);
+  ct__storage_retain(t->storage);
   ct_tensor *v = header_new(ndim, shape, t->dtype, t->device, t->storage);
   if (!v) {
-    storage_release(t->storage);
+    ct__storage_release(t->storage);
     return NULL;
   }
   if (ndim) memcpy(v->stride, stride, (size_t)ndim * sizeof(int64_t));
   v->offset = offset;
   return v;
-}
-
-ct_tensor *ct_tensor_retain(ct_tensor *t) {
-  if (!t) return ct__null_arg("ct_tensor_retain", "t");
-  incref(&t->refs);
-  return t;
-}
-
-void ct__scope_release_one(ct_tensor *t); /* scope.c */
-
-/* Destroy when the last reference goes. Called by ct_tensor_free and by scopes. */
-void ct__tensor_decref(ct_tensor *t) {
-  if (decref(&t->refs) > 0) return;
-  if (t->grad_fn) t->grad_fn_release(t->grad_fn);
-  if (t->grad) ct__tensor_decref(t->grad);
-  if (t->bw_grad) ct__tensor_decref(t->bw_grad);
-  storage_release(t->storage);
-  free(t);
 }
 
 void ct_tensor_free(ct_tensor *t) {

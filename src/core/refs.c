@@ -1,0 +1,33 @@
+/* src/core/refs.c: the reference counts of tensor headers and of storage, and what happens when the
+ * last reference goes (the node, the gradients and the storage are released, the bytes go back to
+ * their backend or their custom hook). Below both the scopes (scope.c), which hold references, and
+ * the tensors (tensor.c), which make them, so that neither calls the other to drop one. */
+#include "core/backend.h"
+
+static inline void incref(int *r) { __atomic_add_fetch(r, 1, __ATOMIC_RELAXED); }
+static inline int decref(int *r) { return __atomic_sub_fetch(r, 1, __ATOMIC_ACQ_REL); }
+
+void ct__storage_retain(ct_storage *s) { incref(&s->refs); }
+
+void ct__storage_release(ct_storage *s) {
+  if (!s || decref(&s->refs) > 0) return;
+  if (s->release) s->release(s);
+  else if (s->data) s->backend->free(s->device.index, s->data, s->nbytes);
+  free(s);
+}
+
+ct_tensor *ct_tensor_retain(ct_tensor *t) {
+  if (!t) return ct__null_arg("ct_tensor_retain", "t");
+  incref(&t->refs);
+  return t;
+}
+
+/* Destroy when the last reference goes. Called by ct_tensor_free and by scopes. */
+void ct__tensor_decref(ct_tensor *t) {
+  if (decref(&t->refs) > 0) return;
+  if (t->grad_fn) t->grad_fn_release(t->grad_fn);
+  if (t->grad) ct__tensor_decref(t->grad);
+  if (t->bw_grad) ct__tensor_decref(t->bw_grad);
+  ct__storage_release(t->storage);
+  free(t);
+}
