@@ -20,6 +20,10 @@ ct_tensor *ct__sum_keepdim(ct_tensor *x, const int *red, ct_dtype dt);
 ct_status ct__binary_into(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b);
 /* acc += g in place (same device; g broadcasts to acc): how the backward pass accumulates. */
 ct_status ct__add_into(ct_tensor *acc, ct_tensor *g);
+/* dst = src in place, src broadcast to dst's shape, both on one device: ct_copy_ without its move
+ * between devices and its NULL checks (ops/shape.c), with ct_copy_'s messages. Equal shapes
+ * allocate nothing. */
+ct_status ct__copy_within(ct_tensor *dst, ct_tensor *src);
 
 /* g summed over broadcast dims down to shape (ndim, shape) and cast to dt: how an op's gradient
  * fits an input that was broadcast or promoted. Returns g itself (one more reference) when it fits.

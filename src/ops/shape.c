@@ -1,8 +1,11 @@
 /* src/ops/shape.c: views (reshape, view, permute, transpose, narrow, slice, expand, squeeze,
- * unsqueeze, flatten), contiguous and cast, with their backward rules. Views share storage. */
+ * unsqueeze, flatten), contiguous, cast and the copy within one device (ct__copy_within, which
+ * ct_copy_ in to.c builds on), with their backward rules. Views share storage. Calls nothing in
+ * to.c: the moves between devices build on this file, not the other way round. */
 #include <string.h>
 #include "autograd/node.h"
 #include "core/backend.h"
+#include "ops/ops_internal.h"
 
 /* ---- backward rules */
 static ct_status bw_reshape(ct_node *n, ct_tensor *g, ct_tensor **grads) {
@@ -23,7 +26,7 @@ static ct_status bw_slice(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *in = n->in[0];
   ct_tensor *z = ct_zeros(in->ndim, in->shape, g->dtype, g->device);
   ct_tensor *win = z ? ct_slice(z, (int)n->iv[0], n->iv[1], n->iv[2], n->iv[3]) : NULL;
-  ct_status s = win ? ct_copy_(win, g) : ct_last_status();
+  ct_status s = win ? ct__copy_within(win, g) : ct_last_status(); /* z is on g's device */
   ct_tensor_free(win);
   if (s != CT_OK) {
     ct_tensor_free(z);
@@ -265,6 +268,23 @@ ct_tensor *ct_flatten(ct_tensor *t, int start_dim, int end_dim) {
 }
 
 /* ---- copies within a device */
+ct_status ct__copy_within(ct_tensor *dst, ct_tensor *src) {
+  char a[160], b[160];
+  /* Equal shapes need no broadcast view, so the copy allocates nothing: ct_checkpoint_load relies
+   * on that to apply a loaded state without a failure half way through. */
+  int same = src->ndim == dst->ndim && memcmp(src->shape, dst->shape, (size_t)dst->ndim * sizeof(int64_t)) == 0;
+  ct_tensor *e = same ? NULL : ct_expand(src, dst->ndim, dst->shape);
+  ct_status s;
+  if (same) s = CT_KERNEL_CALL(dst->storage->backend, copy, "ct_copy_", src, dst, src);
+  else if (!e && ct_last_status() == CT_ENOMEM) s = CT_ENOMEM;
+  else if (!e)
+    s = ct__error(CT_ESHAPE, "ct_copy_: source of shape %s does not broadcast to destination %s", ct_shape_str(src, a, sizeof a),
+                  ct_shape_str(dst, b, sizeof b));
+  else s = CT_KERNEL_CALL(dst->storage->backend, copy, "ct_copy_", e, dst, e);
+  ct_tensor_free(e);
+  return s;
+}
+
 ct_tensor *ct_contiguous(ct_tensor *t) {
   if (!t) return ct__null_arg("contiguous", "t");
   if (ct_tensor_is_contiguous(t)) return ct__retain_tracked(t);

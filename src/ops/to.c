@@ -1,9 +1,10 @@
 /* src/ops/to.c: ct_to and ct_copy_, the two ops that move a tensor between devices. They are ops
- * because ct_to records its backward (a copy back) on the tape and both build on views (contiguous,
- * expand); the bytes move through the core's ct__copy_between, which counts them in the ledger. */
-#include <string.h>
+ * because ct_to records its backward (a copy back) on the tape and both build on shape.c (contiguous,
+ * and ct__copy_within for what ct_copy_ does on one device), which calls nothing here; the bytes
+ * move through the core's ct__copy_between, which counts them in the ledger. */
 #include "autograd/node.h"
 #include "core/backend.h"
+#include "ops/ops_internal.h"
 
 static ct_status bw_to(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   grads[0] = ct_to(g, n->in[0]->device, 0);
@@ -37,24 +38,12 @@ ct_tensor *ct_to(ct_tensor *t, ct_device dev, int flags) {
 
 ct_status ct_copy_(ct_tensor *dst, ct_tensor *src) {
   if (!dst || !src) return ct__error(CT_EINVAL, "ct_copy_: NULL tensor");
-  char a[160], b[160];
   ct_tensor *moved = NULL;
   if (!ct_device_eq(dst->device, src->device)) {
     src = moved = ct_to(src, dst->device, 0); /* the explicit copy the caller asked for, counted */
     if (!src) return ct__error_prefix("ct_copy_");
   }
-  /* Equal shapes need no broadcast view, so the copy allocates nothing: ct_checkpoint_load relies
-   * on that to apply a loaded state without a failure half way through. */
-  int same = src->ndim == dst->ndim && memcmp(src->shape, dst->shape, (size_t)dst->ndim * sizeof(int64_t)) == 0;
-  ct_tensor *e = same ? NULL : ct_expand(src, dst->ndim, dst->shape);
-  ct_status s;
-  if (same) s = CT_KERNEL_CALL(dst->storage->backend, copy, __func__, src, dst, src);
-  else if (!e && ct_last_status() == CT_ENOMEM) s = CT_ENOMEM;
-  else if (!e)
-    s = ct__error(CT_ESHAPE, "ct_copy_: source of shape %s does not broadcast to destination %s", ct_shape_str(src, a, sizeof a),
-                  ct_shape_str(dst, b, sizeof b));
-  else s = CT_KERNEL_CALL(dst->storage->backend, copy, __func__, e, dst, e);
-  ct_tensor_free(e);
+  ct_status s = ct__copy_within(dst, src);
   ct_tensor_free(moved);
   return s;
 }
