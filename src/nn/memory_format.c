@@ -2,7 +2,6 @@
  * (model.to(memory_format=torch.channels_last)). As ct_module_to does for devices, each tensor
  * keeps its handle and takes the converted copy's storage and strides, so an optimizer built
  * before the conversion still holds the module's parameters. */
-#include <string.h>
 #include "autograd/node.h"
 #include "nn/module.h"
 #include "ops/memory_format.h"
@@ -32,13 +31,7 @@ ct_status ct_module_to_memory_format(ct_module *m, ct_memory_format fmt) {
   for (int i = 0; i < n; i++) {
     ct_tensor *t = nt[i].tensor, *c = conv[i];
     if (!c) continue;
-    if (s == CT_OK) { /* swap storages: t takes c's bytes and strides, c (freed below) t's old ones */
-      ct_storage *old = t->storage;
-      t->storage = c->storage, t->offset = c->offset;
-      memcpy(t->stride, c->stride, sizeof t->stride);
-      c->storage = old;
-      ct_zero_grad(t);
-    }
+    if (s == CT_OK) ct__module_swap_storage(t, c); /* c, freed below, takes t's old storage */
     ct_tensor_free(c);
   }
   free(nt);

@@ -77,6 +77,14 @@ int64_t ct_module_num_params(ct_module *m) {
   return total;
 }
 
+void ct__module_swap_storage(ct_tensor *t, ct_tensor *c) {
+  ct_storage *old = t->storage;
+  t->storage = c->storage, t->device = c->device, t->offset = c->offset;
+  memcpy(t->stride, c->stride, sizeof t->stride);
+  c->storage = old;
+  ct_zero_grad(t);
+}
+
 /* Moving keeps every tensor header (the handles optimizers and users hold) and swaps in storage
  * on the new device. Two phases: copy everything first, so a failure changes nothing. */
 ct_status ct_module_to(ct_module *m, ct_device dev) {
@@ -98,13 +106,7 @@ ct_status ct_module_to(ct_module *m, ct_device dev) {
   for (int i = 0; i < n; i++) {
     if (!moved[i]) continue;
     ct_tensor *t = nt[i].tensor, *c = moved[i];
-    if (s == CT_OK && c != t) { /* swap storages: t takes c's, c (freed below) takes t's old one */
-      ct_storage *old = t->storage;
-      t->storage = c->storage, t->device = c->device, t->offset = c->offset;
-      memcpy(t->stride, c->stride, sizeof t->stride);
-      c->storage = old;
-      ct_zero_grad(t);
-    }
+    if (s == CT_OK && c != t) ct__module_swap_storage(t, c); /* c, freed below, takes t's old storage */
     ct__tensor_decref(c);
   }
   free(nt);

@@ -40,5 +40,10 @@ char *ct__module_desc(const ct_module *m, char *buf, size_t n);
  * (128, 15)), expected 128; ...". The caller puts the module in front (ct__error_prefix). Used by
  * forward (layers.c) and ct_module_check_alignment (alignment.c), so both say the same. */
 int ct__module_input_fits(const ct_module *m, int ndim, const int64_t *shape);
+/* The parameter or buffer t takes the converted copy c's storage, device, offset and strides, and
+ * c takes t's old storage (freeing c then frees it); t's gradient is zeroed, since it no longer
+ * fits. How ct_module_to (module.c) and ct_module_to_memory_format (memory_format.c) convert a
+ * module in place, so that the handles optimizers hold stay valid. */
+void ct__module_swap_storage(ct_tensor *t, ct_tensor *c);
 
 #endif
