@@ -1,4 +1,5 @@
-/* src/ops/conv.c: conv2d, max_pool2d and avg_pool2d front-ends (NCHW), with their backward.
+/* src/ops/conv.c: conv2d, max_pool2d, avg_pool2d and adaptive_avg_pool2d front-ends (NCHW), with
+ * their backward.
  * Channels_last inputs go to their own paths in src/ops/memory_format.c. */
 #include <string.h>
 #include "autograd/node.h"
@@ -217,6 +218,42 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
 
 ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("max_pool2d", CT_POOL_MAX, x, opts); }
 ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) { return pool("avg_pool2d", CT_POOL_AVG, x, opts); }
+
+static ct_status bw_adaptive(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->in[0];
+  ct_tensor *gc = ct_contiguous(g);
+  ct_tensor *gx = gc ? ct__alloc(x->ndim, x->shape, g->dtype, g->device) : NULL;
+  ct_status s = gx ? CT_KERNEL_CALL(g->storage->backend, adaptive_avg_pool2d_backward, "adaptive_avg_pool2d", gc, gx, gc)
+                   : ct_last_status();
+  ct_tensor_free(gc);
+  if (s != CT_OK) return ct_tensor_free(gx), s;
+  grads[0] = gx;
+  return CT_OK;
+}
+
+ct_tensor *ct_adaptive_avg_pool2d(ct_tensor *x, int64_t out_h, int64_t out_w) {
+  const char *op = "adaptive_avg_pool2d";
+  char sx[160];
+  if (!x) return ct__null_arg(op, "x");
+  if (out_h < 1 || out_w < 1) CT_FAIL_NULL(CT_EINVAL, "%s: output size must be at least 1, got (%lld, %lld)", op, (long long)out_h, (long long)out_w);
+  if (x->ndim != 4) CT_FAIL_NULL(CT_ESHAPE, "%s: expected input (N, C, H, W), got %s", op, ct_shape_str(x, sx, sizeof sx));
+  if (!ct_dtype_is_floating(x->dtype))
+    CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s (cast it first, e.g. ct_cast(x, CT_F32))", op, ct_dtype_name(x->dtype));
+  const ct_backend *be = x->storage->backend;
+  int64_t H = x->shape[2], W = x->shape[3];
+  if (!ct__has_kernel(be, CT_K_adaptive_avg_pool2d) && H % out_h == 0 && W % out_w == 0 && H / out_h <= INT32_MAX &&
+      W / out_w <= INT32_MAX) /* the same windows, none overlapping: avg_pool2d computes them */
+    return pool(op, CT_POOL_AVG, x, &(ct_pool2d_opts){.kernel = {(int)(H / out_h), (int)(W / out_w)}});
+  ct_tensor *xc = ct_contiguous(x);
+  int64_t ys[4] = {x->shape[0], x->shape[1], out_h, out_w};
+  ct_tensor *y = xc ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
+  ct_status s = y ? CT_KERNEL_CALL(be, adaptive_avg_pool2d, op, xc, y, xc) : ct_last_status();
+  ct_tensor_free(xc);
+  ct_node *n;
+  if (s == CT_OK) s = ct__record(y, op, bw_adaptive, 1, &x, &n);
+  if (s != CT_OK) return ct_tensor_free(y), NULL;
+  return y;
+}
 
 ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
   if (!x) return ct__null_arg("relu_max_pool2d", "x");

@@ -625,6 +625,11 @@ static void test_ops(void **state) {
     T(fn, CT_EDTYPE, fn(F.x4i, &p2));                                                                  \
   } while (0)
   POOL_ROWS(ct_max_pool2d); POOL_ROWS(ct_avg_pool2d); POOL_ROWS(ct_relu_max_pool2d);
+  T(ct_adaptive_avg_pool2d, CT_EINVAL, ct_adaptive_avg_pool2d(NULL, 1, 1));
+  TA(ct_adaptive_avg_pool2d, CT_EINVAL, "output size", ct_adaptive_avg_pool2d(F.x4, 0, 1));
+  TA(ct_adaptive_avg_pool2d, CT_EINVAL, "output size", ct_adaptive_avg_pool2d(F.x4, 1, INT64_MIN));
+  T(ct_adaptive_avg_pool2d, CT_ESHAPE, ct_adaptive_avg_pool2d(F.a, 1, 1));
+  T(ct_adaptive_avg_pool2d, CT_EDTYPE, ct_adaptive_avg_pool2d(F.x4i, 1, 1));
   T(ct_conv2d_relu_max_pool2d, CT_EINVAL, ct_conv2d_relu_max_pool2d(NULL, F.w4, NULL, NULL, &p2));
   T(ct_conv2d_relu_max_pool2d, CT_EINVAL, ct_conv2d_relu_max_pool2d(F.x4, NULL, NULL, NULL, &p2));
   T(ct_conv2d_relu_max_pool2d, CT_EINVAL, ct_conv2d_relu_max_pool2d(F.x4, F.w4, NULL, NULL, NULL));

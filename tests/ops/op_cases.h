@@ -174,6 +174,24 @@ static void ref_conv_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
   free(y.v);
 }
 
+/* adaptive average pooling to the output size (i[0], i[1]), windows as ATen's
+ * (aten/src/ATen/native/AdaptiveAveragePooling.cpp): rows [floor(o H / O), ceil((o + 1) H / O)) */
+static ct_tensor *run_adaptive(ct_tensor *const *in, const op_case *c) { return ct_adaptive_avg_pool2d(in[0], c->i[0], c->i[1]); }
+static void ref_adaptive(const oc_arr *in, oc_arr *out, const op_case *c) {
+  const oc_arr *x = &in[0];
+  int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], OH = c->i[0], OW = c->i[1];
+  oc_alloc(out, 4, (int64_t[]){x->shape[0], x->shape[1], OH, OW});
+  for (int64_t p = 0; p < NC; p++)
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH, w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        double s = 0;
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) s += x->v[(p * H + h) * W + w];
+        out->v[(p * OH + oh) * OW + ow] = s / (double)((h1 - h0) * (w1 - w0));
+      }
+}
+
 /* pooling: i[0] 0 = avg, 1 = max, 2 = max of relu (the fused op), i[1..2] kernel, i[3..4] stride
  * (0 = kernel), i[5..6] padding */
 static ct_tensor *run_pool(ct_tensor *const *in, const op_case *c) {
@@ -349,6 +367,7 @@ static void ref_view(const oc_arr *in, oc_arr *out, const op_case *c) {
 #define CONV(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv, ref_conv, (1u << nin) - 1, .i = {__VA_ARGS__}}
 #define CONV_POOL(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv_pool, ref_conv_pool, (1u << nin) - 1, .i = {__VA_ARGS__}}
 #define POOL(nm, x, ...) {nm, 1, {x}, run_pool, ref_pool, 1, .i = {__VA_ARGS__}}
+#define ADAPTIVE(nm, x, oh, ow) {nm, 1, {x}, run_adaptive, ref_adaptive, 1, .i = {oh, ow}}
 #define VIEW(nm, v, x, g, out) {nm, 1, {x}, run_view, ref_view, g, out, .i = {v}}
 
 static const op_case op_cases[] = {
@@ -420,6 +439,10 @@ static const op_case op_cases[] = {
     POOL("relu_max_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 7), 2, 3, 3, 2, 2, 1, 1),
     POOL("max_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 7), 1, 3, 3, 2, 2, 1, 1),
     POOL("avg_pool2d_k2", IN(OC_ANY, 2, 3, 6, 6), 0, 2, 2),
+    /* global (ResNet's), divisible (avg_pool2d where a backend has no kernel), overlapping windows */
+    ADAPTIVE("adaptive_avg_pool2d_1x1", IN(OC_ANY, 2, 3, 5, 7), 1, 1),
+    ADAPTIVE("adaptive_avg_pool2d_6x6_to_3x2", IN(OC_ANY, 1, 2, 6, 6), 3, 2),
+    ADAPTIVE("adaptive_avg_pool2d_5x7_to_3x4", IN(OC_ANY, 2, 2, 5, 7), 3, 4),
     POOL("avg_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 3, 2, 2, 1, 1),
     {"batch_norm_train", 3, {IN(OC_ANY, 4, 3, 2, 2), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 7, .i = {0}, .d = {0.1, 1e-5}},
     {"batch_norm_train_running_stats", 3, {IN(OC_ANY, 4, 3, 5), IN(OC_ANY, 3), IN(OC_POS, 3)}, run_bn, ref_bn, 0, .i = {1}, .d = {0.2, 1e-5}},

@@ -81,7 +81,7 @@ static void test_table_covers_ops(void **state) {
   const char *ops[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "add_scalar", "mul_scalar", "pow_scalar",
                        "eq", "ne", "lt", "le", "gt", "ge", "where", "clamp", "neg", "abs", "exp", "log", "sqrt", "relu",
                        "sigmoid", "tanh", "gelu", "sum", "mean", "var", "max", "min", "argmax", "norm", "matmul", "linear",
-                       "conv2d", "max_pool2d", "avg_pool2d", "relu_max_pool2d", "conv2d_relu_max_pool2d", "batch_norm", "dropout", "softmax", "log_softmax",
+                       "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "relu_max_pool2d", "conv2d_relu_max_pool2d", "batch_norm", "dropout", "softmax", "log_softmax",
                        "cross_entropy", "mse_loss", "cat", "stack", "index_select", "gather", "reshape", "view", "permute",
                        "transpose", "narrow", "slice", "expand", "squeeze", "unsqueeze", "flatten", "contiguous", "cast"};
   for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {

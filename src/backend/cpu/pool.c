@@ -8,6 +8,8 @@
  * relu(x) (a NaN passes, as in torch) and marks a window whose maximum is 0 with no winner
  * (position 4, or index -1), so that its backward passes nothing, as relu's would. */
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/half.h"
@@ -249,5 +251,62 @@ ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
       }
     }
   }
+  return CT_OK;
+}
+
+/* ---- adaptive average pooling, as ATen's adaptive_avg_pool2d
+ * (aten/src/ATen/native/AdaptiveAveragePooling.cpp): output cell (oh, ow) of y (N, C, OH, OW)
+ * averages the rows [floor(oh H / OH), ceil((oh + 1) H / OH)) and the columns
+ * [floor(ow W / OW), ceil((ow + 1) W / OW)) of its plane of x (N, C, H, W); windows of neighbouring
+ * cells may overlap. x, y (and gx, gy) contiguous, of one floating dtype, summed in double. */
+static int64_t adaptive_start(int64_t o, int64_t O, int64_t I) { return o * I / O; }
+static int64_t adaptive_end(int64_t o, int64_t O, int64_t I) { return ((o + 1) * I + O - 1) / O; }
+
+ct_status ct__cpu_adaptive_avg_pool2d(ct_tensor *y, ct_tensor *x) {
+  int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3], OH = y->shape[2], OW = y->shape[3];
+  const char *xp = ct__ptr(x);
+  char *yp = ct__ptr(y);
+  size_t es = ct_dtype_size(x->dtype);
+  ct_dtype dt = x->dtype;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < NC; p++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t h0 = adaptive_start(oh, OH, H), h1 = adaptive_end(oh, OH, H);
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t w0 = adaptive_start(ow, OW, W), w1 = adaptive_end(ow, OW, W);
+        double s = 0;
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) s += ct__load(xp + ((p * H + h) * W + w) * es, dt);
+        ct__store(yp + ((p * OH + oh) * OW + ow) * es, dt, s / (double)((h1 - h0) * (w1 - w0)));
+      }
+    }
+  return CT_OK;
+}
+
+/* gx (N, C, H, W) = the sum over the output cells whose window holds (h, w) of gy / the window's size */
+ct_status ct__cpu_adaptive_avg_pool2d_backward(ct_tensor *gx, ct_tensor *gy) {
+  int64_t NC = gx->shape[0] * gx->shape[1], H = gx->shape[2], W = gx->shape[3], OH = gy->shape[2], OW = gy->shape[3];
+  char *gxp = ct__ptr(gx);
+  const char *gyp = ct__ptr(gy);
+  size_t es = ct_dtype_size(gx->dtype);
+  ct_dtype dt = gx->dtype;
+  double *acc = malloc((size_t)(H * W) * sizeof *acc * (size_t)omp_get_max_threads());
+  if (!acc) return ct__error(CT_ENOMEM, "adaptive_avg_pool2d backward: out of memory for %lld doubles", (long long)(H * W));
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < NC; p++) {
+    double *a = acc + (size_t)omp_get_thread_num() * (size_t)(H * W);
+    memset(a, 0, (size_t)(H * W) * sizeof *a);
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t h0 = adaptive_start(oh, OH, H), h1 = adaptive_end(oh, OH, H);
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t w0 = adaptive_start(ow, OW, W), w1 = adaptive_end(ow, OW, W);
+        double g = ct__load(gyp + ((p * OH + oh) * OW + ow) * es, dt) / (double)((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) a[h * W + w] += g;
+      }
+    }
+    for (int64_t i = 0; i < H * W; i++) ct__store(gxp + (p * H * W + i) * es, dt, a[i]);
+  }
+  free(acc);
   return CT_OK;
 }
