@@ -9,7 +9,8 @@
  *  - the strided iterator: an output shape plus one stride vector per operand, with adjacent dims
  *    merged on the host so most calls run with one or two dims;
  *  - the entry points of every kernel file, which backend.cu puts into the vtable.
- * Only src/backend/cuda/ includes this file. */
+ * What every backend shares (CT_TRY, temporary tensors, chunking) is backend/common.h's, and the
+ * contiguity check is the core's ct_tensor_is_contiguous. Only src/backend/cuda/ includes this file. */
 #ifndef CUTTLE_CUDA_COMMON_CUH
 #define CUTTLE_CUDA_COMMON_CUH
 
@@ -22,6 +23,7 @@
 #include <mutex>
 
 #include "core/backend.h"
+#include "backend/common.h" /* CT_TRY, temporaries (ct__be_tmp) */
 #include "backend/cuda/cuda_backend.h"
 
 /* ---- error reporting: name the call that failed */
@@ -48,11 +50,6 @@
   do {                                                                                                \
     cudaError_t ct__e = cudaGetLastError();                                                           \
     if (ct__e != cudaSuccess) return ct__error(CT_EBACKEND, "cuda: launch of %s failed: %s", name, cudaGetErrorString(ct__e)); \
-  } while (0)
-#define CT_TRY(expr)               \
-  do {                             \
-    ct_status ct__s = (expr);      \
-    if (ct__s != CT_OK) return ct__s; \
   } while (0)
 
 /* ---- the per-device context */
@@ -92,20 +89,6 @@ struct ct__cuda_allocator *ct__cuda_allocator_new(int dev);
 void ct__cuda_allocator_free_all(struct ct__cuda_allocator *a);
 void *ct__cuda_alloc(int dev, size_t nbytes);
 void ct__cuda_free(int dev, void *p, size_t nbytes);
-
-/* ---- a temporary device tensor that is no core object: header and storage live in the caller's
- * frame, memory comes from the allocator. */
-typedef struct {
-  ct_tensor t;
-  ct_storage s;
-  int owned; /* 1 when the memory must go back to the allocator */
-} ct__cuda_tmp;
-/* tmp becomes a contiguous tensor of shape/dtype on dev. */
-ct_status ct__cuda_tmp_new(ct__cuda_tmp *tmp, int dev, int ndim, const int64_t *shape, ct_dtype dt);
-/* tmp becomes t itself (borrowed) when t is contiguous, else a contiguous copy of it. */
-ct_status ct__cuda_tmp_contiguous(ct__cuda_tmp *tmp, ct_tensor *t);
-void ct__cuda_tmp_free(ct__cuda_tmp *tmp);
-int ct__cuda_is_contiguous(const ct_tensor *t);
 
 /* ---- launch geometry: a grid-stride loop over n items with 256 threads a block */
 #define CT_CUDA_THREADS 256

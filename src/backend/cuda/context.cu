@@ -8,8 +8,7 @@
  * no current device: every entry point names its device and ct__cuda_ctx_get makes it current on
  * the calling thread.
  *
- * Also here: the strided iterator's host half and the temporary-tensor helpers kernels share. */
-#include <string.h>
+ * Also here: the strided iterator's host half. */
 
 #include "backend/cuda/common.cuh"
 
@@ -144,62 +143,4 @@ int ct__cuda_iter_is_contiguous(const ct__cuda_iter *it, int nops) {
   for (int k = 0; k < nops; k++)
     if (it->stride[k][0] != 1) return 0;
   return 1;
-}
-
-/* ---- temporaries */
-int ct__cuda_is_contiguous(const ct_tensor *t) {
-  int64_t expect = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->stride[d] != expect) return 0;
-    expect *= t->shape[d];
-  }
-  return 1;
-}
-
-static void tmp_release(ct_storage *s) { (void)s; }
-
-ct_status ct__cuda_tmp_new(ct__cuda_tmp *tmp, int dev, int ndim, const int64_t *shape, ct_dtype dt) {
-  memset(tmp, 0, sizeof *tmp);
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  size_t nbytes = (size_t)n * ct_dtype_size(dt);
-  void *p = ct__cuda_alloc(dev, nbytes);
-  if (!p) return ct_last_status();
-  tmp->s.refs = 1;
-  tmp->s.data = p;
-  tmp->s.nbytes = nbytes;
-  tmp->s.device = CT_DEVICE_CUDA(dev);
-  tmp->s.backend = &ct__cuda_backend;
-  tmp->s.release = tmp_release;
-  tmp->t.refs = 1;
-  tmp->t.ndim = ndim;
-  for (int d = 0; d < ndim; d++) tmp->t.shape[d] = shape[d];
-  int64_t st = 1;
-  for (int d = ndim - 1; d >= 0; d--) {
-    tmp->t.stride[d] = st;
-    st *= shape[d];
-  }
-  tmp->t.dtype = dt;
-  tmp->t.device = CT_DEVICE_CUDA(dev);
-  tmp->t.storage = &tmp->s;
-  tmp->owned = 1;
-  return CT_OK;
-}
-
-ct_status ct__cuda_tmp_contiguous(ct__cuda_tmp *tmp, ct_tensor *t) {
-  if (ct__cuda_is_contiguous(t)) {
-    memset(tmp, 0, sizeof *tmp);
-    tmp->t = *t; /* a borrowed header: same storage, nothing to free */
-    return CT_OK;
-  }
-  CT_TRY(ct__cuda_tmp_new(tmp, t->device.index, t->ndim, t->shape, t->dtype));
-  ct_status s = ct__cuda_copy(&tmp->t, t);
-  if (s != CT_OK) ct__cuda_tmp_free(tmp);
-  return s;
-}
-
-void ct__cuda_tmp_free(ct__cuda_tmp *tmp) {
-  if (tmp->owned && tmp->s.data) ct__cuda_free(tmp->s.device.index, tmp->s.data, tmp->s.nbytes);
-  tmp->owned = 0;
-  tmp->s.data = NULL;
 }

@@ -38,9 +38,9 @@ struct conv_desc {
 };
 /* Scratch copies freed on every path. */
 struct scoped_tmp {
-  ct__cuda_tmp t;
+  ct__be_tmp t;
   scoped_tmp() { memset(&t, 0, sizeof t); }
-  ~scoped_tmp() { ct__cuda_tmp_free(&t); }
+  ~scoped_tmp() { ct__be_tmp_free(&t); }
 };
 
 static int cudnn_type(ct_dtype dt, cudnnDataType_t *data, cudnnDataType_t *compute) {
@@ -210,7 +210,7 @@ static ct_status bias_add(ct__cuda_ctx *ctx, ct_tensor *y, ct_tensor *b, bool nh
                      ct_dtype_name(y->dtype), (long long)ct__numel(b->ndim, b->shape), ct_dtype_name(b->dtype));
   if (n == 0) return CT_OK;
   scoped_tmp bc;
-  CT_TRY(ct__cuda_tmp_contiguous(&bc.t, b));
+  CT_TRY(ct__be_tmp_contiguous(&bc.t, b));
   DISPATCH_CONV_FLOAT(y->dtype, "conv2d's bias",
                       bias_add_kernel<T, A><<<ct__cuda_blocks(ctx, n), CT_CUDA_THREADS, 0, ctx->compute>>>(
                           (T *)ct__ptr(y), (const T *)ct__ptr(&bc.t.t), n, C, hw, nhwc ? 1 : 0));
@@ -242,7 +242,7 @@ static ct_status dense(scoped_tmp &tmp, ct_tensor *t, bool nhwc, const void **p)
     *p = ct__ptr(t);
     return CT_OK;
   }
-  CT_TRY(ct__cuda_tmp_contiguous(&tmp.t, t));
+  CT_TRY(ct__be_tmp_contiguous(&tmp.t, t));
   *p = ct__ptr(&tmp.t.t);
   return CT_OK;
 }
@@ -253,7 +253,7 @@ static ct_status conv_forward(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tenso
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(y);
   if (!ctx) return ct_last_status();
   if (ct__numel(y->ndim, y->shape) == 0) return CT_OK;
-  if (!nhwc && !ct__cuda_is_contiguous(y)) return ct__error(CT_EINVAL, "cuda: conv2d wants a contiguous y");
+  if (!nhwc && !ct_tensor_is_contiguous(y)) return ct__error(CT_EINVAL, "cuda: conv2d wants a contiguous y");
   cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   conv_setup s;
   CT_TRY(setup(s, ctx, x, w, y, o, fmt));
@@ -285,11 +285,11 @@ ct_status ct__cuda_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b
 /* *out = t when t is contiguous (row-major, NCHW), else a contiguous scratch of t's shape and
  * dtype in tmp (uninitialized): where an NCHW result goes before it is copied into t. */
 static ct_status nchw_scratch(scoped_tmp &tmp, ct_tensor *t, ct_tensor **out) {
-  if (ct__cuda_is_contiguous(t)) {
+  if (ct_tensor_is_contiguous(t)) {
     *out = t;
     return CT_OK;
   }
-  CT_TRY(ct__cuda_tmp_new(&tmp.t, t->device.index, t->ndim, t->shape, t->dtype));
+  CT_TRY(ct__be_tmp_new(&tmp.t, t->device, t->ndim, t->shape, t->dtype));
   *out = &tmp.t.t;
   return CT_OK;
 }
@@ -313,8 +313,8 @@ static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_t
                                const ct_conv2d_opts *o, bool nhwc) {
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(gy);
   if (!ctx) return ct_last_status();
-  if ((!nhwc && gx && !ct__cuda_is_contiguous(gx)) || (!nhwc && gw && !ct__cuda_is_contiguous(gw)) ||
-      (gb && !ct__cuda_is_contiguous(gb)))
+  if ((!nhwc && gx && !ct_tensor_is_contiguous(gx)) || (!nhwc && gw && !ct_tensor_is_contiguous(gw)) ||
+      (gb && !ct_tensor_is_contiguous(gb)))
     return ct__error(CT_EINVAL, "cuda: conv2d_backward wants contiguous gx, gw and gb");
   if (ct__numel(gy->ndim, gy->shape) == 0) {
     if (gx) CT_TRY(ct__cuda_fill(gx, 0.0));

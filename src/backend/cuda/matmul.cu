@@ -83,14 +83,14 @@ ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
   cublasHandle_t h = ct__cuda_cublas(ctx);
   if (!h) return ct_last_status();
 
-  ct__cuda_tmp ta, tb;
+  ct__be_tmp ta, tb;
   memset(&ta, 0, sizeof ta);
   memset(&tb, 0, sizeof tb);
   ct_tensor *A = a, *Bt = b;
   gemm_operand ga, gb;
   ct_status s = CT_OK;
   if (!gemm_layout(M, K, a->stride[a->ndim - 2], a->stride[a->ndim - 1], &ga)) {
-    s = ct__cuda_tmp_new(&ta, a->device.index, a->ndim, a->shape, a->dtype);
+    s = ct__be_tmp_new(&ta, a->device, a->ndim, a->shape, a->dtype);
     if (s == CT_OK) s = ct__cuda_copy(&ta.t, a);
     if (s != CT_OK) goto done;
     A = &ta.t;
@@ -98,7 +98,7 @@ ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
     gemm_layout(M, K, K, 1, &ga);
   }
   if (!gemm_layout(K, N, b->stride[b->ndim - 2], b->stride[b->ndim - 1], &gb)) {
-    s = ct__cuda_tmp_new(&tb, b->device.index, b->ndim, b->shape, b->dtype);
+    s = ct__be_tmp_new(&tb, b->device, b->ndim, b->shape, b->dtype);
     if (s == CT_OK) s = ct__cuda_copy(&tb.t, b);
     if (s != CT_OK) goto done;
     Bt = &tb.t;
@@ -120,7 +120,7 @@ ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
                     cublasGetStatusString(e));
   }
 done:
-  ct__cuda_tmp_free(&ta);
-  ct__cuda_tmp_free(&tb);
+  ct__be_tmp_free(&ta);
+  ct__be_tmp_free(&tb);
   return s;
 }

@@ -123,8 +123,8 @@ ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct
   CT_TRY(make_geom(&g, x, y, o));
   int64_t n = g.N * g.C * g.Ho * g.Wo;
   if (n == 0) return CT_OK;
-  ct__cuda_tmp xc;
-  CT_TRY(ct__cuda_tmp_contiguous(&xc, x));
+  ct__be_tmp xc;
+  CT_TRY(ct__be_tmp_contiguous(&xc, x));
   unsigned grid = ct__cuda_blocks(ctx, n);
   int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) : NULL;
   ct_status s = CT_OK;
@@ -136,7 +136,7 @@ ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct
                                 (S *)ct__ptr(y), NULL, (const S *)ct__ptr(&xc.t), g));
   }
   cudaError_t e = cudaGetLastError();
-  ct__cuda_tmp_free(&xc);
+  ct__be_tmp_free(&xc);
   if (e != cudaSuccess) s = ct__error(CT_EBACKEND, "cuda: launch of pool_fwd_kernel failed: %s", cudaGetErrorString(e));
   return s;
 }
@@ -148,7 +148,7 @@ ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *
   if (!ctx) return ct_last_status();
   pool_geom g;
   CT_TRY(make_geom(&g, gx, gy, o));
-  if (!ct__cuda_is_contiguous(gx) || !ct__cuda_is_contiguous(gy))
+  if (!ct_tensor_is_contiguous(gx) || !ct_tensor_is_contiguous(gy))
     return ct__error(CT_EINVAL, "cuda: pool2d_backward wants contiguous gx and gy");
   if (gx->dtype != gy->dtype) return ct__error(CT_EDTYPE, "cuda: pool2d_backward wants gx and gy of one dtype");
   if (kind == CT_POOL_MAX) {

@@ -139,12 +139,12 @@ static ct_status launch_reduce(ct__cuda_ctx *ctx, ct_tensor *out, ct_tensor *ind
   if (chunks < 1) chunks = 1;
   if (n_out * chunks > INT32_MAX) chunks = 1;
   if (n_out > INT32_MAX) return ct__error(CT_EINVAL, "cuda: reduce: %lld outputs are too many for one launch", (long long)n_out);
-  ct__cuda_tmp pv, pi;
+  ct__be_tmp pv, pi;
   int64_t np = n_out * chunks;
-  CT_TRY(ct__cuda_tmp_new(&pv, x->device.index, 1, &np, sizeof(A) == 8 ? CT_F64 : CT_F32));
-  ct_status s = ct__cuda_tmp_new(&pi, x->device.index, 1, &np, CT_I64);
+  CT_TRY(ct__be_tmp_new(&pv, x->device, 1, &np, sizeof(A) == 8 ? CT_F64 : CT_F32));
+  ct_status s = ct__be_tmp_new(&pi, x->device, 1, &np, CT_I64);
   if (s != CT_OK) {
-    ct__cuda_tmp_free(&pv);
+    ct__be_tmp_free(&pv);
     return s;
   }
   A *pval = (A *)ct__ptr(&pv.t);
@@ -156,8 +156,8 @@ static ct_status launch_reduce(ct__cuda_ctx *ctx, ct_tensor *out, ct_tensor *ind
                                                                                         out->dtype, ip, *outer);
     e = cudaGetLastError();
   }
-  ct__cuda_tmp_free(&pv); /* stream-ordered: reused only by later work on the compute stream */
-  ct__cuda_tmp_free(&pi);
+  ct__be_tmp_free(&pv); /* stream-ordered: reused only by later work on the compute stream */
+  ct__be_tmp_free(&pi);
   if (e != cudaSuccess) return ct__error(CT_EBACKEND, "cuda: launch of reduce_block_kernel failed: %s", cudaGetErrorString(e));
   return CT_OK;
 }

@@ -122,7 +122,7 @@ ct_status ct__cuda_softmax(ct_tensor *y, ct_tensor *x, int log) {
   int64_t R, ncol;
   rows_of(x, &R, &ncol);
   if (R == 0 || ncol == 0) return CT_OK;
-  if (!ct__cuda_is_contiguous(x) || !ct__cuda_is_contiguous(y) || x->dtype != y->dtype)
+  if (!ct_tensor_is_contiguous(x) || !ct_tensor_is_contiguous(y) || x->dtype != y->dtype)
     return ct__error(CT_EINVAL, "cuda: softmax wants contiguous x and y of one dtype");
   if (ncol <= 1024) {
     dim3 block(32, 8);
@@ -145,7 +145,7 @@ ct_status ct__cuda_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, 
   int64_t R, ncol;
   rows_of(y, &R, &ncol);
   if (R == 0 || ncol == 0) return CT_OK;
-  if (!ct__cuda_is_contiguous(gx) || !ct__cuda_is_contiguous(gy) || !ct__cuda_is_contiguous(y) ||
+  if (!ct_tensor_is_contiguous(gx) || !ct_tensor_is_contiguous(gy) || !ct_tensor_is_contiguous(y) ||
       gx->dtype != y->dtype || gy->dtype != y->dtype)
     return ct__error(CT_EINVAL, "cuda: softmax_backward wants contiguous gx, gy and y of one dtype");
   if (ncol <= 1024) {
