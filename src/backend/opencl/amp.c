@@ -7,8 +7,8 @@
  * tensor on g's device, set to 1.0 when an element of g is inf or NaN, else left unchanged. */
 ct_status ct__ocl_amp_unscale_(ct_tensor *g, double inv_scale, ct_tensor *found_inf) {
   ct__ocl_buf gb, fb;
-  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
-  CT_OCL_CHECK(ct__ocl_buf_of(found_inf, &fb));
+  CT_TRY(ct__ocl_buf_of(g, &gb));
+  CT_TRY(ct__ocl_buf_of(found_inf, &fb));
   int i = g->device.index;
   ct__ocl_real r;
   ct__ocl_arg args[] = {CT_OCL_ARG(gb.mem), CT_OCL_ARG(gb.off), CT_OCL_ARG(gb.dt), ct__ocl_real_arg(i, inv_scale, &r),

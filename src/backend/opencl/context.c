@@ -1,6 +1,6 @@
 /* src/backend/opencl/context.c: the per-device contexts of the OpenCL backend, and what every
  * launcher shares: resolving tensors to (buffer, offset) arguments, the strided iterator's host
- * half, launching a kernel, and temporaries.
+ * half and launching a kernel (temporaries are backend/common.h's).
  *
  * A context holds what cuttle keeps for one device: a cl_context, an in-order compute queue (every
  * kernel, CLBlast call and blocking copy, so that work is ordered without events), a copy queue for
@@ -164,53 +164,4 @@ ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const
     return ct__ocl_call_error(index, what, e);
   }
   return CT_OK;
-}
-
-/* ---- temporaries */
-static void tmp_release(ct_storage *s) { (void)s; }
-
-ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *shape, ct_dtype dt) {
-  memset(tmp, 0, sizeof *tmp);
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  size_t nbytes = (size_t)n * ct_dtype_size(dt);
-  /* through the core's device fault-injection point, as every tensor's memory, so that the tests
-   * that fail each allocation in turn reach the launchers' temporaries too */
-  void *p = ct__device_alloc(&ct__opencl_backend, CT_DEVICE_OPENCL(index), nbytes ? nbytes : 1);
-  if (!p) return ct_last_status();
-  tmp->s.refs = 1;
-  tmp->s.data = p;
-  tmp->s.nbytes = nbytes;
-  tmp->s.device = CT_DEVICE_OPENCL(index);
-  tmp->s.backend = &ct__opencl_backend;
-  tmp->s.release = tmp_release;
-  tmp->t.refs = 1;
-  tmp->t.ndim = ndim;
-  for (int d = 0; d < ndim; d++) tmp->t.shape[d] = shape[d];
-  ct__contiguous_strides(ndim, shape, tmp->t.stride);
-  tmp->t.dtype = dt;
-  tmp->t.device = CT_DEVICE_OPENCL(index);
-  tmp->t.storage = &tmp->s;
-  tmp->owned = 1;
-  return CT_OK;
-}
-
-ct_status ct__ocl_tmp_cast(ct__ocl_tmp *tmp, ct_tensor *t, ct_dtype dt) {
-  if (t->dtype == dt && ct_tensor_is_contiguous(t)) {
-    memset(tmp, 0, sizeof *tmp);
-    tmp->t = *t; /* a borrowed header: same storage, nothing to free */
-    return CT_OK;
-  }
-  CT_OCL_CHECK(ct__ocl_tmp_new(tmp, t->device.index, t->ndim, t->shape, dt));
-  ct_status s = ct__ocl_copy(&tmp->t, t);
-  if (s != CT_OK) ct__ocl_tmp_free(tmp);
-  return s;
-}
-
-ct_status ct__ocl_tmp_contiguous(ct__ocl_tmp *tmp, ct_tensor *t) { return ct__ocl_tmp_cast(tmp, t, t->dtype); }
-
-void ct__ocl_tmp_free(ct__ocl_tmp *tmp) {
-  if (tmp->owned && tmp->s.data) ct__ocl_free(tmp->s.device.index, tmp->s.data, tmp->s.nbytes);
-  tmp->owned = 0;
-  tmp->s.data = NULL;
 }

@@ -12,7 +12,6 @@
  *
  * The chunks are smaller than conv2d's (FUSED_SCRATCH_BYTES): the scratch is allocated bytes too,
  * and here it is the op's whole footprint besides its output and argmax. */
-#include <clblast_c.h>
 #include "backend/opencl/opencl_backend.h"
 
 /* The scratch a chunk may use: 16 images of the cnn's second layer (backward: 0.5 MB an image).
@@ -20,63 +19,31 @@
  * its peak allocated bytes fell from 80 to 43 MB in float32 and from 59 to 20 MB under autocast. */
 #define FUSED_SCRATCH_BYTES ((int64_t)8 << 20)
 
-/* kernels/conv.cl's conv_geom, field for field (conv.c has its own copy) */
-typedef struct {
-  cl_long C, H, W, kh, kw, Ho, Wo, sh, sw, ph, pw, dh, dw, n0, nb;
-} crp_geom;
-
-/* The conv output's size (Hc, Wc), as the front-end computes it: y holds only its pooled half. */
-static crp_geom geometry(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o) {
+/* conv.c's geometry with the conv output's size (Hc, Wc), as the front-end computes it: y holds
+ * only its pooled half. */
+static ct__ocl_conv_geom geometry(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o) {
   int64_t Hc = (x->shape[2] + 2 * o->padding[0] - o->dilation[0] * (w->shape[2] - 1) - 1) / o->stride[0] + 1;
   int64_t Wc = (x->shape[3] + 2 * o->padding[1] - o->dilation[1] * (w->shape[3] - 1) - 1) / o->stride[1] + 1;
-  crp_geom g = {x->shape[1], x->shape[2], x->shape[3], w->shape[2], w->shape[3], Hc, Wc, o->stride[0], o->stride[1],
-                o->padding[0], o->padding[1], o->dilation[0], o->dilation[1], 0, 0};
-  return g;
-}
-
-static int64_t chunk_images(int64_t N, int64_t rows, int64_t L) {
-  int64_t per_image = rows * L * (int64_t)sizeof(float), nb = per_image > 0 ? FUSED_SCRATCH_BYTES / per_image : N;
-  if (nb < 1) nb = 1;
-  return nb < N ? nb : N;
-}
-
-/* C (M, N) = op(A) op(B) + beta C in float32, row-major, on c's compute queue (offsets in elements) */
-static ct_status sgemm(ct__ocl_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, cl_mem a, size_t aoff, size_t lda,
-                       cl_mem b, size_t boff, size_t ldb, float beta, cl_mem cm, size_t coff, size_t ldc) {
-  ct__ocl_blas_lock(c);
-  CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
-                                      tb ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K, 1.0f, a,
-                                      aoff, lda, b, boff, ldb, beta, cm, coff, ldc, &c->compute, NULL);
-  ct__ocl_blas_unlock(c);
-  if (st == CLBlastSuccess) return CT_OK;
-  if (ct__ocl_is_oom((cl_int)st)) return ct__ocl_call_error(c->index, "conv2d_relu_max_pool2d: CLBlastSgemm", (cl_int)st);
-  return ct__error(CT_EBACKEND, "opencl:%d: conv2d_relu_max_pool2d: CLBlast Sgemm (%lld x %lld x %lld) failed with status %d",
-                   c->index, (long long)M, (long long)N, (long long)K, (int)st);
-}
-
-static ct_status im2col(int idx, const ct__ocl_buf *cols, const ct__ocl_buf *x, const crp_geom *g, int64_t Kall) {
-  crp_geom gg = *g;
-  ct__ocl_arg args[] = {CT_OCL_ARG(cols->mem), CT_OCL_ARG(cols->off), CT_OCL_ARG(cols->dt), CT_OCL_ARG(x->mem),
-                        CT_OCL_ARG(x->off),    CT_OCL_ARG(x->dt),     CT_OCL_ARG(gg)};
-  return ct__ocl_launch(idx, "conv_im2col", (size_t)(Kall * g->nb * g->Ho), 7, args); /* float32 columns */
+  return ct__ocl_conv_geometry(x, w, Hc, Wc, o);
 }
 
 ct_status ct__ocl_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor *x, ct_tensor *w, ct_tensor *b,
                                       const ct_conv2d_opts *o) {
   int idx = y->device.index;
-  crp_geom g = geometry(x, w, o);
+  ct_device dev = y->device;
+  ct__ocl_conv_geom g = geometry(x, w, o);
   int64_t N = x->shape[0], O = w->shape[0], G = o->groups, Og = O / G, Hp = y->shape[2], Wp = y->shape[3];
   int64_t L = g.Ho * g.Wo, Kall = g.C * g.kh * g.kw, K = Kall / G, P = Hp * Wp;
   if (N * O * P == 0) return CT_OK;
   ct__ocl_ctx *c = ct__ocl_ctx_get(idx);
   if (!c) return ct_last_status();
-  ct__ocl_tmp xt = {0}, wt = {0}, bt = {0}, cols = {0}, yt = {0};
-  int64_t nb = chunk_images(N, Kall + O, L);
+  ct__be_tmp xt = {0}, wt = {0}, bt = {0}, cols = {0}, yt = {0};
+  int64_t nb = ct__be_chunk(N, (Kall + O) * L * (int64_t)sizeof(float), FUSED_SCRATCH_BYTES);
   ct_status s;
-  if ((s = ct__ocl_tmp_contiguous(&xt, x)) != CT_OK || (s = ct__ocl_tmp_cast(&wt, w, CT_F32)) != CT_OK ||
-      (b && (s = ct__ocl_tmp_contiguous(&bt, b)) != CT_OK) ||
-      (s = ct__ocl_tmp_new(&cols, idx, 2, (int64_t[]){Kall, nb * L}, CT_F32)) != CT_OK ||
-      (s = ct__ocl_tmp_new(&yt, idx, 2, (int64_t[]){O, nb * L}, CT_F32)) != CT_OK)
+  if ((s = ct__be_tmp_contiguous(&xt, x)) != CT_OK || (s = ct__be_tmp_cast(&wt, w, CT_F32)) != CT_OK ||
+      (b && (s = ct__be_tmp_contiguous(&bt, b)) != CT_OK) ||
+      (s = ct__be_tmp_new(&cols, dev, 2, (int64_t[]){Kall, nb * L}, CT_F32)) != CT_OK ||
+      (s = ct__be_tmp_new(&yt, dev, 2, (int64_t[]){O, nb * L}, CT_F32)) != CT_OK)
     goto done;
   ct__ocl_buf xb, wb, bb, cb, tb, yb, ab;
   if ((s = ct__ocl_buf_of(&xt.t, &xb)) != CT_OK || (s = ct__ocl_buf_of(&wt.t, &wb)) != CT_OK ||
@@ -91,11 +58,11 @@ ct_status ct__ocl_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor
     g.n0 = n0, g.nb = n0 + nb <= N ? nb : N - n0;
     int64_t M = g.nb * L;
     /* no input channels (K = 0): the products are empty sums, and CLBlast takes no empty GEMM */
-    s = K == 0 ? ct__ocl_fill(&yt.t, 0) : im2col(idx, &cb, &xb, &g, Kall);
+    s = K == 0 ? ct__ocl_fill(&yt.t, 0) : ct__ocl_im2col(idx, &cb, &xb, &g, Kall);
     for (int64_t gi = 0; gi < G && K > 0 && s == CT_OK; gi++)
-      s = sgemm(c, 0, 0, Og, M, K, wb.mem, (size_t)(wb.off + gi * Og * K), (size_t)K, cb.mem, (size_t)(cb.off + gi * K * M),
-                (size_t)M, 0.0f, tb.mem, (size_t)(tb.off + gi * Og * M), (size_t)M);
-    crp_geom gg = g;
+      s = ct__ocl_gemm(c, "conv2d_relu_max_pool2d", CT_F32, 0, 0, Og, M, K, wb.mem, (size_t)(wb.off + gi * Og * K), (size_t)K,
+                       cb.mem, (size_t)(cb.off + gi * K * M), (size_t)M, 0.0, tb.mem, (size_t)(tb.off + gi * Og * M), (size_t)M);
+    ct__ocl_conv_geom gg = g;
     ct__ocl_arg args[] = {CT_OCL_ARG(yb.mem), CT_OCL_ARG(yb.off), CT_OCL_ARG(yb.dt),  CT_OCL_ARG(ab.mem),   CT_OCL_ARG(ab.off),
                           CT_OCL_ARG(packed), CT_OCL_ARG(tb.mem), CT_OCL_ARG(tb.off), CT_OCL_ARG(bb.mem),   CT_OCL_ARG(bb.off),
                           CT_OCL_ARG(bb.dt),  CT_OCL_ARG(has_bias), CT_OCL_ARG(cO),   CT_OCL_ARG(cHp),      CT_OCL_ARG(cWp),
@@ -103,22 +70,23 @@ ct_status ct__ocl_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor
     if (s == CT_OK) s = ct__ocl_launch(idx, "crp_pool", (size_t)(g.nb * O * ((P + 1) / 2)), 16, args);
   }
 done:
-  ct__ocl_tmp_free(&xt), ct__ocl_tmp_free(&wt), ct__ocl_tmp_free(&bt), ct__ocl_tmp_free(&cols), ct__ocl_tmp_free(&yt);
+  ct__be_tmp_free(&xt), ct__be_tmp_free(&wt), ct__be_tmp_free(&bt), ct__be_tmp_free(&cols), ct__be_tmp_free(&yt);
   return s;
 }
 
 ct_status ct__ocl_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *argmax,
                                                ct_tensor *x, ct_tensor *w, const ct_conv2d_opts *o) {
   int idx = gy->device.index;
-  crp_geom g = geometry(x, w, o);
-  int64_t N = x->shape[0], O = w->shape[0], G = o->groups, Og = O / G, Hp = gy->shape[2], Wp = gy->shape[3];
+  ct_device dev = gy->device;
+  ct__ocl_conv_geom g = geometry(x, w, o);
+  int64_t N = x->shape[0], O = w->shape[0], G = o->groups, Hp = gy->shape[2], Wp = gy->shape[3];
   int64_t L = g.Ho * g.Wo, Kall = g.C * g.kh * g.kw, K = Kall / G, P = Hp * Wp;
   ct__ocl_ctx *c = ct__ocl_ctx_get(idx);
   if (!c) return ct_last_status();
-  ct__ocl_tmp gyt = {0}, amt = {0}, xt = {0}, wt = {0}, cols = {0}, dcols = {0}, gyT = {0}, gwt = {0};
+  ct__be_tmp gyt = {0}, amt = {0}, xt = {0}, wt = {0}, cols = {0}, dcols = {0}, gyT = {0}, gwt = {0};
   ct_status s;
   ct__ocl_buf gyb, ab;
-  if ((s = ct__ocl_tmp_contiguous(&gyt, gy)) != CT_OK || (s = ct__ocl_tmp_contiguous(&amt, argmax)) != CT_OK ||
+  if ((s = ct__be_tmp_contiguous(&gyt, gy)) != CT_OK || (s = ct__be_tmp_contiguous(&amt, argmax)) != CT_OK ||
       (s = ct__ocl_buf_of(&gyt.t, &gyb)) != CT_OK || (s = ct__ocl_buf_of(&amt.t, &ab)) != CT_OK)
     goto done;
   cl_int packed = argmax->dtype == CT_U8;
@@ -137,46 +105,29 @@ ct_status ct__ocl_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_
     if (gw) s = ct__ocl_fill(gw, 0);
     goto done;
   }
-  int64_t nb = chunk_images(N, O + Kall * ((gx != NULL) + (gw != NULL)), L);
-  if ((gw && (s = ct__ocl_tmp_contiguous(&xt, x)) != CT_OK) || (gx && (s = ct__ocl_tmp_cast(&wt, w, CT_F32)) != CT_OK) ||
-      (gw && (s = ct__ocl_tmp_new(&cols, idx, 2, (int64_t[]){Kall, nb * L}, CT_F32)) != CT_OK) ||
-      (gx && (s = ct__ocl_tmp_new(&dcols, idx, 2, (int64_t[]){Kall, nb * L}, CT_F32)) != CT_OK) ||
-      (gw && (s = ct__ocl_tmp_new(&gwt, idx, gw->ndim, gw->shape, CT_F32)) != CT_OK) || /* (O, K) */
-      (s = ct__ocl_tmp_new(&gyT, idx, 2, (int64_t[]){O, nb * L}, CT_F32)) != CT_OK)
+  int64_t nb = ct__be_chunk(N, (O + Kall * ((gx != NULL) + (gw != NULL))) * L * (int64_t)sizeof(float), FUSED_SCRATCH_BYTES);
+  if ((gw && (s = ct__be_tmp_contiguous(&xt, x)) != CT_OK) || (gx && (s = ct__be_tmp_cast(&wt, w, CT_F32)) != CT_OK) ||
+      (gw && (s = ct__be_tmp_new(&cols, dev, 2, (int64_t[]){Kall, nb * L}, CT_F32)) != CT_OK) ||
+      (gx && (s = ct__be_tmp_new(&dcols, dev, 2, (int64_t[]){Kall, nb * L}, CT_F32)) != CT_OK) ||
+      (gw && (s = ct__be_tmp_new(&gwt, dev, gw->ndim, gw->shape, CT_F32)) != CT_OK) || /* (O, K) */
+      (s = ct__be_tmp_new(&gyT, dev, 2, (int64_t[]){O, nb * L}, CT_F32)) != CT_OK)
     goto done;
-  ct__ocl_buf xb = {0}, wb = {0}, cb = {0}, db = {0}, tb, gxb = {0}, gwb = {0};
-  if ((gw && ((s = ct__ocl_buf_of(&xt.t, &xb)) != CT_OK || (s = ct__ocl_buf_of(&cols.t, &cb)) != CT_OK ||
-              (s = ct__ocl_buf_of(&gwt.t, &gwb)) != CT_OK)) ||
-      (gx && ((s = ct__ocl_buf_of(&wt.t, &wb)) != CT_OK || (s = ct__ocl_buf_of(&dcols.t, &db)) != CT_OK ||
-              (s = ct__ocl_buf_of(gx, &gxb)) != CT_OK)) ||
-      (s = ct__ocl_buf_of(&gyT.t, &tb)) != CT_OK)
+  ct__ocl_conv_grads bufs;
+  if ((s = ct__ocl_conv_grads_init(&bufs, c, "conv2d_relu_max_pool2d", CT_F32, G, O, &gyT.t, &xt.t, &cols.t, gw ? &gwt.t : NULL,
+                                   &wt.t, &dcols.t, gx)) != CT_OK)
     goto done;
   for (int64_t n0 = 0; n0 < N && s == CT_OK; n0 += nb) {
     g.n0 = n0, g.nb = n0 + nb <= N ? nb : N - n0;
-    int64_t M = g.nb * L;
-    crp_geom gg = g;
-    ct__ocl_arg uargs[] = {CT_OCL_ARG(tb.mem), CT_OCL_ARG(tb.off), CT_OCL_ARG(gyb.mem), CT_OCL_ARG(gyb.off),
-                           CT_OCL_ARG(gyb.dt), CT_OCL_ARG(ab.mem), CT_OCL_ARG(ab.off),  CT_OCL_ARG(packed),
-                           CT_OCL_ARG(cO),     CT_OCL_ARG(cHp),    CT_OCL_ARG(cWp),     CT_OCL_ARG(gg)};
+    ct__ocl_conv_geom gg = g;
+    ct__ocl_arg uargs[] = {CT_OCL_ARG(bufs.gyT.mem), CT_OCL_ARG(bufs.gyT.off), CT_OCL_ARG(gyb.mem), CT_OCL_ARG(gyb.off),
+                           CT_OCL_ARG(gyb.dt),       CT_OCL_ARG(ab.mem),       CT_OCL_ARG(ab.off),  CT_OCL_ARG(packed),
+                           CT_OCL_ARG(cO),           CT_OCL_ARG(cHp),          CT_OCL_ARG(cWp),     CT_OCL_ARG(gg)};
     s = ct__ocl_launch(idx, "crp_unpool", (size_t)(O * g.nb * g.Ho), 12, uargs);
-    if (gw && s == CT_OK) { /* gw_g += gyT_g @ cols_g^T: the first chunk overwrites, later ones add */
-      s = im2col(idx, &cb, &xb, &g, Kall);
-      for (int64_t gi = 0; gi < G && s == CT_OK; gi++)
-        s = sgemm(c, 0, 1, Og, K, M, tb.mem, (size_t)(tb.off + gi * Og * M), (size_t)M, cb.mem, (size_t)(cb.off + gi * K * M),
-                  (size_t)M, n0 == 0 ? 0.0f : 1.0f, gwb.mem, (size_t)(gwb.off + gi * Og * K), (size_t)K);
-    }
-    if (gx && s == CT_OK) { /* dcols_g = W_g^T @ gyT_g, then each gx element gathers its taps */
-      for (int64_t gi = 0; gi < G && s == CT_OK; gi++)
-        s = sgemm(c, 1, 0, K, M, Og, wb.mem, (size_t)(wb.off + gi * Og * K), (size_t)K, tb.mem, (size_t)(tb.off + gi * Og * M),
-                  (size_t)M, 0.0f, db.mem, (size_t)(db.off + gi * K * M), (size_t)M);
-      ct__ocl_arg cargs[] = {CT_OCL_ARG(gxb.mem), CT_OCL_ARG(gxb.off), CT_OCL_ARG(gxb.dt), CT_OCL_ARG(db.mem),
-                             CT_OCL_ARG(db.off),  CT_OCL_ARG(db.dt),   CT_OCL_ARG(gg)};
-      if (s == CT_OK) s = ct__ocl_launch(idx, "conv_col2im", g.W > 0 ? (size_t)(g.nb * g.C * g.H) : 0, 7, cargs);
-    }
+    if (s == CT_OK) s = ct__ocl_conv_backward_chunk(&bufs, &g);
   }
   if (gw && s == CT_OK) s = ct__ocl_copy(gw, &gwt.t); /* into gw's dtype */
 done:
-  ct__ocl_tmp_free(&gyt), ct__ocl_tmp_free(&amt), ct__ocl_tmp_free(&xt), ct__ocl_tmp_free(&wt);
-  ct__ocl_tmp_free(&cols), ct__ocl_tmp_free(&dcols), ct__ocl_tmp_free(&gyT), ct__ocl_tmp_free(&gwt);
+  ct__be_tmp_free(&gyt), ct__be_tmp_free(&amt), ct__be_tmp_free(&xt), ct__be_tmp_free(&wt);
+  ct__be_tmp_free(&cols), ct__be_tmp_free(&dcols), ct__be_tmp_free(&gyT), ct__be_tmp_free(&gwt);
   return s;
 }

@@ -42,8 +42,8 @@ ct_status ct__ocl_memcpy(int index, void *dst, const void *src, size_t nbytes, i
   if (!c) return ct_last_status();
   cl_mem dm = NULL, sm = NULL;
   size_t doff = 0, soff = 0;
-  if (dir == 0 || dir == 2) CT_OCL_CHECK(ct__ocl_resolve(index, dst, &dm, &doff));
-  if (dir == 1 || dir == 2) CT_OCL_CHECK(ct__ocl_resolve(index, src, &sm, &soff));
+  if (dir == 0 || dir == 2) CT_TRY(ct__ocl_resolve(index, dst, &dm, &doff));
+  if (dir == 1 || dir == 2) CT_TRY(ct__ocl_resolve(index, src, &sm, &soff));
   if (dir != 2 && non_blocking && ct__ocl_pinned_use(dir == 0 ? src : dst, nbytes))
     return copy_async(c, dir, dm, doff, dst, sm, soff, src, nbytes);
   if (dir == 0) CT_OCL_TRY(clEnqueueWriteBuffer(c->compute, dm, CL_TRUE, doff, nbytes, src, 0, NULL, NULL), "clEnqueueWriteBuffer", index);
@@ -56,8 +56,8 @@ ct_status ct__ocl_copy(ct_tensor *dst, ct_tensor *src) {
   int64_t n = ct_tensor_numel(dst);
   if (n == 0) return CT_OK;
   ct__ocl_buf d, s;
-  CT_OCL_CHECK(ct__ocl_buf_of(dst, &d));
-  CT_OCL_CHECK(ct__ocl_buf_of(src, &s));
+  CT_TRY(ct__ocl_buf_of(dst, &d));
+  CT_TRY(ct__ocl_buf_of(src, &s));
   const int64_t *strides[2] = {dst->stride, src->stride};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, dst->ndim, dst->shape, 2, strides);
@@ -83,7 +83,7 @@ ct_status ct__ocl_fill(ct_tensor *dst, double value) {
   int64_t n = ct_tensor_numel(dst);
   if (n == 0) return CT_OK;
   ct__ocl_buf d;
-  CT_OCL_CHECK(ct__ocl_buf_of(dst, &d));
+  CT_TRY(ct__ocl_buf_of(dst, &d));
   const int64_t *strides[1] = {dst->stride};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, dst->ndim, dst->shape, 1, strides);

@@ -55,8 +55,8 @@ static const int64_t *strides_or_null(ct_tensor *t) { return t ? t->stride : NUL
 
 ct_status ct__ocl_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x) {
   ct__ocl_buf o, a;
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
-  CT_OCL_CHECK(ct__ocl_buf_of(x, &a));
+  CT_TRY(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(x, &a));
   const int64_t *st[2] = {out->stride, x->stride};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, out->ndim, out->shape, 2, st);
@@ -68,11 +68,11 @@ ct_status ct__ocl_unary(ct_unary_op op, ct_tensor *out, ct_tensor *x) {
 
 ct_status ct__ocl_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, ct_tensor *x, ct_tensor *y) {
   ct__ocl_buf o, gb, xb, yb;
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
-  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
-  CT_OCL_CHECK(ct__ocl_buf_of(x, &xb));
+  CT_TRY(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(g, &gb));
+  CT_TRY(ct__ocl_buf_of(x, &xb));
   yb = xb; /* a valid buffer argument when y is absent; has_y tells the kernel */
-  if (y) CT_OCL_CHECK(ct__ocl_buf_of(y, &yb));
+  if (y) CT_TRY(ct__ocl_buf_of(y, &yb));
   const int64_t *st[4] = {out->stride, g->stride, x->stride, strides_or_null(y)};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, out->ndim, out->shape, 4, st);
@@ -85,9 +85,9 @@ ct_status ct__ocl_unary_backward(ct_unary_op op, ct_tensor *out, ct_tensor *g, c
 
 ct_status ct__ocl_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tensor *b) {
   ct__ocl_buf o, ab, bb;
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
-  CT_OCL_CHECK(ct__ocl_buf_of(a, &ab));
-  CT_OCL_CHECK(ct__ocl_buf_of(b, &bb));
+  CT_TRY(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(a, &ab));
+  CT_TRY(ct__ocl_buf_of(b, &bb));
   const int64_t *st[3] = {out->stride, a->stride, b->stride};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, out->ndim, out->shape, 3, st);
@@ -100,10 +100,10 @@ ct_status ct__ocl_binary(ct_binary_op op, ct_tensor *out, ct_tensor *a, ct_tenso
 
 ct_status ct__ocl_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_tensor *g, ct_tensor *a, ct_tensor *b) {
   ct__ocl_buf o, gb, ab, bb;
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
-  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
-  CT_OCL_CHECK(ct__ocl_buf_of(a, &ab));
-  CT_OCL_CHECK(ct__ocl_buf_of(b, &bb));
+  CT_TRY(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(g, &gb));
+  CT_TRY(ct__ocl_buf_of(a, &ab));
+  CT_TRY(ct__ocl_buf_of(b, &bb));
   const int64_t *st[4] = {out->stride, g->stride, a->stride, b->stride};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, out->ndim, out->shape, 4, st);
@@ -116,10 +116,10 @@ ct_status ct__ocl_binary_backward(ct_binary_op op, int wrt, ct_tensor *out, ct_t
 
 ct_status ct__ocl_where(ct_tensor *out, ct_tensor *cond, ct_tensor *a, ct_tensor *b) {
   ct__ocl_buf o, cb, ab, bb;
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
-  CT_OCL_CHECK(ct__ocl_buf_of(cond, &cb));
-  CT_OCL_CHECK(ct__ocl_buf_of(a, &ab));
-  CT_OCL_CHECK(ct__ocl_buf_of(b, &bb));
+  CT_TRY(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(cond, &cb));
+  CT_TRY(ct__ocl_buf_of(a, &ab));
+  CT_TRY(ct__ocl_buf_of(b, &bb));
   const int64_t *st[4] = {out->stride, cond->stride, a->stride, b->stride};
   ct__ocl_iter it;
   ct__ocl_iter_init(&it, out->ndim, out->shape, 4, st);

@@ -12,10 +12,10 @@ static void split(const ct_tensor *t, int dim, cl_long *outer, cl_long *inner) {
 }
 
 ct_status ct__ocl_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index) {
-  ct__ocl_tmp xc, ic;
-  CT_OCL_CHECK(ct__ocl_tmp_contiguous(&xc, x));
-  ct_status s = ct__ocl_tmp_cast(&ic, index, CT_I64);
-  if (s != CT_OK) return ct__ocl_tmp_free(&xc), s;
+  ct__be_tmp xc, ic;
+  CT_TRY(ct__be_tmp_contiguous(&xc, x));
+  ct_status s = ct__be_tmp_cast(&ic, index, CT_I64);
+  if (s != CT_OK) return ct__be_tmp_free(&xc), s;
   ct__ocl_buf ob, xb, ib;
   if ((s = ct__ocl_buf_of(out, &ob)) == CT_OK && (s = ct__ocl_buf_of(&xc.t, &xb)) == CT_OK && (s = ct__ocl_buf_of(&ic.t, &ib)) == CT_OK) {
     cl_long outer, inner, n = out->shape[dim], xs = x->shape[dim];
@@ -24,16 +24,16 @@ ct_status ct__ocl_index_select(ct_tensor *out, ct_tensor *x, int dim, ct_tensor 
                           CT_OCL_ARG(ib.mem), CT_OCL_ARG(ib.off), CT_OCL_ARG(n),      CT_OCL_ARG(xs),     CT_OCL_ARG(inner)};
     s = ct__ocl_launch(out->device.index, "index_select", (size_t)ct_tensor_numel(out), 10, args);
   }
-  ct__ocl_tmp_free(&xc);
-  ct__ocl_tmp_free(&ic);
+  ct__be_tmp_free(&xc);
+  ct__be_tmp_free(&ic);
   return s;
 }
 
 ct_status ct__ocl_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy) {
-  ct__ocl_tmp gc, ic;
-  CT_OCL_CHECK(ct__ocl_tmp_cast(&gc, gy, gx->dtype));
-  ct_status s = ct__ocl_tmp_cast(&ic, index, CT_I64);
-  if (s != CT_OK) return ct__ocl_tmp_free(&gc), s;
+  ct__be_tmp gc, ic;
+  CT_TRY(ct__be_tmp_cast(&gc, gy, gx->dtype));
+  ct_status s = ct__be_tmp_cast(&ic, index, CT_I64);
+  if (s != CT_OK) return ct__be_tmp_free(&gc), s;
   ct__ocl_buf xb, yb, ib;
   if (!ct_tensor_is_contiguous(gx)) s = ct__error(CT_EINVAL, "opencl: index_add needs a contiguous gradient (a bug in the caller)");
   if (s == CT_OK && (s = ct__ocl_buf_of(gx, &xb)) == CT_OK && (s = ct__ocl_buf_of(&gc.t, &yb)) == CT_OK &&
@@ -44,16 +44,16 @@ ct_status ct__ocl_index_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor 
                           CT_OCL_ARG(ib.mem), CT_OCL_ARG(ib.off), CT_OCL_ARG(n),      CT_OCL_ARG(gs),     CT_OCL_ARG(inner)};
     s = ct__ocl_launch(gx->device.index, "index_add", (size_t)(outer * inner), 10, args);
   }
-  ct__ocl_tmp_free(&gc);
-  ct__ocl_tmp_free(&ic);
+  ct__be_tmp_free(&gc);
+  ct__be_tmp_free(&ic);
   return s;
 }
 
 ct_status ct__ocl_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index) {
-  ct__ocl_tmp ic, xc;
-  CT_OCL_CHECK(ct__ocl_tmp_cast(&ic, index, CT_I64));
-  ct_status s = ct__ocl_tmp_cast(&xc, x, out->dtype);
-  if (s != CT_OK) return ct__ocl_tmp_free(&ic), s;
+  ct__be_tmp ic, xc;
+  CT_TRY(ct__be_tmp_cast(&ic, index, CT_I64));
+  ct_status s = ct__be_tmp_cast(&xc, x, out->dtype);
+  if (s != CT_OK) return ct__be_tmp_free(&ic), s;
   ct__ocl_buf ob, xb, ib;
   if ((s = ct__ocl_buf_of(out, &ob)) == CT_OK && (s = ct__ocl_buf_of(&xc.t, &xb)) == CT_OK && (s = ct__ocl_buf_of(&ic.t, &ib)) == CT_OK) {
     int64_t xst[CT_MAX_DIMS];
@@ -66,16 +66,16 @@ ct_status ct__ocl_gather(ct_tensor *out, ct_tensor *x, int dim, ct_tensor *index
                           CT_OCL_ARG(xb.dt),  CT_OCL_ARG(ib.mem), CT_OCL_ARG(ib.off), CT_OCL_ARG(xsd), CT_OCL_ARG(it)};
     s = ct__ocl_launch(out->device.index, "gather", (size_t)ct_tensor_numel(out), 9, args);
   }
-  ct__ocl_tmp_free(&ic);
-  ct__ocl_tmp_free(&xc);
+  ct__be_tmp_free(&ic);
+  ct__be_tmp_free(&xc);
   return s;
 }
 
 ct_status ct__ocl_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tensor *gy) {
-  ct__ocl_tmp ic, gc;
-  CT_OCL_CHECK(ct__ocl_tmp_cast(&ic, index, CT_I64));
-  ct_status s = ct__ocl_tmp_cast(&gc, gy, gx->dtype);
-  if (s != CT_OK) return ct__ocl_tmp_free(&ic), s;
+  ct__be_tmp ic, gc;
+  CT_TRY(ct__be_tmp_cast(&ic, index, CT_I64));
+  ct_status s = ct__be_tmp_cast(&gc, gy, gx->dtype);
+  if (s != CT_OK) return ct__be_tmp_free(&ic), s;
   ct__ocl_buf xb, yb, ib;
   if ((s = ct__ocl_buf_of(gx, &xb)) == CT_OK && (s = ct__ocl_buf_of(&gc.t, &yb)) == CT_OK && (s = ct__ocl_buf_of(&ic.t, &ib)) == CT_OK) {
     int64_t shape[CT_MAX_DIMS], xst[CT_MAX_DIMS];
@@ -89,7 +89,7 @@ ct_status ct__ocl_scatter_add(ct_tensor *gx, int dim, ct_tensor *index, ct_tenso
                           CT_OCL_ARG(isd),    CT_OCL_ARG(it)};
     s = ct__ocl_launch(gx->device.index, "scatter_add", (size_t)(ct_tensor_numel(gy) / (n ? n : 1)), 12, args);
   }
-  ct__ocl_tmp_free(&ic);
-  ct__ocl_tmp_free(&gc);
+  ct__be_tmp_free(&ic);
+  ct__be_tmp_free(&gc);
   return s;
 }

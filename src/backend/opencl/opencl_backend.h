@@ -1,6 +1,7 @@
 /* src/backend/opencl/opencl_backend.h: what the OpenCL backend's files share: the per-device
- * context, the device "pointers", temporaries, the strided iterator and the kernel launcher. The
- * backend's folder is the only place that includes CL headers.
+ * context, the device "pointers", the strided iterator, the kernel launcher and the CLBlast GEMM.
+ * The backend's folder is the only place that includes CL headers; what every backend shares
+ * (temporaries, chunking, CT_TRY) is in backend/common.h.
  *
  * Device pointers. OpenCL buffers are cl_mem handles, not addresses, but cuttle's storage holds a
  * void * and the core computes element addresses as data + offset * itemsize (ct__ptr) before it
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include "core/backend.h"
+#include "backend/common.h"
 
 /* The kernels of core/kernels.def, ct__ocl_<name>, each in the file of its family; the table is in
  * backend.c. */
@@ -157,28 +159,42 @@ typedef union {
 } ct__ocl_real;
 ct__ocl_arg ct__ocl_real_arg(int index, double v, ct__ocl_real *slot);
 
-/* ---- temporaries: a contiguous device tensor living on the stack of a kernel launcher */
+/* ---- the CLBlast GEMM (matmul.c), for matmul, conv2d and the fused conv: C (M, N) = op(A) op(B) +
+ * beta C, row-major, in float32 or float64 (dt), on c's compute queue under ct__ocl_blas_lock,
+ * offsets in elements. A failure names op: CT_ENOMEM with the allocator's figures when CLBlast
+ * reports OpenCL's out of memory, else CT_EBACKEND. */
+ct_status ct__ocl_gemm(ct__ocl_ctx *c, const char *op, ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                       cl_mem a, size_t aoff, size_t lda, cl_mem b, size_t boff, size_t ldb, double beta, cl_mem cm,
+                       size_t coff, size_t ldc);
+
+/* ---- conv.c's lowering, which conv_relu_pool.c shares: kernels/conv.cl's conv_geom, field for
+ * field, for x (N, C, H, W), w (O, C/G, kH, kW) and a conv output of (Ho, Wo); n0 and nb (the
+ * chunk of images) start at 0 */
 typedef struct {
-  ct_storage s;
-  ct_tensor t;
-  int owned;
-} ct__ocl_tmp;
-ct_status ct__ocl_tmp_new(ct__ocl_tmp *tmp, int index, int ndim, const int64_t *shape, ct_dtype dt);
-/* t itself (borrowed header) when contiguous, else a contiguous copy */
-ct_status ct__ocl_tmp_contiguous(ct__ocl_tmp *tmp, ct_tensor *t);
-/* a contiguous copy of t in dtype dt (t's own header when it already is one) */
-ct_status ct__ocl_tmp_cast(ct__ocl_tmp *tmp, ct_tensor *t, ct_dtype dt);
-void ct__ocl_tmp_free(ct__ocl_tmp *tmp);
+  cl_long C, H, W, kh, kw, Ho, Wo, sh, sw, ph, pw, dh, dw, n0, nb;
+} ct__ocl_conv_geom;
+ct__ocl_conv_geom ct__ocl_conv_geometry(const ct_tensor *x, const ct_tensor *w, int64_t Ho, int64_t Wo, const ct_conv2d_opts *o);
+/* cols (C kH kW, nb L) of the chunk g.n0 .. g.n0 + g.nb - 1 of x, in cols' dtype. */
+ct_status ct__ocl_im2col(int idx, const ct__ocl_buf *cols, const ct__ocl_buf *x, const ct__ocl_conv_geom *g, int64_t Kall);
 
-/* ---- kernels by family (one file each); each returns CT_OK or sets the error */
-/* conv_relu_pool.c: the vtable's conv2d_relu_pool2x2 and its backward (float32 and the halves) */
+/* One chunk of the backward from gyT (O, nb L), the chunk's conv output gradient: the GEMMs (op
+ * names them in errors, dt is their precision) and col2im that take gyT to gw (through x's cols:
+ * the chunk of n0 == 0 overwrites gw, later ones add) and to gx (through dcols). init resolves the
+ * buffers: gw's side (x, cols, gw) only when gw is given, gx's (w, dcols, gx) only when gx is. */
+typedef struct {
+  ct__ocl_ctx *c;
+  const char *op;
+  ct_dtype dt;
+  int64_t G, O;
+  int want_gw, want_gx;
+  ct__ocl_buf gyT, x, cols, gw, w, dcols, gx;
+} ct__ocl_conv_grads;
+ct_status ct__ocl_conv_grads_init(ct__ocl_conv_grads *b, ct__ocl_ctx *c, const char *op, ct_dtype dt, int64_t G, int64_t O,
+                                  ct_tensor *gyT, ct_tensor *x, ct_tensor *cols, ct_tensor *gw, ct_tensor *w, ct_tensor *dcols,
+                                  ct_tensor *gx);
+ct_status ct__ocl_conv_backward_chunk(const ct__ocl_conv_grads *b, const ct__ocl_conv_geom *g);
 
-#define CT_OCL_CHECK(x)           \
-  do {                            \
-    ct_status s_ = (x);           \
-    if (s_ != CT_OK) return s_;   \
-  } while (0)
-
+/* A failed OpenCL call (cl_int) returns ct__ocl_call_error's status. */
 #define CT_OCL_TRY(call, what, index)                                    \
   do {                                                                   \
     cl_int e_ = (call);                                                  \

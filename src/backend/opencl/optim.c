@@ -5,10 +5,10 @@
 
 ct_status ct__ocl_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a) {
   ct__ocl_buf pb, gb, mb, vb;
-  CT_OCL_CHECK(ct__ocl_buf_of(p, &pb));
-  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
-  CT_OCL_CHECK(ct__ocl_buf_of(m, &mb));
-  CT_OCL_CHECK(ct__ocl_buf_of(v, &vb));
+  CT_TRY(ct__ocl_buf_of(p, &pb));
+  CT_TRY(ct__ocl_buf_of(g, &gb));
+  CT_TRY(ct__ocl_buf_of(m, &mb));
+  CT_TRY(ct__ocl_buf_of(v, &vb));
   int i = p->device.index;
   /* the CPU's constants (src/backend/cpu/optim.c), in double before the one rounding to REAL */
   double c[9] = {a->beta1,
@@ -31,10 +31,10 @@ ct_status ct__ocl_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor 
 
 ct_status ct__ocl_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a) {
   ct__ocl_buf pb, gb, bb;
-  CT_OCL_CHECK(ct__ocl_buf_of(p, &pb));
-  CT_OCL_CHECK(ct__ocl_buf_of(g, &gb));
+  CT_TRY(ct__ocl_buf_of(p, &pb));
+  CT_TRY(ct__ocl_buf_of(g, &gb));
   bb = pb; /* a valid buffer argument when there is no momentum buffer */
-  if (buf) CT_OCL_CHECK(ct__ocl_buf_of(buf, &bb));
+  if (buf) CT_TRY(ct__ocl_buf_of(buf, &bb));
   int i = p->device.index;
   ct__ocl_real r[4];
   cl_int has = buf != NULL, nest = a->nesterov, first = a->first_step;

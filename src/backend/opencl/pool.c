@@ -24,8 +24,8 @@ static cl_int kind_code(ct_pool_kind kind) { return kind == CT_POOL_AVG ? 1 : ki
 ct_status ct__ocl_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_tensor *x, const ct_pool2d_opts *o) {
   if (argmax && argmax->dtype != CT_I64)
     return ct__error(CT_EINVAL, "opencl: max_pool2d records its argmax in int64, got %s", ct_dtype_name(argmax->dtype));
-  ct__ocl_tmp xt;
-  CT_OCL_CHECK(ct__ocl_tmp_contiguous(&xt, x));
+  ct__be_tmp xt;
+  CT_TRY(ct__be_tmp_contiguous(&xt, x));
   ct__ocl_buf yb, xb, ab;
   ct_status s;
   if ((s = ct__ocl_buf_of(y, &yb)) == CT_OK && (s = ct__ocl_buf_of(&xt.t, &xb)) == CT_OK &&
@@ -37,7 +37,7 @@ ct_status ct__ocl_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
                           CT_OCL_ARG(ab.mem), CT_OCL_ARG(ab.off), CT_OCL_ARG(has_am), CT_OCL_ARG(k),     CT_OCL_ARG(g)};
     s = ct__ocl_launch(y->device.index, "pool2d", (size_t)ct_tensor_numel(y), 10, args);
   }
-  ct__ocl_tmp_free(&xt);
+  ct__be_tmp_free(&xt);
   return s;
 }
 
@@ -45,12 +45,12 @@ ct_status ct__ocl_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
 ct_status ct__ocl_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *gy, ct_tensor *argmax, const ct_pool2d_opts *o) {
   if (kind != CT_POOL_AVG && (!argmax || argmax->dtype != CT_I64))
     return ct__error(CT_EINVAL, "opencl: max_pool2d backward needs the forward's int64 argmax");
-  ct__ocl_tmp gyt, amt = {0};
-  CT_OCL_CHECK(ct__ocl_tmp_contiguous(&gyt, gy));
+  ct__be_tmp gyt, amt = {0};
+  CT_TRY(ct__be_tmp_contiguous(&gyt, gy));
   ct__ocl_buf gxb, gyb, ab;
   ct_status s;
   if ((s = ct__ocl_buf_of(gx, &gxb)) == CT_OK && (s = ct__ocl_buf_of(&gyt.t, &gyb)) == CT_OK &&
-      (!argmax || ((s = ct__ocl_tmp_contiguous(&amt, argmax)) == CT_OK && (s = ct__ocl_buf_of(&amt.t, &ab)) == CT_OK))) {
+      (!argmax || ((s = ct__be_tmp_contiguous(&amt, argmax)) == CT_OK && (s = ct__ocl_buf_of(&amt.t, &ab)) == CT_OK))) {
     if (!argmax) ab = gyb; /* a valid buffer argument the average kernel never reads */
     pool_geom g = geometry(gx, gy, o);
     cl_int k = kind_code(kind);
@@ -58,6 +58,6 @@ ct_status ct__ocl_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
                           CT_OCL_ARG(ab.mem),  CT_OCL_ARG(ab.off),  CT_OCL_ARG(k),       CT_OCL_ARG(g)};
     s = ct__ocl_launch(gx->device.index, "pool2d_backward", (size_t)ct_tensor_numel(gx), 9, args);
   }
-  ct__ocl_tmp_free(&gyt), ct__ocl_tmp_free(&amt);
+  ct__be_tmp_free(&gyt), ct__be_tmp_free(&amt);
   return s;
 }

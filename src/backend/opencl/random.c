@@ -4,7 +4,7 @@
 
 ct_status ct__ocl_random(ct_tensor *out, ct_dist dist, double p0, double p1, uint64_t seed, uint64_t offset) {
   ct__ocl_buf o;
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(out, &o));
   cl_long n = ct_tensor_numel(out);
   cl_int d = (cl_int)dist;
   cl_ulong range = dist == CT_DIST_RANDINT ? (cl_ulong)(p1 - p0) : 1, sd = seed, off = offset;

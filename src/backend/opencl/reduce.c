@@ -14,9 +14,9 @@ ct_status ct__ocl_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct
     if (reduced) rcount *= x->shape[d];
   }
   ct__ocl_buf o, xb, ib = {0};
-  CT_OCL_CHECK(ct__ocl_buf_of(out, &o));
-  CT_OCL_CHECK(ct__ocl_buf_of(x, &xb));
-  if (indices) CT_OCL_CHECK(ct__ocl_buf_of(indices, &ib));
+  CT_TRY(ct__ocl_buf_of(out, &o));
+  CT_TRY(ct__ocl_buf_of(x, &xb));
+  if (indices) CT_TRY(ct__ocl_buf_of(indices, &ib));
   else ib = o; /* a valid buffer; has_idx tells the kernel not to write it */
   const int64_t *kst[2] = {out->stride, kx}, *rst[1] = {rx};
   ct__ocl_iter it, rit;

@@ -4,8 +4,8 @@
 
 ct_status ct__ocl_softmax(ct_tensor *y, ct_tensor *x, int log) {
   ct__ocl_buf yb, xb;
-  CT_OCL_CHECK(ct__ocl_buf_of(y, &yb));
-  CT_OCL_CHECK(ct__ocl_buf_of(x, &xb));
+  CT_TRY(ct__ocl_buf_of(y, &yb));
+  CT_TRY(ct__ocl_buf_of(x, &xb));
   cl_long C = x->ndim ? x->shape[x->ndim - 1] : 1;
   cl_int lg = log;
   size_t rows = C ? (size_t)(ct_tensor_numel(x) / C) : 0;
@@ -15,10 +15,10 @@ ct_status ct__ocl_softmax(ct_tensor *y, ct_tensor *x, int log) {
 }
 
 ct_status ct__ocl_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, int log) {
-  ct__ocl_tmp gyc, yc;
-  CT_OCL_CHECK(ct__ocl_tmp_contiguous(&gyc, gy));
-  ct_status s = ct__ocl_tmp_contiguous(&yc, y);
-  if (s != CT_OK) return ct__ocl_tmp_free(&gyc), s;
+  ct__be_tmp gyc, yc;
+  CT_TRY(ct__be_tmp_contiguous(&gyc, gy));
+  ct_status s = ct__be_tmp_contiguous(&yc, y);
+  if (s != CT_OK) return ct__be_tmp_free(&gyc), s;
   ct__ocl_buf gxb, gyb, yb;
   if ((s = ct__ocl_buf_of(gx, &gxb)) == CT_OK && (s = ct__ocl_buf_of(&gyc.t, &gyb)) == CT_OK && (s = ct__ocl_buf_of(&yc.t, &yb)) == CT_OK) {
     cl_long C = y->ndim ? y->shape[y->ndim - 1] : 1;
@@ -28,7 +28,7 @@ ct_status ct__ocl_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, i
                           CT_OCL_ARG(yb.off),  CT_OCL_ARG(yb.dt),   CT_OCL_ARG(C),       CT_OCL_ARG(lg)};
     s = ct__ocl_launch(gx->device.index, "softmax_backward", rows, 9, args);
   }
-  ct__ocl_tmp_free(&gyc);
-  ct__ocl_tmp_free(&yc);
+  ct__be_tmp_free(&gyc);
+  ct__be_tmp_free(&yc);
   return s;
 }
