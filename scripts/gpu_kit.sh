@@ -41,7 +41,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=$cuda -
   -DCUTTLE_OPENCL=OFF -DCUTTLE_MPI=OFF -DBUILD_TESTING=ON >/dev/null
 # The GPU programs: the tests with CUDA cases, in the order run.sh runs them.
 tests="test_ops_cuda test_cuda_backend test_cuda_api test_cuda_coverage test_loader test_checkpoint test_autocast
-test_api_errors test_tensor test_nccl_one_rank"
+test_api_errors test_tensor test_dlpack test_dispatch test_nccl_one_rank"
 present=""
 for t in $tests; do
   ls tests/*/"$t".c >/dev/null 2>&1 && present="$present $t"
@@ -82,7 +82,11 @@ oblas_inc=$(dirname "$(ls /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h 
 cp "$oblas_inc"/*.h "$stage/dev/include/"
 cp -r /usr/include/cjson "$stage/dev/include/"
 cp /usr/include/cmocka.h /usr/include/zlib.h /usr/include/zconf.h "$stage/dev/include/"
-for l in libopenblas.so.0 libcjson.so.1 libcmocka.so.0 libz.so.1; do
+cp -r /usr/include/dlpack /usr/include/protobuf-c "$stage/dev/include/"
+# the TensorBoard messages as protoc-c made them here (the node has no protoc-c)
+mkdir -p "$stage/dev/pb"
+cp "$build"/generated/io/tensorboard.pb-c.c "$build"/generated/io/tensorboard.pb-c.h "$stage/dev/pb/"
+for l in libopenblas.so.0 libcjson.so.1 libcmocka.so.0 libz.so.1 libprotobuf-c.so.1; do
   [ -f "$stage/lib/$l" ] && ln -sf "$l" "$stage/lib/${l%.so.*}.so"
 done
 # The sources, for that rebuild.

@@ -197,6 +197,8 @@ rebuild() {
     -DCJSON_INCLUDE="$K/dev/include" -DCJSON_LIB="$K/lib/libcjson.so" -DCUTTLE_CJSON_INCLUDE="$K/dev/include/cjson" -DCUTTLE_CJSON_LIB="$K/lib/libcjson.so" \
     -DCMOCKA_INCLUDE="$K/dev/include" -DCMOCKA_LIB="$K/lib/libcmocka.so" \
     -DZLIB_INCLUDE_DIR="$K/dev/include" -DZLIB_LIBRARY="$K/lib/libz.so" \
+    -DDLPACK_INCLUDE="$K/dev/include" -DPROTOBUF_C_INCLUDE="$K/dev/include" -DPROTOBUF_C_LIB="$K/lib/libprotobuf-c.so" \
+    -DCUTTLE_TENSORBOARD_PB_DIR="$K/dev/pb" \
     ${cudnn_lib:+-DCUDNN_LIB=$cudnn_lib} ${cudnn_inc:+-DCUDNN_INCLUDE=$cudnn_inc} \
     ${nccl_lib:+-DNCCL_LIB=$nccl_lib} ${nccl_inc:+-DNCCL_INCLUDE=$nccl_inc} || return 1
   progs=$(ls "$K/bin" | grep -v '^cuttle$' | tr '\n' ' ')
@@ -266,6 +268,8 @@ gpu_test test_autocast 90
 gpu_test test_api_errors 60
 gpu_test test_tensor 60
 gpu_test test_cuda_coverage 120
+gpu_test test_dlpack 60
+gpu_test test_dispatch 30
 
 # ---- 4. the main job on cuda:0, against the CPU's same-seed runs made when the kit was built
 . "$K/src/tools/gpu_kit/train_cases.sh"
@@ -331,6 +335,23 @@ step bench_train_cnn 120 GPU train_bench cnn
 step bench_matmul_sweep 60 GPU bench matmul-sweep
 step bench_norms 60 GPU bench norms
 step bench_bandwidth 60 GPU bench bandwidth
+
+# ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): the
+# synchronizations of 30 steps (sync-debug warnings), then Nsight Compute's per-kernel summary of 20
+# steps after 20 of warm-up (--clock-control none, as the node's METHOD.md asks), for the next fix
+profile_cnn() {
+  CUTTLE_SYNC_DEBUG=1 ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 30 --save "$WORK/profile.safetensors" \
+    >"$LOGS/profile_syncs.log" 2>&1 || return 1
+  echo "synchronizations in 30 steps: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log")"
+  grep 'synchronized the host' "$LOGS/profile_syncs.log" | sed 's/([^)]*)//g' | sort | uniq -c | sort -rn | head -n 10
+  command -v ncu >/dev/null || { echo "RESULT: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu not on the PATH"; return 0; }
+  ct ncu --clock-control none --print-summary per-kernel --launch-skip 400 --launch-count 400 \
+    "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 40 --save "$WORK/profile.safetensors" >"$LOGS/profile_ncu.log" 2>&1
+  tail -n 60 "$LOGS/profile_ncu.log"
+  echo "RESULT: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu summary in profile_ncu.log"
+}
+export -f profile_cnn
+step profile_cnn 150 GPU profile_cnn
 
 # ---- a program written against the API, built with the node's compiler against libcuttle.so
 consumer() {
