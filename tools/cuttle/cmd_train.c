@@ -34,6 +34,11 @@
  * (a lost rank, or one that did not arrive within --timeout seconds) ends the rank at once with
  * status 1, without a save that would wait on the lost rank.
  *
+ * --tensorboard DIR (issue 20): rank 0 logs the run's curves in a TensorBoard event file under
+ * PyTorch users' tags, with the global step (optimizer steps, a resumed run's included) as the x
+ * axis; a resumed run opens its file with SummaryWriter's purge_step, so that TensorBoard drops what
+ * the interrupted run logged after its checkpoint (tensorboard_log.h).
+ *
  * The command reads as its job: the options become a train_config (parse_options, check_options);
  * launch runs mpirun for --nproc, or lets this process train (joining the job under mpirun); setup
  * makes the device, the data, the model, the optimizer, the resumed state, DDP or the replicas of
@@ -54,6 +59,7 @@
 #include "cuttle/data.h"
 #include "cuttle/io.h"
 #include "ranks.h"
+#include "tensorboard_log.h"
 #include "train_loop.h"
 
 /* The number of the first SIGINT or SIGTERM (SIGUSR1, SIGUSR2 in a job), 0 until one arrives. */
@@ -92,9 +98,9 @@ enum { GO_ON = -1 };
  * them. */
 typedef struct {
   const char *model, *device, *optimizer, *schedule, *data_dir, *save, *resume, *metrics;
-  const char *amp, *devices;
+  const char *amp, *devices, *tensorboard;
   int epochs, workers, progress, nproc, accumulate, channels_last;
-  int64_t batch, max_steps, save_every;
+  int64_t batch, max_steps, save_every, tb_every;
   double lr, bucket_mb, timeout;
   uint64_t seed;
   ct_dtype amp_dtype;                 /* --amp: CT_BF16, CT_F16, or CT_F32 without it */
@@ -111,7 +117,7 @@ static int usage_train(FILE *f) {
              "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
              "                    [--max-steps N] [--metrics FILE] [--no-progress] [--accumulate K]\n"
              "                    [--nproc N] [--bucket-mb X] [--timeout S] [--amp bf16|f16] [--channels-last]\n"
-             "                    [--devices D0,D1,...]\n"
+             "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N]\n"
              "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
              "          --schedule cosine --workers 2 --seed 0 --accumulate 1 --bucket-mb 25 --timeout 60\n"
              "--save FILE       save a checkpoint after every epoch (written atomically: FILE is always whole)\n"
@@ -127,6 +133,14 @@ static int usage_train(FILE *f) {
              "                  skipped steps; metrics and checkpoints keep them); on a GPU the layers whose\n"
              "                  sizes break the tensor-core rule (multiples of 8) are listed once\n"
              "--channels-last   conv weights and input batches in the channels_last (NHWC) memory format\n"
+             "--tensorboard DIR log the run for `tensorboard --logdir DIR` (an event file in DIR, rank 0's), with the\n"
+             "                  optimizer step as x axis: every N steps train/loss, images_per_s, lr (and with --amp\n"
+             "                  f16 amp/scale, amp/skipped_steps); each epoch train/loss_epoch, images_per_s_epoch,\n"
+             "                  test/accuracy, test/loss, epoch (its --metrics values); the options as text. A\n"
+             "                  --resume'd run continues the steps and drops what the interrupted run logged after\n"
+             "                  the checkpoint (SummaryWriter's purge_step); a write error mid-run is reported\n"
+             "                  and the run goes on unlogged\n"
+             "--tensorboard-every N  the per-step scalars every N optimizer steps (default 10)\n"
              "--devices LIST    one process, several devices (cpu, opencl:N, cuda:N, comma-separated): the model\n"
              "                  is replicated, each batch split between the replicas, one thread per device;\n"
              "                  gradients are summed onto the first device and the parameters copied back;\n"
@@ -165,7 +179,8 @@ static int parse_options(int argc, char **argv, train_config *c) {
       {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
       {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
       {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
-      {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'},
+      {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'}, {"tensorboard", 1, 0, 'G'},
+      {"tensorboard-every", 1, 0, 'g'},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
@@ -194,6 +209,8 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'a': c->amp = optarg; break;
       case 'C': c->channels_last = 1; break;
       case 'V': c->devices = optarg; break;
+      case 'G': c->tensorboard = optarg; break;
+      case 'g': c->tb_every = atoll(optarg); break;
       case 'h': return usage_train(stdout);
       default: return usage_train(stderr);
     }
@@ -257,6 +274,11 @@ static int check_options(train_config *c) {
     fprintf(stderr, "cuttle: --save-every needs --save FILE\n");
     return 2;
   }
+  if (c->tb_every < 0 || (c->tb_every && !c->tensorboard) || (c->tensorboard && !*c->tensorboard)) {
+    fprintf(stderr, "cuttle: --tensorboard-every N needs --tensorboard DIR and N >= 1; DIR must not be empty\n");
+    return 2;
+  }
+  if (!c->tb_every) c->tb_every = 10;
   c->launched = ct_cli_under_launcher();
   return read_choices(c);
 }
@@ -349,6 +371,8 @@ typedef struct {
   ct_cli_replica_ctx dp_ctx;
   ct_loader *loader;
   FILE *mf;                 /* --metrics, open on rank 0 */
+  ct_cli_tb *tb;            /* --tensorboard, rank 0's */
+  ct_cli_running running;   /* the epoch so far, for tb's per-step scalars */
   int64_t start_epoch, skip; /* where --resume continues: the epoch, and the batches of it done */
   int64_t global_batch;     /* per rank x ranks x --accumulate */
   const char *stop_path;    /* where a stop by signal saves */
@@ -375,6 +399,12 @@ static void agree(train_run *r) {
 /* The stop signal that counts: this process's alone, or the ranks' agreed one. */
 static int stop_signal(const train_run *r) { return r->world > 1 ? agreed : interrupted; }
 
+/* --tensorboard's x axis: the optimizer steps of the whole training (a checkpoint keeps them), and
+ * those the GradScaler skipped, so that every step of --amp f16 has its own. */
+static int64_t global_step(const train_run *r) {
+  return ct_optimizer_steps(r->opt) + (r->scaler ? ct_grad_scaler_steps_skipped(r->scaler) : 0);
+}
+
 static ct_status save_run(train_run *r, const char *path, int64_t position) {
   if (!r->rank0) return CT_OK; /* only rank 0 writes */
   ct_status s = save(path, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler);
@@ -386,6 +416,7 @@ static ct_status save_run(train_run *r, const char *path, int64_t position) {
 static int after_step(void *ctx) {
   train_run *r = ctx;
   r->steps++;
+  ct_cli_tb_step(r->tb, global_step(r), &r->running, ct_optimizer_lr(r->opt), r->scaler);
   agree(r);
   if (r->c->max_steps && r->steps >= r->c->max_steps) {
     r->hit_max_steps = 1;
@@ -468,6 +499,35 @@ static int resume(train_run *r) {
   return 0;
 }
 
+/* --tensorboard, on rank 0: the writer, from the global step the run starts at (a resumed run's
+ * first step is its purge_step: what the interrupted run logged from there on is dropped; the
+ * steps up to the checkpoint's, its own included, stay), with the options as text. 0, or 1 after
+ * saying why, before anything else was written (a job ends). */
+static int open_tensorboard(train_run *r) {
+  const train_config *c = r->c;
+  if (!c->tensorboard || !r->rank0) return 0;
+  char lr[32], epochs[32], batch[32], global[32], ranks[32], acc[32], workers[32], seed[32], max_steps[32];
+  snprintf(lr, sizeof lr, "%g", c->lr), snprintf(epochs, sizeof epochs, "%d", c->epochs);
+  snprintf(batch, sizeof batch, "%lld", (long long)c->batch), snprintf(global, sizeof global, "%lld", (long long)r->global_batch);
+  snprintf(ranks, sizeof ranks, "%d", r->world), snprintf(acc, sizeof acc, "%d", c->accumulate);
+  snprintf(workers, sizeof workers, "%d", c->workers), snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+  snprintf(max_steps, sizeof max_steps, "%lld", (long long)c->max_steps);
+  const char *const rows[][2] = {
+      {"model", c->model}, {"device", r->devname}, {"devices", c->devices ? c->devices : "-"},
+      {"optimizer", c->optimizer}, {"lr", lr}, {"schedule", c->schedule}, {"epochs", epochs},
+      {"batch-size (per rank)", batch}, {"global batch", global}, {"ranks", ranks}, {"accumulate", acc},
+      {"workers", workers}, {"seed", seed}, {"amp", c->amp ? c->amp : "none"},
+      {"channels-last", c->channels_last ? "yes" : "no"}, {"max-steps", c->max_steps ? max_steps : "-"},
+      {"resume", c->resume ? c->resume : "-"}, {"save", c->save ? c->save : "-"},
+      {"data-dir", c->data_dir ? c->data_dir : "(default)"}};
+  int64_t start = global_step(r);
+  ct_cli_tb_opts o = {.dir = c->tensorboard, .every = c->tb_every, .start_step = start, .purge_step = start ? start + 1 : 0,
+                      .world = r->world, .options = rows, .n_options = (int)(sizeof rows / sizeof rows[0])};
+  if ((r->tb = ct_cli_tb_open(r->prog, &o))) return 0;
+  if (r->world > 1) ct_cli_rank_abort(NULL); /* said why; the others would wait for rank 0 */
+  return 1;
+}
+
 /* After the resume: DDP in a job of several ranks (rank 0's parameters are broadcast, which then
  * changes nothing), and the replicas of --devices (they copy the loaded parameters). 0, or 1 after
  * saying why; a rank that cannot join DDP ends the job. */
@@ -533,8 +593,8 @@ static void print_setup(const train_run *r) {
 
 /* Everything after the device and the data, up to the first epoch. 0, or 1 after saying why. */
 static int setup(train_run *r) {
-  if (build_model(r) || resume(r) || parallelize(r) || open_loader_and_metrics(r)) return 1;
   r->global_batch = r->c->batch * r->world * r->c->accumulate;
+  if (build_model(r) || resume(r) || open_tensorboard(r) || parallelize(r) || open_loader_and_metrics(r)) return 1;
   if (r->rank0) print_setup(r);
   return 0;
 }
@@ -573,13 +633,14 @@ static void release_signals(train_run *r) {
 static ct_status train_epoch(train_run *r, int64_t epoch, ct_cli_epoch_stats *es) {
   const train_config *c = r->c;
   ct_optimizer_set_lr(r->opt, ct_sched_lr(&c->sched, c->lr, (int)epoch));
+  ct_cli_tb_epoch_start(r->tb);
   ct_cli_epoch_opts eo = {.interrupted = r->world > 1 ? &agreed : &interrupted, .progress = c->progress && r->rank0,
                           .epoch = (int)epoch + 1, .epochs = c->epochs, .per_epoch = ct_dataset_len(r->train),
                           .publish = 1, .after_step = after_step, .ctx = r, .ddp = r->ddp,
                           .accumulate = c->accumulate, .skip = epoch == r->start_epoch ? r->skip : 0,
                           .position = &r->position, .world = r->world, .global_batch = r->global_batch,
                           .amp = c->amp_dtype, .scaler = r->scaler, .channels_last = c->channels_last, .dp = r->dp,
-                          .dp_ctx = &r->dp_ctx};
+                          .dp_ctx = &r->dp_ctx, .running = &r->running};
   return ct_cli_train_epoch(r->m, r->opt, r->loader, &eo, es);
 }
 
@@ -592,6 +653,9 @@ static int stop_and_save(train_run *r, int sig, int64_t epoch, const ct_cli_epoc
             (long long)epoch + 1, (long long)(es->seen * r->world));
   else if (r->rank0)
     fprintf(stderr, "\nstopped after %lld steps (--max-steps) in epoch %lld\n", (long long)r->steps, (long long)epoch + 1);
+  /* What --tensorboard holds goes to its file first, so that a second signal during the save
+   * loses none of it. */
+  ct_cli_tb_close(r->tb);
   /* The checkpoint records the position in the epoch, where a resume with the same ranks and
    * batch size continues. A stop right after an epoch's save (the signal came during the
    * evaluation) has nothing new to save. */
@@ -602,8 +666,9 @@ static int stop_and_save(train_run *r, int sig, int64_t epoch, const ct_cli_epoc
 
 /* What an epoch's end reports. */
 typedef struct {
-  double train_loss, acc, ips, secs;
+  double train_loss, acc, test_loss, ips, secs;
   int64_t counts[2]; /* test images predicted right, test images */
+  int64_t step;      /* the global step (--tensorboard's x axis) */
 } epoch_report;
 
 /* The epoch's line on stdout (rank 0) and its JSON line in --metrics. */
@@ -618,11 +683,12 @@ static void report_epoch(const train_run *r, int64_t epoch, const epoch_report *
     fflush(stdout);
   }
   if (!r->mf) return;
-  fprintf(r->mf, "{\"epoch\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"test_correct\": %lld, \"test_total\": %lld, "
-                 "\"images_per_s\": %.1f, \"seconds\": %.3f, \"device\": \"%s\", \"batch\": %lld, \"batch_per_rank\": %lld, "
-                 "\"world_size\": %d, \"accumulate\": %d, \"amp\": \"%s\", \"channels_last\": %s",
-          (long long)epoch + 1, e->train_loss, e->acc, (long long)e->counts[0], (long long)e->counts[1], e->ips, e->secs,
-          r->devname, (long long)r->global_batch, (long long)c->batch, r->world, c->accumulate, c->amp ? c->amp : "none",
+  fprintf(r->mf, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"test_loss\": %.6f, "
+                 "\"test_correct\": %lld, \"test_total\": %lld, \"images_per_s\": %.1f, \"seconds\": %.3f, \"device\": \"%s\", "
+                 "\"batch\": %lld, \"batch_per_rank\": %lld, \"world_size\": %d, \"accumulate\": %d, \"amp\": \"%s\", "
+                 "\"channels_last\": %s",
+          (long long)epoch + 1, (long long)e->step, e->train_loss, e->acc, e->test_loss, (long long)e->counts[0],
+          (long long)e->counts[1], e->ips, e->secs, r->devname, (long long)r->global_batch, (long long)c->batch, r->world, c->accumulate, c->amp ? c->amp : "none",
           c->channels_last ? "true" : "false");
   if (r->scaler) /* pytorch#55585: what the scaler did, in total */
     fprintf(r->mf, ", \"grad_scale\": %g, \"steps_taken\": %lld, \"steps_skipped\": %lld",
@@ -642,8 +708,8 @@ static int end_epoch(train_run *r, int64_t epoch, const ct_cli_epoch_stats *es) 
       ct_cli_rank_abort("summing the epoch's loss over the ranks failed");
     ct_tensor_free(t);
   }
-  epoch_report e = {.secs = es->seconds};
-  e.acc = ct_cli_evaluate_counts(r->m, r->test, r->dev, r->c->workers, e.counts);
+  epoch_report e = {.secs = es->seconds, .step = global_step(r)};
+  e.acc = ct_cli_evaluate_loss(r->m, r->test, r->dev, r->c->workers, e.counts, &e.test_loss);
   if (e.acc < 0) {
     if (r->world > 1) ct_cli_rank_abort("evaluation failed");
     fprintf(stderr, "\ncuttle: evaluation failed: %s\n", ct_last_error());
@@ -651,6 +717,8 @@ static int end_epoch(train_run *r, int64_t epoch, const ct_cli_epoch_stats *es) 
   }
   e.ips = sums[1] / e.secs, e.train_loss = sums[1] ? sums[0] / sums[1] : NAN;
   report_epoch(r, epoch, &e);
+  ct_cli_tb_epoch_end(r->tb, e.step, &(ct_cli_tb_epoch){.epoch = epoch + 1, .train_loss = e.train_loss,
+                                                         .images_per_s = e.ips, .test_acc = e.acc, .test_loss = e.test_loss});
   r->epoch = epoch + 1;
   return r->c->save && save_run(r, r->c->save, 0) != CT_OK;
 }
@@ -692,6 +760,7 @@ static int run_epochs(train_run *r) {
 static int finish(train_run *r, int status) {
   if (status == 1 && r->world > 1) ct_cli_rank_abort(NULL); /* said why above; the others would wait */
   if (r->mf) fclose(r->mf);
+  ct_cli_tb_free(r->tb); /* closes it: what waits is written */
   ct_tensor_free(r->flags);
   ct_ddp_free(r->ddp);
   ct_data_parallel_free(r->dp);

@@ -17,12 +17,13 @@ static double now(void) {
  * real ones come first, so the rank counts only its first ceil((N - r) / W) samples. */
 static int64_t real_samples(int64_t n, int rank, int world) { return n > rank ? (n - rank + world - 1) / world : 0; }
 
-double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2]) {
+double ct_cli_evaluate_loss(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2], double *loss) {
   int rank = ct_dist_rank(), world = ct_dist_world_size();
   ct_loader_opts lo = {.batch_size = 1000, .num_workers = workers, .device = dev, .rank = rank, .world_size = world};
   int64_t mine = real_samples(ct_dataset_len(ds), rank, world);
   ct_loader *l = ct_loader_new(ds, &lo);
   int64_t correct = 0, total = 0;
+  double loss_sum = 0;
   int r = l ? 0 : ct_last_status();
   if (l) {
     ct_module_train(m, 0);
@@ -39,6 +40,11 @@ double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int w
         ct_tensor *eq = ct_eq(pred, ys);
         ct_tensor *s = ct_sum(eq, 0, NULL, 0);
         c = s ? ct_item(s) : NAN;
+        if (loss && !isnan(c)) { /* the batch's summed cross-entropy (NaN stays NaN: a diverged model) */
+          ct_tensor *ce = ct_cross_entropy(logits, ys, CT_REDUCTION_SUM, 0);
+          if (ce) loss_sum += ct_item(ce);
+          else c = NAN;
+        }
         total += keep;
       }
       ct_scope_end();
@@ -53,13 +59,14 @@ double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int w
     ct_module_train(m, 1);
     ct_loader_free(l);
   }
-  if (r < 0) correct = total = 0;
+  if (r < 0) correct = total = 0, loss_sum = 0;
   if (world > 1) {
-    /* Every rank takes part, a failed one too (its third count says so), so none waits alone. */
-    int64_t v[3] = {correct, total, r < 0};
-    ct_tensor *t = ct_from_host(v, 1, (int64_t[]){3}, CT_I64, CT_DEVICE_CPU);
+    /* Every rank takes part, a failed one too (its third count says so), so none waits alone. The
+     * counts are exact in float64 (below 2^53), beside the loss. */
+    double v[4] = {(double)correct, (double)total, r < 0, loss_sum};
+    ct_tensor *t = ct_from_host(v, 1, (int64_t[]){4}, CT_F64, CT_DEVICE_CPU);
     ct_status s = t ? ct_dist_all_reduce_sum(&t, 1) : ct_last_status();
-    if (s == CT_OK) s = ct_to_host(t, v, sizeof v, CT_I64);
+    if (s == CT_OK) s = ct_to_host(t, v, sizeof v, CT_F64);
     ct_tensor_free(t);
     if (s != CT_OK) return s;
     if (r >= 0 && v[2] > 0) {
@@ -68,11 +75,16 @@ double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int w
               (long long)v[2], world);
       return CT_EINVAL;
     }
-    correct = v[0], total = v[1];
+    correct = (int64_t)v[0], total = (int64_t)v[1], loss_sum = v[3];
   }
   if (r < 0) return r;
   if (counts) counts[0] = correct, counts[1] = total;
+  if (loss) *loss = total ? loss_sum / (double)total : NAN;
   return total ? (double)correct / (double)total : 0;
+}
+
+double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2]) {
+  return ct_cli_evaluate_loss(m, ds, dev, workers, counts, NULL);
 }
 
 double ct_cli_evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers) {
@@ -182,7 +194,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     skipped += ct_tensor_size(y, 0);
     ct_tensor_free(x), ct_tensor_free(y);
   }
-  double wait = 0, tw = 0; /* wait: seconds spent in ct_loader_next for trained batches */
+  double wait = 0, tw = 0, t1 = now(); /* wait: seconds spent in ct_loader_next for trained batches */
   while (r == 1 && !(in_group == 0 && o->interrupted && *o->interrupted) && ((tw = now()), 1) &&
          (r = ct_loader_next(loader, &x, &y), wait += now() - tw, r) == 1) {
     /* The group that starts at a multiple of k after the skip has k micro-batches, or fewer at the
@@ -208,6 +220,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     if (!last) continue;
     steps++;
     if (o->position) *o->position = pos;
+    if (o->running) *o->running = (ct_cli_running){.seen = seen, .seconds = now() - t1, .loss_sum = acc};
     if (o->after_step) {
       int a = o->after_step(o->ctx);
       if (a < 0) {

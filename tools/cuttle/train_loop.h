@@ -19,6 +19,18 @@
  * (may be NULL) receives {correct, samples}. */
 double ct_cli_evaluate_counts(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2]);
 double ct_cli_evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers);
+/* ct_cli_evaluate_counts, and the mean cross-entropy over the set into *loss (summed over the
+ * ranks as the counts are; NaN for an empty set) when loss is not NULL. */
+double ct_cli_evaluate_loss(ct_module *m, ct_dataset *ds, ct_device dev, int workers, int64_t counts[2], double *loss);
+
+/* The epoch so far, for the step hook (`cuttle train --tensorboard`'s per-step scalars): updated
+ * before each after_step call. */
+typedef struct {
+  int64_t seen;        /* this rank's images trained on in this epoch (a resumed position's not counted) */
+  double seconds;      /* since the epoch's first trained batch was asked for (after the skipped ones) */
+  ct_tensor *loss_sum; /* borrowed, valid during the call: the sum over those images of the loss, a 0-dim
+                          float64 tensor on the device (ct_item on it waits for the device) */
+} ct_cli_running;
 
 typedef struct {
   volatile sig_atomic_t *interrupted; /* stop after the current step when *interrupted; may be NULL */
@@ -59,6 +71,7 @@ typedef struct {
    * replicas (one thread per device), and the parameters broadcast back after each step. */
   ct_data_parallel *dp;
   struct ct_cli_replica_ctx *dp_ctx; /* what dp's loss_ctx points to, set before each batch */
+  ct_cli_running *running; /* when not NULL: the epoch so far, updated before each after_step call */
 } ct_cli_epoch_opts;
 
 /* The loss --devices gives ct_data_parallel_new (ct_data_parallel_opts.loss), with loss_ctx a
