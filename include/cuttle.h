@@ -15,6 +15,7 @@
 #include "cuttle/dlpack.h"
 #include "cuttle/tensorboard.h"
 #include "cuttle/data.h"
+#include "cuttle/datasets.h"
 #include "cuttle/monitor.h"
 #include "cuttle/dist.h"
 #include "cuttle/data_parallel.h"

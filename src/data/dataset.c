@@ -1,8 +1,10 @@
-/* src/data/dataset.c: an in-memory dataset of u8 images and int64 labels, normalized on read.
+/* src/data/dataset.c: a dataset of u8 images and int64 labels, normalized on read: its struct,
+ * constructors and accessors (src/data/transforms.c makes the samples).
  *
- * Pixels stay u8 in memory (47 MB for Fashion-MNIST's training set instead of 188 MB as float32);
- * normalization happens when samples are gathered into a batch, through a 256-entry table, so the
- * calling thread and every worker produce the same bits. */
+ * Pixels stay u8 in memory (47 MB for Fashion-MNIST's training set instead of 188 MB as float32),
+ * or are made on demand by a source (an image folder decodes files); normalization happens when
+ * samples are gathered into a batch, through a 256-entry table per channel, so the calling thread
+ * and every worker produce the same bits. */
 #include <string.h>
 #include "data/data_internal.h"
 
@@ -30,24 +32,70 @@ ct_dataset *ct_dataset_from_u8(const uint8_t *images, const int64_t *labels, int
   return ct__dataset_adopt(px, lb, n, c, h, w, num_classes, mean, std);
 }
 
+/* A zeroed dataset of n samples of shape (c, h, w) with its normalization tables (mean, std on
+ * every channel); NULL when out of memory. */
+static ct_dataset *dataset_new(int64_t n, int c, int h, int w, int num_classes, float mean, float std) {
+  ct_dataset *ds = calloc(1, sizeof *ds);
+  if (!ds) return NULL;
+  ds->n = n, ds->c = c, ds->h = h, ds->w = w, ds->sample_numel = (int64_t)c * h * w;
+  ds->oc = c, ds->oh = h, ds->ow = w, ds->out_numel = ds->sample_numel;
+  ds->num_classes = num_classes;
+  if (ct__dataset_normalize(ds, 1, &mean, &std) != CT_OK) {
+    free(ds);
+    return NULL;
+  }
+  return ds;
+}
+
 ct_dataset *ct__dataset_adopt(uint8_t *pixels, int64_t *labels, int64_t n, int c, int h, int w, int num_classes,
                               float mean, float std) {
-  ct_dataset *ds = pixels && labels ? calloc(1, sizeof *ds) : NULL;
+  ct_dataset *ds = pixels && labels ? dataset_new(n, c, h, w, num_classes, mean, std) : NULL;
   if (!ds) {
     free(pixels), free(labels);
     CT_FAIL_NULL(CT_ENOMEM, "dataset: out of memory for %lld samples of (%d, %d, %d)", (long long)n, c, h, w);
   }
-  ds->n = n, ds->c = c, ds->h = h, ds->w = w, ds->sample_numel = (int64_t)c * h * w;
-  ds->num_classes = num_classes, ds->mean = mean, ds->std = std;
-  for (int p = 0; p < 256; p++) ds->lut[p] = ((float)p / 255.0f - mean) / std;
   ds->pixels = pixels, ds->labels = labels;
   return ds;
 }
 
+ct_dataset *ct__dataset_from_source(const ct__dataset_source *src, void *ctx, int64_t *labels, int64_t n, int c, int h,
+                                    int w, int num_classes) {
+  ct_dataset *ds = labels ? dataset_new(n, c, h, w, num_classes, 0.0f, 1.0f) : NULL;
+  if (!ds) {
+    free(labels);
+    src->destroy(ctx);
+    CT_FAIL_NULL(CT_ENOMEM, "dataset: out of memory for %lld samples", (long long)n);
+  }
+  ds->src = src, ds->src_ctx = ctx, ds->labels = labels;
+  return ds;
+}
+
+ct_status ct__dataset_normalize(ct_dataset *ds, int n, const float *mean, const float *std) {
+  float *m = malloc((size_t)ds->c * sizeof(float)), *s = malloc((size_t)ds->c * sizeof(float));
+  float *lut = malloc((size_t)ds->c * 256 * sizeof(float));
+  if (!m || !s || !lut) {
+    free(m), free(s), free(lut);
+    return ct__error(CT_ENOMEM, "dataset: out of memory for the normalization of %d channels", ds->c);
+  }
+  for (int ch = 0; ch < ds->c; ch++) {
+    m[ch] = mean[n == 1 ? 0 : ch], s[ch] = std[n == 1 ? 0 : ch];
+    for (int p = 0; p < 256; p++) lut[ch * 256 + p] = ((float)p / 255.0f - m[ch]) / s[ch];
+  }
+  free(ds->mean), free(ds->std), free(ds->lut);
+  ds->mean = m, ds->std = s, ds->lut = lut;
+  return CT_OK;
+}
+
 void ct_dataset_free(ct_dataset *ds) {
   if (!ds) return;
+  if (ds->src) ds->src->destroy(ds->src_ctx);
+  if (ds->owned_names)
+    for (int i = 0; i < ds->num_classes; i++) free(ds->owned_names[i]);
+  free(ds->owned_names);
   free(ds->pixels);
   free(ds->labels);
+  free(ds->mean), free(ds->std), free(ds->lut);
+  free(ds->bad);
   free(ds);
 }
 
@@ -60,7 +108,7 @@ int64_t ct_dataset_len(const ct_dataset *ds) {
 }
 void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]) {
   if (!ds || !out) return (void)ct__null_status("ct_dataset_sample_shape", !ds ? "ds" : "out");
-  out[0] = ds->c, out[1] = ds->h, out[2] = ds->w;
+  out[0] = ds->oc, out[1] = ds->oh, out[2] = ds->ow;
 }
 int ct_dataset_num_classes(const ct_dataset *ds) {
   NULL_DS("ct_dataset_num_classes", -1);
@@ -68,6 +116,9 @@ int ct_dataset_num_classes(const ct_dataset *ds) {
 }
 const uint8_t *ct_dataset_pixels(const ct_dataset *ds) {
   NULL_DS("ct_dataset_pixels", NULL);
+  if (!ds->pixels)
+    CT_FAIL_NULL(CT_EUNSUPPORTED, "ct_dataset_pixels: this dataset decodes its %lld samples from files when they are read "
+                 "and holds no pixels in memory; read samples with ct_dataset_get or a loader", (long long)ds->n);
   return ds->pixels;
 }
 const int64_t *ct_dataset_labels(const ct_dataset *ds) {
@@ -75,24 +126,24 @@ const int64_t *ct_dataset_labels(const ct_dataset *ds) {
   return ds->labels;
 }
 
-void ct__dataset_gather(const ct_dataset *ds, const int64_t *idx, int64_t count, float *x, int64_t *y) {
-  int64_t d = ds->sample_numel;
-  for (int64_t b = 0; b < count; b++) {
-    const uint8_t *src = ds->pixels + idx[b] * d;
-    float *dst = x + b * d;
-    for (int64_t j = 0; j < d; j++) dst[j] = ds->lut[src[j]];
-    y[b] = ds->labels[idx[b]];
-  }
+const char *ct_dataset_class_name(const ct_dataset *ds, int64_t label) {
+  NULL_DS("ct_dataset_class_name", NULL);
+  if (label < 0 || label >= ds->num_classes)
+    CT_FAIL_NULL(CT_EINVAL, "ct_dataset_class_name: label %lld is out of range [0, %d)", (long long)label, ds->num_classes);
+  if (ds->owned_names) return ds->owned_names[label];
+  return ds->class_names ? ds->class_names[label] : "";
 }
 
-ct_status ct_dataset_get(const ct_dataset *ds, int64_t i, float *x, int64_t *y) {
-  if (!ds) return ct__error(CT_EINVAL, "ct_dataset_get: ds is NULL");
+const char *ct_dataset_sample_path(const ct_dataset *ds, int64_t i) {
+  NULL_DS("ct_dataset_sample_path", NULL);
   if (i < 0 || i >= ds->n)
-    return ct__error(CT_EINVAL, "ct_dataset_get: index %lld is out of range [0, %lld)", (long long)i, (long long)ds->n);
-  if (x) {
-    const uint8_t *src = ds->pixels + i * ds->sample_numel;
-    for (int64_t j = 0; j < ds->sample_numel; j++) x[j] = ds->lut[src[j]];
-  }
-  if (y) *y = ds->labels[i];
-  return CT_OK;
+    CT_FAIL_NULL(CT_EINVAL, "ct_dataset_sample_path: index %lld is out of range [0, %lld)", (long long)i, (long long)ds->n);
+  if (!ds->src)
+    CT_FAIL_NULL(CT_EUNSUPPORTED, "ct_dataset_sample_path: this dataset holds its samples in memory; only an image folder's come from files");
+  return ds->src->path(ds->src_ctx, i);
+}
+
+int64_t ct_dataset_skipped(const ct_dataset *ds) {
+  NULL_DS("ct_dataset_skipped", -1);
+  return __atomic_load_n(&ds->skipped, __ATOMIC_RELAXED);
 }

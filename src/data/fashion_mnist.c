@@ -87,6 +87,8 @@ ct_dataset *ct_fashion_mnist_load(const char *data_dir, ct_split split) {
   }
   uint8_t *pixels = im.data; /* ownership moves to the dataset */
   im.data = NULL;
-  return ct__dataset_adopt(pixels, labels, n, 1, 28, 28, CT_FASHION_MNIST_CLASSES, CT_FASHION_MNIST_MEAN,
-                           CT_FASHION_MNIST_STD);
+  ct_dataset *ds = ct__dataset_adopt(pixels, labels, n, 1, 28, 28, CT_FASHION_MNIST_CLASSES, CT_FASHION_MNIST_MEAN,
+                                     CT_FASHION_MNIST_STD);
+  if (ds) ds->class_names = class_names;
+  return ds;
 }

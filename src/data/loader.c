@@ -33,7 +33,14 @@
  * The distributed sampler (world_size W > 1): the epoch's permutation of the N indices is built in
  * `full`, and `perm` holds this rank's share of it, positions rank, rank + W, ... of the permutation
  * padded cyclically to W * ceil(N/W) (or cut to W * floor(N/W) with drop_last), as
- * torch.utils.data.DistributedSampler; `n` is the share's length, and batches are cut from it. */
+ * torch.utils.data.DistributedSampler; `n` is the share's length, and batches are cut from it.
+ *
+ * Samples are made by ct__dataset_gather (transforms.c) with the loader's seed and the epoch, so
+ * the dataset's augmentation draws the same for every sample whatever the number of workers. A
+ * batch that cannot be made (an image that does not decode) carries its status and message in its
+ * slot; the consumer reports it. Samples skipped under CT_DECODE_SKIP leave their batch smaller,
+ * and a batch left empty is passed over. While a loader exists its dataset's `readers` count is
+ * raised, which freezes the dataset's settings. */
 #include <pthread.h>
 #include <string.h>
 #include "data/data_internal.h"
@@ -44,8 +51,10 @@ typedef struct {
   float *x;      /* (B, C, H, W) */
   int64_t *y;    /* (B) */
   ct_tensor *tx, *ty; /* pinned mode: the pinned tensors whose storage x and y are (untracked) */
-  int64_t count; /* samples in the batch held */
+  int64_t count; /* samples in the batch held (fewer than the batch's when samples were skipped) */
   int64_t batch; /* index of the batch held, -1 when empty */
+  ct_status err; /* the batch could not be made (a file did not decode): the status, */
+  char msg[1024]; /* and why, naming the file; reported by the consumer, which owns the last error */
 } slot;
 
 struct ct_loader {
@@ -82,9 +91,10 @@ static int64_t batch_count(const ct_loader *l, int64_t b) {
   return n - start < l->B ? n - start : l->B;
 }
 
-static void fill(ct_loader *l, slot *s, int64_t b) {
-  s->count = batch_count(l, b);
-  ct__dataset_gather(l->ds, l->perm + b * l->B, s->count, s->x, s->y);
+/* Make batch b of epoch `epoch` in slot s (any thread: touches only s, and the dataset's skip marks). */
+static void fill(ct_loader *l, slot *s, int64_t b, int64_t epoch) {
+  s->err = ct__dataset_gather(l->ds, l->perm + b * l->B, batch_count(l, b), l->seed, epoch, s->x, s->y, &s->count,
+                              s->msg, sizeof s->msg);
 }
 
 static int can_claim(const ct_loader *l) {
@@ -97,11 +107,11 @@ static void *worker(void *arg) {
   for (;;) {
     while (!l->stop && !can_claim(l)) pthread_cond_wait(&l->work_cv, &l->mu);
     if (l->stop) break;
-    int64_t b = l->next_claim++;
+    int64_t b = l->next_claim++, epoch = l->epoch;
     slot *s = &l->slots[b % l->cap];
     l->busy++;
     pthread_mutex_unlock(&l->mu);
-    fill(l, s, b);
+    fill(l, s, b, epoch);
     pthread_mutex_lock(&l->mu);
     s->batch = b;
     l->busy--;
@@ -128,7 +138,7 @@ static void drop_prefetched(ct_loader *l) {
  * 0 with the error set when they cannot be had. */
 static int new_pinned(const ct_loader *l, int64_t bsz, ct_tensor **tx, ct_tensor **ty) {
   const ct_dataset *ds = l->ds;
-  int64_t xs[4] = {bsz, ds->c, ds->h, ds->w};
+  int64_t xs[4] = {bsz, ds->oc, ds->oh, ds->ow};
   *tx = ct_empty_pinned_for(l->device, 4, xs, CT_F32);
   *ty = *tx ? ct_empty_pinned_for(l->device, 1, &bsz, CT_I64) : NULL;
   ct__untrack(*tx), ct__untrack(*ty);
@@ -140,6 +150,7 @@ static int new_pinned(const ct_loader *l, int64_t bsz, ct_tensor **tx, ct_tensor
 
 static void release(ct_loader *l) {
   drop_prefetched(l);
+  __atomic_sub_fetch(&((ct_dataset *)l->ds)->readers, 1, __ATOMIC_RELEASE);
   if (l->slots)
     for (int i = 0; i < l->cap; i++) {
       if (l->pinned) ct_tensor_free(l->slots[i].tx), ct_tensor_free(l->slots[i].ty);
@@ -173,6 +184,8 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   if (!l) CT_FAIL_NULL(CT_ENOMEM, "ct_loader_new: out of memory");
   int64_t N = ct_dataset_len(ds);
   l->ds = ds;
+  /* the dataset's settings (normalization, augmentation) stay as they are while it is read */
+  __atomic_add_fetch(&((ct_dataset *)ds)->readers, 1, __ATOMIC_ACQUIRE);
   l->rank = o.rank, l->world = o.world_size > 1 ? o.world_size : 1;
   int64_t n = l->world == 1 ? N : o.drop_last ? N / l->world : (N + l->world - 1) / l->world;
   l->n = n;
@@ -186,7 +199,7 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   l->cap = l->nw ? l->nw * (o.prefetch_factor ? o.prefetch_factor : 2) : 1;
   if (l->nbatches > 0 && l->cap > l->nbatches) l->cap = (int)l->nbatches; /* no use buffering more than an epoch */
   int64_t bsz = l->B < n ? l->B : (n > 0 ? n : 1); /* a batch never holds more than N samples */
-  size_t d = (size_t)ds->sample_numel;
+  size_t d = (size_t)ds->out_numel;
   l->perm = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
   l->slots = calloc((size_t)l->cap, sizeof(slot));
   if (l->world > 1) l->full = malloc((size_t)(N > 0 ? N : 1) * sizeof(int64_t));
@@ -288,7 +301,7 @@ static void start_epoch(ct_loader *l) {
 /* Wrap slot s as CPU tensors (copies), then move them to the loader's device. */
 static int wrap(ct_loader *l, const slot *s, ct_tensor **x, ct_tensor **y) {
   const ct_dataset *ds = l->ds;
-  int64_t xs[4] = {s->count, ds->c, ds->h, ds->w}, ys[1] = {s->count};
+  int64_t xs[4] = {s->count, ds->oc, ds->oh, ds->ow}, ys[1] = {s->count};
   ct_tensor *hx = ct_from_host(s->x, 4, xs, CT_F32, CT_DEVICE_CPU);
   ct_tensor *hy = hx ? ct_from_host(s->y, 1, ys, CT_I64, CT_DEVICE_CPU) : NULL;
   if (!hx || !hy) {
@@ -338,28 +351,34 @@ static int wrap_pinned(ct_loader *l, slot *s, ct_tensor **x, ct_tensor **y) {
 }
 
 /* Take batch b out of the ring: wait for (or, without workers, gather) its slot, wrap it, and give
- * the slot back to the workers. Returns 1, or a negative status with the batch left in its slot. */
+ * the slot back to the workers. Returns 1; 0 when every sample of the batch was skipped (no
+ * tensors); or a negative status with the batch left in its slot: a batch that could not be made
+ * (a file that does not decode) reports the same error at every call, until the epoch changes. */
 static int take(ct_loader *l, int64_t b, ct_tensor **x, ct_tensor **y) {
   slot *s = &l->slots[b % l->cap];
+  *x = *y = NULL;
   pthread_mutex_lock(&l->mu);
   if (l->nw == 0) {
+    int64_t epoch = l->epoch;
     pthread_mutex_unlock(&l->mu);
     if (s->batch != b) {
-      fill(l, s, b);
+      fill(l, s, b, epoch);
       s->batch = b;
     }
   } else {
     while (s->batch != b) pthread_cond_wait(&l->ready_cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
   }
-  int rc = l->pinned ? wrap_pinned(l, s, x, y) : wrap(l, s, x, y);
+  if (s->err != CT_OK)
+    return ct__error(s->err, "ct_loader_next: batch %lld of epoch %lld: %s", (long long)b, (long long)ct_loader_epoch(l), s->msg);
+  int rc = s->count == 0 ? 0 : l->pinned ? wrap_pinned(l, s, x, y) : wrap(l, s, x, y);
   if (rc < 0) return rc; /* the batch stays in its slot; the next call retries it */
   pthread_mutex_lock(&l->mu);
   s->batch = -1;
   l->consumed++;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
-  return 1;
+  return rc;
 }
 
 int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y) {
@@ -368,31 +387,36 @@ int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y) {
   if (!l || !x || !y)
     return ct__error(CT_EINVAL, "ct_loader_next: %s is NULL", !l ? "loader" : !x ? "x" : "y");
   if (!l->active) start_epoch(l);
-  int64_t b = l->delivered;
-  if (b == l->nbatches) {
-    pthread_mutex_lock(&l->mu);
-    l->active = 0; /* every batch was taken, so no worker is busy */
-    l->epoch++;
-    pthread_mutex_unlock(&l->mu);
-    return 0;
-  }
-  if (l->pre_x && l->pre_batch == b) { /* copied during the previous call: hand it to the caller's scope */
-    *x = l->pre_x, *y = l->pre_y;
-    l->pre_x = l->pre_y = NULL, l->pre_batch = -1;
-    ct__scope_track(*x), ct__scope_track(*y);
-  } else {
-    int rc = take(l, b, x, y);
-    if (rc < 0) return rc;
-  }
-  l->delivered++;
-  if (l->prefetch && b + 1 < l->nbatches) {
-    ct_tensor *nx, *ny;
-    if (take(l, b + 1, &nx, &ny) == 1) {
-      ct__untrack(nx), ct__untrack(ny);
-      l->pre_x = nx, l->pre_y = ny, l->pre_batch = b + 1;
-    } else {
-      ct_clear_error(); /* batch b + 1 stays in its slot: the next call takes it again and reports */
+  for (;;) { /* a batch whose every sample was skipped is passed over */
+    int64_t b = l->delivered;
+    if (b == l->nbatches) {
+      pthread_mutex_lock(&l->mu);
+      l->active = 0; /* every batch was taken, so no worker is busy */
+      l->epoch++;
+      pthread_mutex_unlock(&l->mu);
+      return 0;
     }
+    int rc;
+    if (l->pre_batch == b) { /* taken during the previous call (its copy issued): hand it to the caller's scope */
+      *x = l->pre_x, *y = l->pre_y;
+      rc = *x ? 1 : 0;
+      l->pre_x = l->pre_y = NULL, l->pre_batch = -1;
+      if (rc) ct__scope_track(*x), ct__scope_track(*y);
+    } else {
+      rc = take(l, b, x, y);
+      if (rc < 0) return rc;
+    }
+    l->delivered++;
+    if (l->prefetch && b + 1 < l->nbatches) {
+      ct_tensor *nx, *ny;
+      int pr = take(l, b + 1, &nx, &ny);
+      if (pr >= 0) {
+        ct__untrack(nx), ct__untrack(ny);
+        l->pre_x = nx, l->pre_y = ny, l->pre_batch = b + 1;
+      } else {
+        ct_clear_error(); /* batch b + 1 stays in its slot: the next call takes it again and reports */
+      }
+    }
+    if (rc == 1) return 1;
   }
-  return 1;
 }
