@@ -1,5 +1,8 @@
-/* src/backend/opencl/allocator.c: the caching allocator, one per device (in its context), and the
- * device addresses that stand for buffers (opencl_backend.h).
+/* src/backend/opencl/allocator.c: the caching allocator, one per device, and the device addresses
+ * that stand for buffers (opencl_backend.h). Layer 2 of the folder: it calls context.c (the
+ * cl_context its buffers belong to, the queues it finishes) and device.c only. The allocators are
+ * kept in a table of their own, one made on a device's first allocation, after its context; the
+ * context knows nothing of them.
  *
  * clCreateBuffer and clReleaseMemObject cost a driver call each (PoCL: a host malloc and its
  * bookkeeping), so freed buffers are kept and handed out again. Requests are rounded up (to 512 B up
@@ -29,33 +32,49 @@ typedef struct {
   int live;   /* 1: held by a tensor; 0: cached */
 } slot;
 
-struct ct__ocl_allocator {
+typedef struct {
   int index;
+  ct__ocl_ctx *ctx; /* the device's context, which lives as long as the process */
   pthread_mutex_t lock;
   slot *slots;
   size_t nslots, cap;
   size_t allocated, reserved, peak, cached;
   uint64_t num_mallocs;
-};
+} allocator;
 
 
 static void *addr_of(size_t s) { return (void *)(uintptr_t)(((uint64_t)s + 1) << CT_OCL_SLOT_BITS); }
 
-ct__ocl_allocator *ct__ocl_allocator_new(int index) {
-  ct__ocl_allocator *a = calloc(1, sizeof *a);
-  if (!a) return NULL;
-  a->index = index;
-  pthread_mutex_init(&a->lock, NULL);
+static allocator *allocators[CT_OCL_MAX_DEVICES]; /* written once each, under allocators_lock */
+static pthread_mutex_t allocators_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The allocator of device index when it exists, else NULL (no error): nothing was allocated there. */
+static allocator *allocator_peek(int index) {
+  if (index < 0 || index >= CT_OCL_MAX_DEVICES) return NULL;
+  return __atomic_load_n(&allocators[index], __ATOMIC_ACQUIRE);
+}
+
+/* The allocator of device index, made after the device's context on first use; NULL with
+ * CT_EDEVICE / CT_EBACKEND (the context) or CT_ENOMEM set. */
+static allocator *allocator_get(int index) {
+  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
+  if (!c) return NULL;
+  allocator *a = allocator_peek(index);
+  if (a) return a;
+  pthread_mutex_lock(&allocators_lock);
+  if (!(a = allocators[index]) && (a = calloc(1, sizeof *a))) {
+    a->index = index;
+    a->ctx = c;
+    pthread_mutex_init(&a->lock, NULL);
+    __atomic_store_n(&allocators[index], a, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&allocators_lock);
+  if (!a) CT_FAIL_NULL(CT_ENOMEM, "opencl:%d: out of host memory for the allocator", index);
   return a;
 }
 
-static ct__ocl_allocator *allocator_of(int index) {
-  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
-  return c ? c->alloc : NULL;
-}
-
 /* Release every cached buffer; the caller holds a->lock. */
-static void release_cached(ct__ocl_allocator *a) {
+static void release_cached(allocator *a) {
   for (size_t i = 0; i < a->nslots; i++) {
     slot *s = &a->slots[i];
     if (!s->mem || s->live) continue;
@@ -68,7 +87,7 @@ static void release_cached(ct__ocl_allocator *a) {
 }
 
 /* A free slot index, growing the table; (size_t)-1 when out of host memory. */
-static size_t free_slot(ct__ocl_allocator *a) {
+static size_t free_slot(allocator *a) {
   for (size_t i = 0; i < a->nslots; i++)
     if (!a->slots[i].mem) return i;
   if (a->nslots == a->cap) {
@@ -82,7 +101,7 @@ static size_t free_slot(ct__ocl_allocator *a) {
   return a->nslots++;
 }
 
-static void *oom(ct__ocl_allocator *a, size_t nbytes, size_t size, const char *why) {
+static void *oom(allocator *a, size_t nbytes, size_t size, const char *why) {
   char b[6][32];
   const ct__ocl_devinfo *d = ct__ocl_devinfo_get(a->index);
   ct__error(CT_ENOMEM,
@@ -113,10 +132,10 @@ ct_status ct__ocl_call_error(int index, const char *what, cl_int e) {
 }
 
 void *ct__ocl_alloc(int index, size_t nbytes) {
-  ct__ocl_allocator *a = allocator_of(index);
+  allocator *a = allocator_get(index);
   if (!a) return NULL;
   const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
-  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
+  ct__ocl_ctx *c = a->ctx;
   size_t size = ct__cache_round(nbytes);
   if (nbytes > d->max_alloc || size > ((size_t)1 << CT_OCL_SLOT_BITS)) {
     pthread_mutex_lock(&a->lock);
@@ -176,7 +195,7 @@ void *ct__ocl_alloc(int index, size_t nbytes) {
 }
 
 /* The slot of address p (which may point inside its buffer), or (size_t)-1. The caller holds a->lock. */
-static size_t slot_of(ct__ocl_allocator *a, const void *p, size_t *byte_off) {
+static size_t slot_of(allocator *a, const void *p, size_t *byte_off) {
   uint64_t v = (uint64_t)(uintptr_t)p, s = v >> CT_OCL_SLOT_BITS;
   if (s == 0 || s - 1 >= a->nslots || !a->slots[s - 1].mem) return (size_t)-1;
   *byte_off = (size_t)(v & (((uint64_t)1 << CT_OCL_SLOT_BITS) - 1));
@@ -185,9 +204,8 @@ static size_t slot_of(ct__ocl_allocator *a, const void *p, size_t *byte_off) {
 
 void ct__ocl_free(int index, void *p, size_t nbytes) {
   (void)nbytes;
-  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
-  if (!c || !p) return;
-  ct__ocl_allocator *a = c->alloc;
+  allocator *a = allocator_peek(index);
+  if (!a || !p) return;
   size_t off;
   pthread_mutex_lock(&a->lock);
   size_t i = slot_of(a, p, &off);
@@ -200,9 +218,9 @@ void ct__ocl_free(int index, void *p, size_t nbytes) {
 }
 
 ct_status ct__ocl_resolve(int index, const void *p, cl_mem *mem, size_t *byte_offset) {
-  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
-  if (!c) return ct__error(CT_EINVAL, "opencl:%d: address %p belongs to no buffer (the device has no context)", index, p);
-  ct__ocl_allocator *a = c->alloc;
+  allocator *a = allocator_peek(index);
+  if (!a)
+    return ct__error(CT_EINVAL, "opencl:%d: address %p belongs to no buffer (nothing was allocated on the device)", index, p);
   pthread_mutex_lock(&a->lock);
   size_t i = slot_of(a, p, byte_offset);
   *mem = i != (size_t)-1 ? a->slots[i].mem : NULL;
@@ -212,9 +230,8 @@ ct_status ct__ocl_resolve(int index, const void *p, cl_mem *mem, size_t *byte_of
 }
 
 ct_status ct__ocl_memory_stats(int index, ct_memory_stats *out) {
-  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
-  if (!c) return CT_OK; /* no context yet: nothing allocated, zeros */
-  ct__ocl_allocator *a = c->alloc;
+  allocator *a = allocator_peek(index);
+  if (!a) return CT_OK; /* nothing allocated yet: zeros */
   pthread_mutex_lock(&a->lock);
   out->allocated = a->allocated;
   out->reserved = a->reserved;
@@ -231,17 +248,19 @@ ct_status ct__ocl_empty_cache(int index) {
    * so that the memory is back with the driver when this returns */
   CT_OCL_TRY(clFinish(c->compute), "clFinish", index);
   CT_OCL_TRY(clFinish(c->copy), "clFinish (copy queue)", index);
-  pthread_mutex_lock(&c->alloc->lock);
-  release_cached(c->alloc);
-  pthread_mutex_unlock(&c->alloc->lock);
+  allocator *a = allocator_peek(index);
+  if (!a) return CT_OK;
+  pthread_mutex_lock(&a->lock);
+  release_cached(a);
+  pthread_mutex_unlock(&a->lock);
   return CT_OK;
 }
 
 ct_status ct__ocl_reset_peak(int index) {
-  ct__ocl_ctx *c = ct__ocl_ctx_peek(index);
-  if (!c) return CT_OK;
-  pthread_mutex_lock(&c->alloc->lock);
-  c->alloc->peak = c->alloc->allocated;
-  pthread_mutex_unlock(&c->alloc->lock);
+  allocator *a = allocator_peek(index);
+  if (!a) return CT_OK;
+  pthread_mutex_lock(&a->lock);
+  a->peak = a->allocated;
+  pthread_mutex_unlock(&a->lock);
   return CT_OK;
 }

@@ -1,15 +1,14 @@
-/* src/backend/opencl/context.c: the per-device contexts of the OpenCL backend, and what every
- * launcher shares: resolving tensors to (buffer, offset) arguments, the strided iterator's host
- * half and launching a kernel (temporaries are backend/common.h's).
+/* src/backend/opencl/context.c: the per-device contexts of the OpenCL backend (layer 1 of the
+ * folder, opencl_backend.h: it calls device.c only).
  *
  * A context holds what cuttle keeps for one device: a cl_context, an in-order compute queue (every
  * kernel, CLBlast call and blocking copy, so that work is ordered without events), a copy queue for
  * the non-blocking copies from and to pinned host memory (ordered against the compute queue by
- * events, copy.c), the program and its kernels, and the caching allocator. ct_synchronize finishes
- * both queues. Both are created with profiling on, so that events can be timed. Contexts
- * are created on first use, one per device, under one lock, and live until the process ends; the
- * table of them is the backend's only state besides the device list (device.c). */
-#include <string.h>
+ * events, copy.c), and the program and its kernels (built by program.c). The caching allocator of
+ * the device is allocator.c's, which keeps its own table. Both queues are created with profiling
+ * on, so that events can be timed. Contexts are created on first use, one per device, under one
+ * lock, and live until the process ends; the table of them is the backend's only state besides the
+ * device list (device.c) and the allocators. Also here: the exit guard and the CLBlast lock. */
 #include "backend/opencl/opencl_backend.h"
 
 static ct__ocl_ctx *ctx_table[CT_OCL_MAX_DEVICES];
@@ -38,8 +37,6 @@ static ct__ocl_ctx *ctx_create(int index) {
   const cl_command_queue_properties qp = CL_QUEUE_PROFILING_ENABLE;
   if (e == CL_SUCCESS) what = "clCreateCommandQueue", c->compute = clCreateCommandQueue(c->context, d->device, qp, &e);
   if (e == CL_SUCCESS) c->copy = clCreateCommandQueue(c->context, d->device, qp, &e);
-  if (e == CL_SUCCESS && !(c->alloc = ct__ocl_allocator_new(index)))
-    e = CL_OUT_OF_HOST_MEMORY, what = "the allocator";
   if (e != CL_SUCCESS) {
     ct__error(CT_EBACKEND, "opencl:%d (%s): %s failed while creating the device context: %s", index, d->name, what,
               ct__ocl_errstr(e));
@@ -104,64 +101,3 @@ void ct__ocl_blas_unlock(ct__ocl_ctx *c) {
   pthread_mutex_unlock(&c->lock);
 }
 
-ct_status ct__ocl_synchronize(int index) {
-  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
-  if (!c) return ct_last_status();
-  CT_OCL_TRY(clFinish(c->compute), "clFinish (compute queue)", index);
-  CT_OCL_TRY(clFinish(c->copy), "clFinish (copy queue)", index);
-  return CT_OK;
-}
-
-ct_status ct__ocl_buf_of(const ct_tensor *t, ct__ocl_buf *out) {
-  size_t byte_off;
-  ct_status s = ct__ocl_resolve(t->device.index, ct__ptr(t), &out->mem, &byte_off);
-  if (s != CT_OK) return s;
-  out->off = (cl_long)(byte_off / ct_dtype_size(t->dtype));
-  out->dt = (cl_int)t->dtype;
-  return CT_OK;
-}
-
-void ct__ocl_iter_init(ct__ocl_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
-  ct__strided m;
-  ct__strided_init(&m, ndim, shape, nops, strides);
-  memset(it, 0, sizeof *it);
-  for (int d = 0; d < m.ndim; d++) {
-    it->size[d] = m.size[d];
-    for (int k = 0; k < nops; k++) it->stride[k][d] = m.stride[k][d];
-  }
-  if (m.ndim == 0) it->size[0] = 1; /* one element: one dim of size 1 keeps the kernel's loop simple */
-  it->ndim = m.ndim > 0 ? m.ndim : 1;
-}
-
-ct__ocl_arg ct__ocl_real_arg(int index, double v, ct__ocl_real *slot) {
-  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
-  if (d && d->fp64) {
-    slot->d = v;
-    return (ct__ocl_arg){sizeof(cl_double), &slot->d};
-  }
-  slot->f = (cl_float)v;
-  return (ct__ocl_arg){sizeof(cl_float), &slot->f};
-}
-
-ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const ct__ocl_arg *args) {
-  if (n == 0) return CT_OK;
-  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
-  if (!c) return ct_last_status();
-  pthread_mutex_lock(&c->lock);
-  cl_kernel k = ct__ocl_kernel(c, name);
-  cl_int e = k ? CL_SUCCESS : CL_INVALID_KERNEL;
-  int bad = -1;
-  for (int i = 0; k && i < nargs && e == CL_SUCCESS; i++)
-    if ((e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value)) != CL_SUCCESS) bad = i;
-  if (k && e == CL_SUCCESS) e = clEnqueueNDRangeKernel(c->compute, k, 1, NULL, &n, NULL, 0, NULL, NULL);
-  pthread_mutex_unlock(&c->lock);
-  if (!k) return ct_last_status();
-  if (e == CL_SUCCESS) ct__ocl_exit_guard(c);
-  if (e != CL_SUCCESS) {
-    char what[160];
-    if (bad >= 0) snprintf(what, sizeof what, "setting argument %d of kernel %s", bad, name);
-    else snprintf(what, sizeof what, "launching kernel %s over %zu work-items", name, n);
-    return ct__ocl_call_error(index, what, e);
-  }
-  return CT_OK;
-}

@@ -1,5 +1,6 @@
 /* src/backend/opencl/copy.c: copies between host and device memory (the vtable's memcpy), and the
- * strided copy and fill kernels' launchers (kernels/elementwise.cl).
+ * strided copy and fill kernels' launchers (kernels/elementwise.cl). Layer 4 of the folder
+ * (opencl_backend.h): it calls launch.c, pinned.c, allocator.c and context.c.
  *
  * memcpy: a copy from or to pageable host memory runs on the device's in-order compute queue,
  * behind the kernels queued before it, and blocks until done (OpenCL would let a non-blocking write

@@ -1,5 +1,7 @@
-/* src/backend/opencl/device.c: enumeration of every device of every OpenCL platform, their
- * properties, and the OpenCL error names.
+/* src/backend/opencl/device.c: enumeration of every device of every OpenCL platform, their fixed
+ * facts, and the OpenCL error names. Layer 0 of the folder (opencl_backend.h): it calls no other
+ * file of the backend. (The vtable's device_props, which adds what the allocator holds, is in
+ * backend.c.)
  *
  * Order: platforms as the ICD loader lists them, and within each platform its devices as
  * clGetDeviceIDs(CL_DEVICE_TYPE_ALL) lists them; "opencl:N" is the N-th of that list. The list is
@@ -80,31 +82,6 @@ const ct__ocl_devinfo *ct__ocl_devinfo_get(int index) {
 int ct__ocl_device_is_gpu(int index) {
   const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
   return d && (d->type & CL_DEVICE_TYPE_GPU) ? 1 : 0;
-}
-
-ct_status ct__ocl_device_props(int index, ct_device_props *out) {
-  const ct__ocl_devinfo *d = ct__ocl_devinfo_get(index);
-  if (!d) return ct__error(CT_EDEVICE, "opencl:%d does not exist: this machine has %d OpenCL device(s)", index, ct__ocl_device_count());
-  snprintf(out->name, sizeof out->name, "%s", d->name);
-  snprintf(out->vendor, sizeof out->vendor, "%s", d->vendor);
-  snprintf(out->driver_version, sizeof out->driver_version, "%s", d->driver);
-  out->device_type = d->type & CL_DEVICE_TYPE_GPU           ? CT_DEVICE_TYPE_GPU
-                     : d->type & CL_DEVICE_TYPE_CPU         ? CT_DEVICE_TYPE_CPU
-                     : d->type & CL_DEVICE_TYPE_ACCELERATOR ? CT_DEVICE_TYPE_ACCELERATOR
-                                                            : CT_DEVICE_TYPE_UNKNOWN;
-  cl_uint cu = 0;
-  clGetDeviceInfo(d->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
-  out->cores = (int)cu;
-  out->total_memory = d->global_mem;
-  /* OpenCL has no portable free-memory query: what cuttle's allocator does not hold is reported */
-  ct_memory_stats st = {0};
-  if (ct__ocl_ctx_peek(index)) ct__ocl_memory_stats(index, &st);
-  out->free_memory = d->global_mem > st.reserved ? d->global_mem - st.reserved : 0;
-  out->max_alloc = d->max_alloc;
-  out->fp16 = d->fp16;
-  out->fp64 = d->fp64;
-  out->utilization = -1;
-  return CT_OK;
 }
 
 const char *ct__ocl_errstr(cl_int e) {

@@ -1,55 +1,7 @@
 /* src/backend/opencl/elementwise.c: the launchers of the unary, binary, comparison and where
- * kernels (kernels/elementwise.cl), and the ops.def formulas turned into OpenCL C.
- *
- * The formulas are not written here either: ops.def's X-macros stringify each expression into a
- * case of unary_fwd / unary_deriv / binary_fwd / binary_deriv, computed in REAL (double where the
- * device has cl_khr_fp64), so the device evaluates the very expressions the CPU does. */
-#include <string.h>
+ * kernels (kernels/elementwise.cl). The formulas they evaluate are ops.def's, turned into OpenCL C
+ * in the program's prelude (program.c). */
 #include "backend/opencl/opencl_backend.h"
-
-typedef struct {
-  int op;
-  const char *ename; /* the enum's name without its prefix: ADD */
-  const char *fwd, *d1, *d2;
-  int compare;
-} formula;
-
-static const formula unary_formulas[] = {
-#define CT_UNARY(E, name, fwd, deriv) {CT_UNARY_##E, #E, #fwd, #deriv, NULL, 0},
-#include "core/ops.def"
-};
-
-static const formula binary_formulas[] = {
-#define CT_BINARY(E, name, fwd, da, db) {CT_BINARY_##E, #E, #fwd, #da, #db, 0},
-#define CT_COMPARE(E, name, pred) {CT_BINARY_##E, #E, #pred, NULL, NULL, 1},
-#include "core/ops.def"
-};
-
-#define NU (sizeof unary_formulas / sizeof unary_formulas[0])
-#define NB (sizeof binary_formulas / sizeof binary_formulas[0])
-
-size_t ct__ocl_ops_source(char *buf, size_t n) {
-  size_t k = 0;
-#define OUT(...) k += (size_t)snprintf(buf + k, k < n ? n - k : 0, __VA_ARGS__)
-  /* the op enums by name, for the integer path of a_common.cl */
-  for (size_t i = 0; i < NU; i++) OUT("#define CT_UNARY_%s %d\n", unary_formulas[i].ename, unary_formulas[i].op);
-  for (size_t i = 0; i < NB; i++) OUT("#define CT_BINARY_%s %d\n", binary_formulas[i].ename, binary_formulas[i].op);
-  OUT("REAL unary_fwd(int op, REAL x) {\n  switch (op) {\n");
-  for (size_t i = 0; i < NU; i++) OUT("    case %d: return (REAL)(%s);\n", unary_formulas[i].op, unary_formulas[i].fwd);
-  OUT("  }\n  return 0;\n}\nREAL unary_deriv(int op, REAL x, REAL y) {\n  switch (op) {\n");
-  for (size_t i = 0; i < NU; i++) OUT("    case %d: return (REAL)(%s);\n", unary_formulas[i].op, unary_formulas[i].d1);
-  OUT("  }\n  return 0;\n}\nREAL binary_fwd(int op, REAL a, REAL b) {\n  switch (op) {\n");
-  for (size_t i = 0; i < NB; i++)
-    if (binary_formulas[i].compare) OUT("    case %d: return (%s) ? (REAL)1 : (REAL)0;\n", binary_formulas[i].op, binary_formulas[i].fwd);
-    else OUT("    case %d: return (REAL)(%s);\n", binary_formulas[i].op, binary_formulas[i].fwd);
-  OUT("  }\n  return 0;\n}\nREAL binary_deriv(int op, int wrt, REAL a, REAL b, REAL y) {\n  switch (op) {\n");
-  for (size_t i = 0; i < NB; i++)
-    if (!binary_formulas[i].compare)
-      OUT("    case %d: return wrt == 0 ? (REAL)(%s) : (REAL)(%s);\n", binary_formulas[i].op, binary_formulas[i].d1, binary_formulas[i].d2);
-  OUT("  }\n  return 0;\n}\n");
-#undef OUT
-  return k < n ? k : n;
-}
 
 static const int64_t *strides_or_null(ct_tensor *t) { return t ? t->stride : NULL; }
 

@@ -1,5 +1,10 @@
-/* src/backend/opencl/event.c: streams and events of the OpenCL backend (the vtable's stream_* and
- * event_* entries, behind ct_stream_new, ct_event_record and friends in cuttle/cuda.h).
+/* src/backend/opencl/event.c: synchronization, streams and events of the OpenCL backend (the
+ * vtable's synchronize, stream_* and event_* entries, behind ct_synchronize, ct_stream_new,
+ * ct_event_record and friends in cuttle/cuda.h). Layer 3 of the folder (opencl_backend.h): it calls
+ * context.c, device.c and allocator.c's ct__ocl_call_error.
+ *
+ * ct_synchronize finishes both queues of the device's context, the compute queue and the copy
+ * queue.
  *
  * A stream is an in-order command queue of the device's context, created with profiling on (as the
  * context's compute and copy queues are), so that events can be timed; its handle is the
@@ -23,6 +28,14 @@ static cl_command_queue queue_of(int index, void *stream) {
   if (stream) return (cl_command_queue)stream;
   ct__ocl_ctx *c = ct__ocl_ctx_get(index);
   return c ? c->compute : NULL;
+}
+
+ct_status ct__ocl_synchronize(int index) {
+  ct__ocl_ctx *c = ct__ocl_ctx_get(index);
+  if (!c) return ct_last_status();
+  CT_OCL_TRY(clFinish(c->compute), "clFinish (compute queue)", index);
+  CT_OCL_TRY(clFinish(c->copy), "clFinish (copy queue)", index);
+  return CT_OK;
 }
 
 ct_status ct__ocl_stream_new(int index, void **out) {

@@ -3,6 +3,24 @@
  * The backend's folder is the only place that includes CL headers; what every backend shares
  * (temporaries, chunking, CT_TRY) is in backend/common.h.
  *
+ * Layers. A file calls only files of the layers below it (in parentheses), never one of its own
+ * layer or above, so no two files call each other; in layer 4, where the kernels' files are, the
+ * calls go one way (conv_relu_pool.c -> conv.c -> matmul.c -> copy.c). Checked on the objects' symbols
+ * (nm), as scripts/include_graph.sh checks the core.
+ *   5  backend.c      the vtable, and its device_props: device.c's facts, the allocator's figures
+ *   4  copy.c         memcpy, the copy and fill kernels              (launch, allocator, pinned, context)
+ *      elementwise.c, reduce.c, matmul.c (and ct__ocl_gemm), conv.c, conv_relu_pool.c, pool.c,
+ *      softmax.c, random.c, index.c, optim.c, amp.c, bench_access.c            (launch, context, ...)
+ *   3  launch.c       kernel arguments and launching              (allocator, program, context, device)
+ *      event.c        synchronization, streams and events   (allocator's call_error, context, device)
+ *   2  allocator.c    the caching allocator, in a table of its own, and ct__ocl_call_error
+ *                                                                                    (context, device)
+ *      program.c      the program: its source (with the ops.def formulas), build and disk cache
+ *                                                                  (the context it is given, device)
+ *      pinned.c       pinned host memory                                             (context, device)
+ *   1  context.c      the per-device contexts, the exit guard, the CLBlast lock               (device)
+ *   0  device.c       enumeration, the devices' facts, the OpenCL error names                (nothing)
+ *
  * Device pointers. OpenCL buffers are cl_mem handles, not addresses, but cuttle's storage holds a
  * void * and the core computes element addresses as data + offset * itemsize (ct__ptr) before it
  * calls memcpy. So each buffer gets a window of a virtual address space: the allocator gives a
@@ -27,8 +45,6 @@
 #define CT_OCL_SLOT_BITS 36
 #define CT_OCL_MAX_KERNELS 32
 
-typedef struct ct__ocl_allocator ct__ocl_allocator;
-
 /* One OpenCL device: fixed facts from enumeration (device.c). */
 typedef struct {
   cl_platform_id platform;
@@ -39,7 +55,8 @@ typedef struct {
   int fp16, fp64;
 } ct__ocl_devinfo;
 
-/* The context of one device, created on first use (context.c) and kept until the process ends. */
+/* The context of one device, created on first use (context.c) and kept until the process ends.
+ * The device's allocator is allocator.c's, in a table of its own. */
 typedef struct {
   int index;
   const ct__ocl_devinfo *info;
@@ -53,20 +70,21 @@ typedef struct {
     const char *name;
     cl_kernel k;
   } kernels[CT_OCL_MAX_KERNELS];
-  ct__ocl_allocator *alloc;
 } ct__ocl_ctx;
 
-/* ---- devices (device.c) */
+/* ---- devices (device.c; the vtable's device_props is in backend.c) */
 int ct__ocl_device_count(void);
 const ct__ocl_devinfo *ct__ocl_devinfo_get(int index); /* NULL when index is out of range */
-ct_status ct__ocl_device_props(int index, ct_device_props *out);
 int ct__ocl_device_is_gpu(int index);
 const char *ct__ocl_errstr(cl_int e);
 
 /* ---- contexts (context.c): NULL with CT_EDEVICE / CT_EBACKEND set on failure */
 ct__ocl_ctx *ct__ocl_ctx_get(int index);
 ct__ocl_ctx *ct__ocl_ctx_peek(int index); /* the context when it exists, else NULL (no error) */
-ct_status ct__ocl_synchronize(int index);
+/* Called after each successful enqueue of a kernel (cuttle's or CLBlast's): the first time in the
+ * process, waits for the compute queue and registers the at-exit handler that finishes every queue
+ * (context.c says why it must come after the first compilation). */
+void ct__ocl_exit_guard(ct__ocl_ctx *c);
 
 /* ---- CLBlast calls: ct__ocl_blas_lock takes c->lock (CLBlast enqueues on the compute queue,
  * between cuttle's launches) and then one process-wide lock, because CLBlast is not safe to call
@@ -80,8 +98,6 @@ void ct__ocl_blas_unlock(ct__ocl_ctx *c);
 /* ---- the program (program.c): the kernel `name` of the device's program, built or loaded from
  * the on-disk cache on first use. The caller holds ctx->lock. */
 cl_kernel ct__ocl_kernel(ct__ocl_ctx *ctx, const char *name);
-/* The ops.def formulas as OpenCL C functions (elementwise.c), for the program's prelude. */
-size_t ct__ocl_ops_source(char *buf, size_t n);
 
 /* ---- memory (allocator.c) */
 void *ct__ocl_alloc(int index, size_t nbytes);
@@ -92,7 +108,6 @@ ct_status ct__ocl_resolve(int index, const void *p, cl_mem *mem, size_t *byte_of
 ct_status ct__ocl_memory_stats(int index, ct_memory_stats *out);
 ct_status ct__ocl_empty_cache(int index);
 ct_status ct__ocl_reset_peak(int index);
-ct__ocl_allocator *ct__ocl_allocator_new(int index);
 /* 1 when the OpenCL status e says the driver ran out of memory (CL_MEM_OBJECT_ALLOCATION_FAILURE,
  * CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY). PoCL and most drivers create buffers lazily, so
  * these come back from the first enqueue that touches a buffer as often as from clCreateBuffer. */
@@ -110,7 +125,9 @@ void ct__ocl_pinned_stats(ct_memory_stats *out);
 void ct__ocl_pinned_empty_cache(void);
 int ct__ocl_pinned_use(const void *p, size_t nbytes);
 
-/* ---- streams and events (event.c): the vtable's stream_* and event_* entries */
+/* ---- synchronization, streams and events (event.c): the vtable's synchronize, stream_* and
+ * event_* entries */
+ct_status ct__ocl_synchronize(int index);
 ct_status ct__ocl_stream_new(int index, void **out);
 void ct__ocl_stream_free(int index, void *stream);
 ct_status ct__ocl_stream_synchronize(int index, void *stream);
@@ -124,7 +141,8 @@ void ct__ocl_event_free(int index, void *event);
 /* ---- copies (copy.c) */
 ct_status ct__ocl_memcpy(int index, void *dst, const void *src, size_t nbytes, int dir, int non_blocking);
 
-/* ---- a tensor operand as kernel arguments: its buffer and its element offset from the buffer's start */
+/* ---- launching (launch.c). A tensor operand as kernel arguments: its buffer and its element
+ * offset from the buffer's start */
 typedef struct {
   cl_mem mem;
   cl_long off;
@@ -132,7 +150,8 @@ typedef struct {
 } ct__ocl_buf;
 ct_status ct__ocl_buf_of(const ct_tensor *t, ct__ocl_buf *out);
 
-/* ---- the strided iterator (host half; kernels/a_common.cl has the device half) */
+/* the strided iterator: core's ct__strided laid out for the kernels (kernels/a_common.cl has the
+ * device half) */
 typedef struct {
   cl_long ndim;
   cl_long size[CT_MAX_DIMS];
@@ -141,17 +160,13 @@ typedef struct {
 /* Merge dims of shape where every operand is contiguous across them; strides[k] NULL: zeros. */
 void ct__ocl_iter_init(ct__ocl_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides);
 
-/* ---- launching: kernel `name` over n work-items with nargs arguments (sizes and values) */
+/* kernel `name` over n work-items with nargs arguments (sizes and values) */
 typedef struct {
   size_t size;
   const void *value;
 } ct__ocl_arg;
 #define CT_OCL_ARG(x) ((ct__ocl_arg){sizeof(x), &(x)})
 ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const ct__ocl_arg *args);
-/* Called after each successful enqueue of a kernel (cuttle's or CLBlast's): the first time in the
- * process, waits for the compute queue and registers the at-exit handler that finishes every queue
- * (context.c says why it must come after the first compilation). */
-void ct__ocl_exit_guard(ct__ocl_ctx *c);
 /* REAL, the kernels' compute type, for scalar arguments: a double where the device has fp64 */
 typedef union {
   cl_double d;

@@ -1,6 +1,7 @@
 /* src/backend/opencl/pinned.c: the caching allocator of pinned host memory for the OpenCL backend
  * (the vtable's pinned_alloc / pinned_free / pinned_stats / pinned_empty_cache, behind
- * ct_empty_pinned and ct_empty_pinned_for).
+ * ct_empty_pinned and ct_empty_pinned_for). Layer 2 of the folder (opencl_backend.h): it calls
+ * context.c and device.c only.
  *
  * OpenCL has no call that page-locks host memory; the portable way to get memory a device copies
  * from at full speed is a buffer created with CL_MEM_ALLOC_HOST_PTR and mapped into the host's

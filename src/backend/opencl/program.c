@@ -1,9 +1,10 @@
 /* src/backend/opencl/program.c: the device program: its source, its build, and the on-disk cache
- * of program binaries.
+ * of program binaries. Layer 2 of the folder (opencl_backend.h): it builds into the context it is
+ * given (context.c) and calls device.c only.
  *
  * The source is a prelude made here (REAL, the dtype tags, CT_MAX_DIMS, and the op enums and the
- * ops.def formulas from elementwise.c) followed by every .cl file of kernels/ in name order,
- * embedded at build time (src/backend/opencl/embed.cmake). It is built once per device context, on the first launch.
+ * ops.def formulas) followed by every .cl file of kernels/ in name order, embedded at build time
+ * (src/backend/opencl/embed.cmake). It is built once per device context, on the first launch.
  *
  * PoCL compiles slowly, so the binary is cached on disk: in $CUTTLE_OPENCL_CACHE, else
  * $XDG_CACHE_HOME/cuttle/opencl, else ~/.cache/cuttle/opencl, in a file named by a 64-bit FNV-1a
@@ -23,6 +24,54 @@ static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
   return h;
 }
 
+/* ---- the ops.def formulas as OpenCL C. They are not written here either: ops.def's X-macros
+ * stringify each expression into a case of unary_fwd / unary_deriv / binary_fwd / binary_deriv,
+ * computed in REAL (double where the device has cl_khr_fp64), so the device evaluates the very
+ * expressions the CPU does. */
+typedef struct {
+  int op;
+  const char *ename; /* the enum's name without its prefix: ADD */
+  const char *fwd, *d1, *d2;
+  int compare;
+} formula;
+
+static const formula unary_formulas[] = {
+#define CT_UNARY(E, name, fwd, deriv) {CT_UNARY_##E, #E, #fwd, #deriv, NULL, 0},
+#include "core/ops.def"
+};
+
+static const formula binary_formulas[] = {
+#define CT_BINARY(E, name, fwd, da, db) {CT_BINARY_##E, #E, #fwd, #da, #db, 0},
+#define CT_COMPARE(E, name, pred) {CT_BINARY_##E, #E, #pred, NULL, NULL, 1},
+#include "core/ops.def"
+};
+
+#define NU (sizeof unary_formulas / sizeof unary_formulas[0])
+#define NB (sizeof binary_formulas / sizeof binary_formulas[0])
+
+static size_t ops_source(char *buf, size_t n) {
+  size_t k = 0;
+#define OUT(...) k += (size_t)snprintf(buf + k, k < n ? n - k : 0, __VA_ARGS__)
+  /* the op enums by name, for the integer path of a_common.cl */
+  for (size_t i = 0; i < NU; i++) OUT("#define CT_UNARY_%s %d\n", unary_formulas[i].ename, unary_formulas[i].op);
+  for (size_t i = 0; i < NB; i++) OUT("#define CT_BINARY_%s %d\n", binary_formulas[i].ename, binary_formulas[i].op);
+  OUT("REAL unary_fwd(int op, REAL x) {\n  switch (op) {\n");
+  for (size_t i = 0; i < NU; i++) OUT("    case %d: return (REAL)(%s);\n", unary_formulas[i].op, unary_formulas[i].fwd);
+  OUT("  }\n  return 0;\n}\nREAL unary_deriv(int op, REAL x, REAL y) {\n  switch (op) {\n");
+  for (size_t i = 0; i < NU; i++) OUT("    case %d: return (REAL)(%s);\n", unary_formulas[i].op, unary_formulas[i].d1);
+  OUT("  }\n  return 0;\n}\nREAL binary_fwd(int op, REAL a, REAL b) {\n  switch (op) {\n");
+  for (size_t i = 0; i < NB; i++)
+    if (binary_formulas[i].compare) OUT("    case %d: return (%s) ? (REAL)1 : (REAL)0;\n", binary_formulas[i].op, binary_formulas[i].fwd);
+    else OUT("    case %d: return (REAL)(%s);\n", binary_formulas[i].op, binary_formulas[i].fwd);
+  OUT("  }\n  return 0;\n}\nREAL binary_deriv(int op, int wrt, REAL a, REAL b, REAL y) {\n  switch (op) {\n");
+  for (size_t i = 0; i < NB; i++)
+    if (!binary_formulas[i].compare)
+      OUT("    case %d: return wrt == 0 ? (REAL)(%s) : (REAL)(%s);\n", binary_formulas[i].op, binary_formulas[i].d1, binary_formulas[i].d2);
+  OUT("  }\n  return 0;\n}\n");
+#undef OUT
+  return k < n ? k : n;
+}
+
 /* The whole program source (malloc'd), or NULL. */
 static char *program_source(const ct__ocl_devinfo *d) {
   size_t cap = 1 << 16, len = 0;
@@ -37,7 +86,7 @@ static char *program_source(const ct__ocl_devinfo *d) {
                           "#define CT_MAX_DIMS %d\n#define DT_F32 %d\n#define DT_F64 %d\n#define DT_F16 %d\n#define DT_BF16 %d\n"
                           "#define DT_I32 %d\n#define DT_I64 %d\n#define DT_U8 %d\n#define DT_BOOL %d\n",
                           CT_MAX_DIMS, CT_F32, CT_F64, CT_F16, CT_BF16, CT_I32, CT_I64, CT_U8, CT_BOOL);
-  len += ct__ocl_ops_source(s + len, cap - len);
+  len += ops_source(s + len, cap - len);
   for (size_t i = 0; i < sizeof ct__ocl_sources / sizeof ct__ocl_sources[0] && len < cap; i++)
     len += (size_t)snprintf(s + len, cap - len, "%s\n", ct__ocl_sources[i]);
   if (len >= cap) {
