@@ -1,6 +1,8 @@
 #!/bin/sh
 # Make the Python that the interop tests run (tests/io/test_interop_*.c): DIR/venv, a virtual
-# environment with Debian's PyTorch and numpy (python3-torch, installed with apt through deps.sh) and,
+# environment with Debian's PyTorch and numpy (python3-torch, installed with apt through deps.sh),
+# Debian's torchvision 0.14 and PIL, which match that PyTorch (python3-torchvision: about 3 MB and 6
+# small packages; tests/data/test_interop_imagefolder.c compares the image folder with ImageFolder) and,
 # from PyPI, safetensors and tensorboard (Debian 12 packages neither: tensorboard's EventAccumulator
 # reads cuttle's event files in tests/io/test_interop_tensorboard.c, and torch.utils.tensorboard
 # needs it). tests/CMakeLists.txt points
@@ -10,7 +12,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 dir="${1:?usage: scripts/python_env.sh BUILD_DIR}"
-./scripts/deps.sh python3-torch python3-venv
+./scripts/deps.sh python3-torch python3-venv python3-torchvision
 venv="$dir/venv"
 # Debian's interpreter by its full path: the python3 first on PATH may be another one (pyenv, conda)
 # that does not see /usr/lib/python3/dist-packages, where python3-torch puts torch.
@@ -29,4 +31,4 @@ if ! "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check "tensorboard==2.19.0"
 fi
 # Fail here, with the interpreter's own message, rather than in the tests.
-"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch, tensorboard, torch.utils.tensorboard"
+"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch, tensorboard, torch.utils.tensorboard, torchvision, PIL"

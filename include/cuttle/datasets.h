@@ -145,8 +145,10 @@ CT_API ct_status ct_cifar_check(const uint8_t *buf, size_t n, const char *name, 
 /* The channels images are decoded to, as PIL's Image.convert, which torchvision's ImageFolder
  * loader calls: RGB (3 channels; a grayscale file is replicated) or GRAY (1 channel; an RGB file
  * becomes L = (19595 R + 38470 G + 7471 B + 32768) >> 16, PIL's ITU-R 601-2 luma in fixed point).
- * Alpha is dropped (not composited); a palette is expanded; 16-bit samples keep their high byte;
- * JPEG CMYK is converted as PIL does (Adobe's inverted CMYK). */
+ * Alpha is dropped (not composited); a palette is expanded; JPEG CMYK is converted as PIL does
+ * (Adobe's inverted CMYK). One difference: 16-bit samples keep their high byte, where PIL clips a
+ * 16-bit gray PNG's values to 255 (it reads it as mode "I"). Otherwise the bytes are PIL's
+ * (tests/data/test_interop_imagefolder.c). */
 typedef enum { CT_IMAGE_RGB = 0, CT_IMAGE_GRAY = 1 } ct_image_mode;
 
 /* A decoded image: h rows of w pixels of c channels (1 or 3), interleaved: data is (h, w, c) HWC

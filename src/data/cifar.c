@@ -79,7 +79,8 @@ ct_status ct_cifar_check(const uint8_t *buf, size_t n, const char *name, int lab
     return ct__error(CT_EINVAL, "ct_cifar_check: %s is NULL", !records ? "records" : "buf");
   if (label_bytes != 1 && label_bytes != 2)
     return ct__error(CT_EINVAL, "ct_cifar_check: label_bytes = %d; 1 is CIFAR-10, 2 is CIFAR-100", label_bytes);
-  return check(buf, n, name ? name : "<buffer>", label_bytes, records);
+  ct_status s = check(buf, n, name ? name : "<buffer>", label_bytes, records);
+  return s == CT_OK ? s : ct__error_prefix("ct_cifar_check");
 }
 
 /* dir itself when it holds `probe`, else dir/sub when that does: into out. */

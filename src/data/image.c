@@ -248,7 +248,8 @@ ct_status ct_image_load(const char *path, ct_image_mode mode, ct_image *out) {
 ct_status ct_image_resize(const ct_image *in, int64_t h, int64_t w, ct_image *out) {
   if (out) memset(out, 0, sizeof *out);
   if (!in || !out) return ct__null_status("ct_image_resize", !in ? "in" : "out");
-  if (!in->data || in->h < 1 || in->w < 1 || (in->c != 1 && in->c != 3) || in->h * in->w > CT_IMAGE_MAX_PIXELS)
+  if (!in->data || in->h < 1 || in->w < 1 || (in->c != 1 && in->c != 3) || in->h > CT_IMAGE_MAX_PIXELS ||
+      in->w > CT_IMAGE_MAX_PIXELS || in->h * in->w > CT_IMAGE_MAX_PIXELS)
     return ct__error(CT_EINVAL, "ct_image_resize: the input is not a decoded image (h=%lld, w=%lld, c=%d, data %s)",
                      (long long)in->h, (long long)in->w, in->c, in->data ? "set" : "NULL");
   if (h < 1 || w < 1 || h > CT_IMAGE_MAX_PIXELS || w > CT_IMAGE_MAX_PIXELS || h * w > CT_IMAGE_MAX_PIXELS)

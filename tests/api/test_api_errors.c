@@ -1079,6 +1079,77 @@ static void test_data(void **state) {
   S(ct_loader_next, CT_EINVAL, ct_loader_next(F.loader, &bx, NULL));
 }
 
+/* ---- datasets.h (F.ds is read by F.loader, so its settings are frozen: every set call fails) */
+static void test_datasets(void **state) {
+  (void)state;
+  float x[4], zero[1] = {0}, one[1] = {1}, zeros[2] = {0, 0}, ones[2] = {1, 1};
+  int64_t y, recs;
+  ct_image im;
+  static const uint8_t buf[8] = {0};
+  const ct_image tiny = {.h = 1, .w = 1, .c = 1, .data = (uint8_t *)buf};
+  S(ct_dataset_set_normalize, CT_EINVAL, ct_dataset_set_normalize(NULL, 1, zero, one));
+  S(ct_dataset_set_normalize, CT_EINVAL, ct_dataset_set_normalize(F.ds, 1, NULL, one));
+  S(ct_dataset_set_normalize, CT_EINVAL, ct_dataset_set_normalize(F.ds, 1, zero, NULL));
+  S(ct_dataset_set_normalize, CT_EINVAL, ct_dataset_set_normalize(F.ds, 2, zeros, ones));
+  S(ct_dataset_set_normalize, CT_EINVAL, ct_dataset_set_normalize(F.ds, 1, zero, zero));
+  S(ct_dataset_set_normalize, CT_EINVAL, ct_dataset_set_normalize(F.ds, 1, zero, one)); /* read by F.loader */
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(NULL, NULL));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.crop_h = 1}));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.crop_padding = 1}));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.crop_h = 9, .crop_w = 1}));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.crop_h = INT_MAX, .crop_w = INT_MAX, .crop_padding = INT_MAX}));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.hflip_p = 2}));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.hflip_p = NAN}));
+  S(ct_dataset_set_augment, CT_EINVAL, ct_dataset_set_augment(F.ds, &(ct_augment){.hflip_p = 0.5f})); /* read by F.loader */
+  S(ct_dataset_get_seeded, CT_EINVAL, ct_dataset_get_seeded(NULL, 0, 0, 0, x, &y));
+  S(ct_dataset_get_seeded, CT_EINVAL, ct_dataset_get_seeded(F.ds, 4, 0, 0, x, &y));
+  S(ct_dataset_get_seeded, CT_EINVAL, ct_dataset_get_seeded(F.ds, INT64_MIN, 0, 0, x, &y));
+  S(ct_dataset_get_seeded, CT_EINVAL, ct_dataset_get_seeded(F.ds, 0, 0, -1, x, &y));
+  P(ct_dataset_class_name, CT_EINVAL, ct_dataset_class_name(NULL, 0));
+  P(ct_dataset_class_name, CT_EINVAL, ct_dataset_class_name(F.ds, 2));
+  P(ct_dataset_class_name, CT_EINVAL, ct_dataset_class_name(F.ds, -1));
+  P(ct_dataset_sample_path, CT_EINVAL, ct_dataset_sample_path(NULL, 0));
+  P(ct_dataset_sample_path, CT_EINVAL, ct_dataset_sample_path(F.ds, 4));
+  P(ct_dataset_sample_path, CT_EUNSUPPORTED, ct_dataset_sample_path(F.ds, 0)); /* in memory: no files */
+  V(ct_dataset_skipped, CT_EINVAL, ct_dataset_skipped(NULL) == -1);
+  P(ct_cifar10_load, CT_EINVAL, ct_cifar10_load(NULL, CT_SPLIT_TRAIN));
+  P(ct_cifar10_load, CT_EINVAL, ct_cifar10_load(F.dir, (ct_split)5));
+  PA(ct_cifar10_load, CT_EIO, "data_batch_1.bin", ct_cifar10_load("/nonexistent-cuttle-dir", CT_SPLIT_TRAIN));
+  P(ct_cifar100_load, CT_EINVAL, ct_cifar100_load(NULL, CT_SPLIT_TRAIN, CT_CIFAR100_FINE));
+  P(ct_cifar100_load, CT_EINVAL, ct_cifar100_load(F.dir, (ct_split)-1, CT_CIFAR100_FINE));
+  P(ct_cifar100_load, CT_EINVAL, ct_cifar100_load(F.dir, CT_SPLIT_TEST, (ct_cifar100_label)7));
+  PA(ct_cifar100_load, CT_EIO, "test.bin", ct_cifar100_load("/nonexistent-cuttle-dir", CT_SPLIT_TEST, CT_CIFAR100_COARSE));
+  S(ct_cifar_check, CT_EINVAL, ct_cifar_check(NULL, 5, "x", 1, &recs));
+  S(ct_cifar_check, CT_EINVAL, ct_cifar_check(buf, 8, "x", 1, NULL));
+  S(ct_cifar_check, CT_EINVAL, ct_cifar_check(buf, 8, "x", 0, &recs));
+  S(ct_cifar_check, CT_EFORMAT, ct_cifar_check(buf, 8, "x", 1, &recs));
+  S(ct_image_decode, CT_EINVAL, ct_image_decode(NULL, 4, "x", CT_IMAGE_RGB, &im));
+  S(ct_image_decode, CT_EINVAL, ct_image_decode(buf, 8, "x", CT_IMAGE_RGB, NULL));
+  S(ct_image_decode, CT_EINVAL, ct_image_decode(buf, 8, "x", (ct_image_mode)3, &im));
+  S(ct_image_decode, CT_EFORMAT, ct_image_decode(buf, 8, "x", CT_IMAGE_GRAY, &im));
+  S(ct_image_load, CT_EINVAL, ct_image_load(NULL, CT_IMAGE_RGB, &im));
+  S(ct_image_load, CT_EINVAL, ct_image_load("x.png", CT_IMAGE_RGB, NULL));
+  S(ct_image_load, CT_EINVAL, ct_image_load("x.png", (ct_image_mode)-1, &im));
+  S(ct_image_load, CT_EIO, ct_image_load("/nonexistent-cuttle-dir/x.png", CT_IMAGE_RGB, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(NULL, 2, 2, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&tiny, 2, 2, NULL));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&(ct_image){0}, 2, 2, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&(ct_image){.h = 1, .w = 1, .c = 2, .data = (uint8_t *)buf}, 2, 2, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&(ct_image){.h = INT64_MAX, .w = 2, .c = 1, .data = (uint8_t *)buf}, 1, 1, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&tiny, 0, 2, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&tiny, -2, 2, &im));
+  S(ct_image_resize, CT_EINVAL, ct_image_resize(&tiny, INT64_MAX, INT64_MAX, &im));
+  N(ct_image_free, DO(ct_image_free(NULL)));
+  P(ct_imagefolder_load, CT_EINVAL, ct_imagefolder_load(NULL, CT_SPLIT_TRAIN, NULL));
+  P(ct_imagefolder_load, CT_EINVAL, ct_imagefolder_load(F.dir, (ct_split)3, NULL));
+  PA(ct_imagefolder_load, CT_EINVAL, "resize_h", ct_imagefolder_load(F.dir, CT_SPLIT_TRAIN, &(ct_imagefolder_opts){.resize_h = 3}));
+  PA(ct_imagefolder_load, CT_EINVAL, "crop_h", ct_imagefolder_load(F.dir, CT_SPLIT_TRAIN, &(ct_imagefolder_opts){.crop_h = INT_MAX, .crop_w = INT_MAX}));
+  PA(ct_imagefolder_load, CT_EINVAL, "val_fraction", ct_imagefolder_load(F.dir, CT_SPLIT_TRAIN, &(ct_imagefolder_opts){.val_fraction = -0.5}));
+  PA(ct_imagefolder_load, CT_EINVAL, "mode", ct_imagefolder_load(F.dir, CT_SPLIT_TRAIN, &(ct_imagefolder_opts){.mode = (ct_image_mode)9}));
+  PA(ct_imagefolder_load, CT_EIO, "/nonexistent-cuttle-dir", ct_imagefolder_load("/nonexistent-cuttle-dir", CT_SPLIT_TRAIN, NULL));
+  PA(ct_imagefolder_load, CT_EFORMAT, "no class folder", ct_imagefolder_load(F.dir, CT_SPLIT_TRAIN, NULL));
+}
+
 /* ---- monitor.h */
 /* The process group is never joined here (ct_dist_init needs mpirun; tests/dist/test_ddp.c runs
  * it), so the collectives fail as documented for a process that has not called it: CT_EINVAL, or
@@ -1232,7 +1303,7 @@ static int declared(const char *text, char names[][64], int cap, int n) {
 static void test_every_function_has_a_row(void **state) {
   (void)state;
   static const char *const headers[] = {"version", "status", "device", "tensor", "cuda",   "ops",
-                                        "autograd", "nn",   "optim",  "io",     "data", "monitor", "dist", "data_parallel", "autocast"};
+                                        "autograd", "nn",   "optim",  "io",     "data", "datasets", "monitor", "dist", "data_parallel", "autocast"};
   static char names[1024][64];
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   char root[4096], path[4200];
@@ -1272,6 +1343,7 @@ int main(void) {
       cmocka_unit_test(test_status_device), cmocka_unit_test(test_dtypes_constructors), cmocka_unit_test(test_tensor_api),
       cmocka_unit_test(test_cuda_api),      cmocka_unit_test(test_ops),                 cmocka_unit_test(test_autograd),
       cmocka_unit_test(test_nn_optim),      cmocka_unit_test(test_io),                  cmocka_unit_test(test_data),
+      cmocka_unit_test(test_datasets),
       cmocka_unit_test(test_monitor),       cmocka_unit_test(test_dist), cmocka_unit_test(test_data_parallel),
       cmocka_unit_test(test_every_function_has_a_row),
   };
