@@ -210,7 +210,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'C': c->channels_last = 1; break;
       case 'V': c->devices = optarg; break;
       case 'G': c->tensorboard = optarg; break;
-      case 'g': c->tb_every = atoll(optarg); break;
+      case 'g': c->tb_every = atoll(optarg) > 0 ? atoll(optarg) : -1; break; /* 0 means "not given" */
       case 'h': return usage_train(stdout);
       default: return usage_train(stderr);
     }
