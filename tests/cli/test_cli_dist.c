@@ -1,7 +1,7 @@
 /* tests/cli/test_cli_dist.c: `cuttle train` data-parallel under mpirun (issue 10), as a user runs it.
  *
- *  - two ranks train: one metrics line and one checkpoint, written by rank 0 only; the metrics give
- *    the global batch (per rank x ranks) and the world size;
+ *  - two ranks train: one metrics line, one checkpoint and one TensorBoard event file (--tensorboard),
+ *    written by rank 0 only; the metrics give the global batch (per rank x ranks) and the world size;
  *  - evaluation is exact: the correct count that 2 ranks summed for that checkpoint is the one
  *    `cuttle eval` finds in one process, and `mpirun -np 3 cuttle eval` (3 does not divide the
  *    10000 test images: the sampler's padding must not be counted) finds it too;
@@ -25,6 +25,7 @@
  * --oversubscribe over the TCP transport on loopback. Built without MPI, only the one-process
  * accumulation case runs, and `--nproc` must say what to install. Skipped (77) without the dataset. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -119,20 +120,34 @@ static long long eval_correct(const char *out) {
 
 #ifdef CUTTLE_WITH_MPI
 
+/* The files of dir whose names start with prefix. */
+static int files_named(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
 /* (a) and (c): two ranks, one epoch of the mlp. */
 static void two_ranks_write_once_and_evaluate_exactly(void **state) {
   (void)state;
   char out[32768];
-  const char *ck = path("a.safetensors"), *metrics = path("a.jsonl");
+  const char *ck = path("a.safetensors"), *metrics = path("a.jsonl"), *runs = path("runs");
   int rc = ct_test_run(out, sizeof out,
-               "%s -np 2 %s train --model mlp --device cpu --epochs 1 --batch-size 256 --no-progress --save %s --metrics %s",
-               mpirun, cuttle, ck, metrics);
+               "%s -np 2 %s train --model mlp --device cpu --epochs 1 --batch-size 256 --no-progress --save %s --metrics %s "
+               "--tensorboard %s", mpirun, cuttle, ck, metrics, runs);
   if (rc != 0) fprintf(stderr, "%s\n", out);
   assert_int_equal(rc, 0);
-  /* rank 0 alone prints, saves and writes the metrics */
+  /* rank 0 alone prints, saves and writes the metrics and the TensorBoard events
+   * (tests/cli/test_cli_tensorboard.c reads such a file) */
   assert_int_equal(count(out, "training mlp"), 1);
   assert_int_equal(count(out, "epoch 1:"), 1);
   assert_int_equal(count(out, "saved "), 1);
+  assert_int_equal(count(out, "--tensorboard: "), 1);
+  assert_int_equal(files_named(runs, "events.out.tfevents."), 1);
+  assert_int_equal(files_named(runs, ""), 1 + 2); /* and nothing else but . and .. */
   assert_non_null(strstr(out, "global batch 512"));
   FILE *f = fopen(metrics, "r");
   assert_non_null(f);
@@ -144,6 +159,7 @@ static void two_ranks_write_once_and_evaluate_exactly(void **state) {
   assert_true(json_num(line, "batch_per_rank") == 256);
   assert_true(json_num(line, "world_size") == 2);
   assert_true(json_num(line, "test_total") == 10000);
+  assert_true(json_num(line, "test_loss") > 0); /* summed over the ranks with the counts checked below */
   long long correct = (long long)json_num(line, "test_correct");
   double acc = json_num(line, "test_acc");
   assert_true(acc > 0.75);

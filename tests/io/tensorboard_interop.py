@@ -10,6 +10,15 @@
                                          into DIR/torch; every record after the file_version one
                                          (whose wall time is the clock's) must be byte for byte
                                          cuttle's.
+    tensorboard_interop.py cli DIR EXPECTED [METRICS]
+                                         tests/cli/test_cli_tensorboard.c: the event files that
+                                         `cuttle train --tensorboard DIR` wrote. EventAccumulator
+                                         reads every scalar that the C reader read (EXPECTED, JSON
+                                         lines, after TensorBoard's purge of a resumed run's
+                                         superseded steps), with its step and wall time; and every
+                                         per-epoch scalar equals the value of the --metrics line
+                                         (METRICS) of its epoch, at the line's "step", within the
+                                         digits the line prints and float32's rounding.
 
 Prints what it compared; exits non-zero with a message on any difference."""
 import glob
@@ -128,6 +137,42 @@ def torch_compare(d):
     print(f"PyTorch's SummaryWriter and cuttle wrote the same {len(t) - 1} records byte for byte (after file_version)")
 
 
+# cuttle train's per-epoch tags and the --metrics keys of their values (tools/cuttle/tensorboard_log.h)
+EPOCH_TAGS = {"train/loss_epoch": "train_loss", "images_per_s_epoch": "images_per_s", "test/accuracy": "test_acc",
+              "test/loss": "test_loss", "epoch": "epoch"}
+
+
+def cli(d, expected, metrics=None):
+    with open(expected) as f:
+        exp = [json.loads(l) for l in f if l.strip()]
+    acc = accumulate(d)
+    check_scalars(acc, exp, d)
+    if metrics is None:
+        return
+    with open(metrics) as f:  # the numbers as printed, to know their digits
+        lines = [json.loads(l, parse_float=str) for l in f if l.strip()]
+    n = 0
+    for line in lines:
+        step = line["step"]
+        for tag, key in EPOCH_TAGS.items():
+            text = line[key]
+            if isinstance(text, int):
+                want, tol = float(text), 0.0
+            else:
+                want = float(text)
+                digits = len(text.split(".")[1]) if "." in text else 0
+                tol = (0.5 * 10.0 ** -digits + abs(want) * 2.0 ** -23) * (1 + 1e-9)
+            got = [s.value for s in acc.Scalars(tag) if s.step == step]
+            if len(got) != 1 or abs(got[0] - want) > tol:
+                sys.exit(f"{d}: {tag} at step {step}: EventAccumulator has {got}, the --metrics line of epoch "
+                         f"{line['epoch']} says {key} {text} (tolerance {tol:g})")
+            n += 1
+    print(f"{d}: the {n} per-epoch scalars EventAccumulator read equal the --metrics lines' values")
+
+
 if __name__ == "__main__":
     mode, d = sys.argv[1], sys.argv[2]
-    {"read": read, "torch": torch_compare}[mode](d)
+    if mode == "cli":
+        cli(d, *sys.argv[3:5])
+    else:
+        {"read": read, "torch": torch_compare}[mode](d)
