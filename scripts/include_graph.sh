@@ -91,21 +91,9 @@ cycles() {
 # The check of the check: a planted circle core/a -> core/b -> core/c -> core/a (with an arrow out
 # of it, one into another folder and a file calling itself, none of which is a circle) must come
 # out as that circle and nothing else.
-planted=$(cycles <<'EOF'
-D fa core/a.c.o
-D fb core/b.c.o
-D fc core/c.c.o
-D fd core/d.c.o
-D fo ops/o.c.o
-U fb core/a.c.o
-U fc core/b.c.o
-U fd core/b.c.o
-U fa core/c.c.o
-U fo core/d.c.o
-U fa ops/o.c.o
-U fd core/d.c.o
-EOF
-)
+planted=$( (printf 'D %s\n' 'fa core/a.c.o' 'fb core/b.c.o' 'fc core/c.c.o' 'fd core/d.c.o' 'fo ops/o.c.o'
+             printf 'U %s\n' 'fb core/a.c.o' 'fc core/b.c.o' 'fd core/b.c.o' 'fa core/c.c.o' 'fo core/d.c.o' \
+               'fa ops/o.c.o' 'fd core/d.c.o') | cycles)
 want='core: a.c b.c c.c
   a.c -> b.c: fb
   b.c -> c.c: fc
