@@ -300,6 +300,11 @@ eval_check() { # the CPU's checkpoint on cuda:0: exactly the CPU's correct count
 }
 export -f eval_check
 step eval_cpu_checkpoint 60 GPU eval_check
+# the cnn again with cuDNN's heuristics asked on every call (the algorithm cache off): before and
+# after the cache in one run, against train_cnn's images/s
+nocache() { mkdir -p "$LOGS/algo_cache_off"; LOGS="$LOGS/algo_cache_off" CUTTLE_CUDNN_ALGO_CACHE=0 train_check cnn; }
+export -f nocache
+step train_cnn_algo_cache_off 120 GPU nocache
 
 # ---- 5. NCCL: DDP's bucket path through a one-rank communicator, no mpirun
 gpu_test test_nccl_one_rank 60

@@ -68,6 +68,7 @@ typedef struct ct__cuda_ctx {
   void *workspace;       /* cuDNN workspace from the allocator, grown on demand, used on `compute` */
   size_t workspace_size;
   struct ct__cuda_allocator *alloc;
+  struct ct__cuda_conv_algos *conv_algos; /* conv.cu's algorithm cache, created on first use */
 } ct__cuda_ctx;
 
 /* The context of device dev, created on first use, after making dev the calling thread's current

@@ -4,8 +4,8 @@
  *   Ho = (H + 2 pH - dH (kH - 1) - 1) / sH + 1, likewise Wo.
  * Backward: gx (x's shape), gw (w's shape), gb (Cout), each may be NULL; all are overwritten.
  *
- * The algorithm is cuDNN's own heuristic choice (cudnnGet*Algorithm_v7), tried in its order
- * (run_candidates): a candidate whose workspace the allocator cannot provide, or whose call fails,
+ * The algorithm is cuDNN's own heuristic choice (cudnnGet*Algorithm_v7), asked once per problem and
+ * remembered (the algorithm cache below), tried in its order (run_candidates): a candidate whose workspace the allocator cannot provide, or whose call fails,
  * gives way to the next; the error comes only when every one failed. The workspace is the device
  * context's (grown on demand, reused across calls). float32 runs with CUDNN_FMA_MATH on the
  * descriptor for every candidate (no TF32, whatever math type the candidate names) unless
@@ -15,6 +15,10 @@
  * first (cuDNN's filter descriptor has no strides); outputs must be contiguous (channels_last: dense).
  * The bias and its gradient are cuttle's own kernels (bias_add_kernel, bias_grad_kernel), since
  * cudnnAddTensor / cudnnConvolutionBackwardBias may refuse bfloat16 in cuDNN 9. */
+#include <string>
+#include <unordered_map>
+#include <utility>
+
 #include "backend/cuda/common.cuh"
 
 /* Descriptors that destroy themselves. */
@@ -111,6 +115,39 @@ static bool is_tensor_op(cudnnMathType_t mt) {
   return mt == CUDNN_TENSOR_OP_MATH || mt == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
+/* ---- the algorithm cache. cuDNN's heuristic query (cudnnGet*Algorithm_v7) is made once per
+ * problem, not once per call: the candidate that ran is remembered in the device context, keyed by
+ * the direction, dtype, layout, shapes, options and math rule, as PyTorch remembers its choice per
+ * ConvolutionParams (aten/src/ATen/native/cudnn/Conv_v7.cpp, BenchmarkCache). A remembered
+ * candidate that then fails (its workspace cannot be had, say) is forgotten and the heuristics run
+ * again. CUTTLE_CUDNN_ALGO_CACHE=0 turns the cache off, so that both can be timed in one run. */
+struct ct__cuda_conv_algos {
+  std::mutex lock;
+  std::unordered_map<std::string, std::pair<int, cudnnMathType_t>> choice; /* key -> (algo, math type) */
+};
+
+static bool algo_cache_on() {
+  static const bool on = [] {
+    const char *e = getenv("CUTTLE_CUDNN_ALGO_CACHE");
+    return !(e && strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+/* The problem's key: dir 0 forward, 1 backward data, 2 backward filter. */
+static std::string algo_key(int dir, const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o, bool nhwc, bool fma_only) {
+  int64_t k[20] = {dir, x->dtype, nhwc, fma_only, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
+                   w->shape[1], w->shape[2], w->shape[3], o->padding[0], o->padding[1], o->stride[0], o->stride[1],
+                   o->dilation[0], o->dilation[1], o->groups, 0};
+  return std::string((const char *)k, sizeof k);
+}
+
+static ct__cuda_conv_algos *algos_of(ct__cuda_ctx *ctx) {
+  std::lock_guard<std::mutex> g(ctx->lock);
+  if (!ctx->conv_algos) ctx->conv_algos = new (std::nothrow) ct__cuda_conv_algos(); /* kept until exit, as the handles */
+  return ctx->conv_algos;
+}
+
 /* Run one direction of the convolution with cuDNN's heuristic candidates perf[0..n), in cuDNN's
  * order, until one succeeds. wsize(algo, &bytes) asks cuDNN for the workspace of algo under the
  * math type just set; run(algo, ws, bytes) is the convolution call. A candidate is passed over when
@@ -118,9 +155,36 @@ static bool is_tensor_op(cudnnMathType_t mt) {
  * cannot provide that workspace, and when the call itself fails (CUDNN_STATUS_NOT_SUPPORTED, ...).
  * float32 without TF32 (s.fma_only): the descriptor gets CUDNN_FMA_MATH for every candidate, so no
  * candidate can run in TF32; the ones cuDNN ranked as tensor-op variants come last. */
-template <typename Perf, typename WsFn, typename RunFn>
-static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const Perf *perf, int n, const char *what,
-                                WsFn wsize, RunFn run) {
+template <typename Perf, int Count, typename QueryFn, typename WsFn, typename RunFn>
+static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const std::string &key, const char *what,
+                                QueryFn query, WsFn wsize, RunFn run) {
+  ct__cuda_conv_algos *cache = algo_cache_on() ? algos_of(ctx) : NULL;
+  if (cache) { /* the remembered candidate first */
+    std::pair<int, cudnnMathType_t> c;
+    bool hit;
+    {
+      std::lock_guard<std::mutex> g(cache->lock);
+      auto it = cache->choice.find(key);
+      hit = it != cache->choice.end();
+      if (hit) c = it->second;
+    }
+    size_t bytes = 0;
+    void *ws = NULL;
+    if (hit && cudnnSetConvolutionMathType(s.cd.d, c.second) == CUDNN_STATUS_SUCCESS &&
+        wsize((decltype(Perf::algo))c.first, &bytes) == CUDNN_STATUS_SUCCESS && ct__cuda_workspace(ctx, bytes, &ws) == CT_OK &&
+        run((decltype(Perf::algo))c.first, ws, bytes) == CUDNN_STATUS_SUCCESS)
+      return CT_OK;
+    if (hit) {
+      ct_clear_error();
+      std::lock_guard<std::mutex> g(cache->lock);
+      cache->choice.erase(key);
+    }
+  }
+  Perf perf[Count];
+  int n = 0;
+  cudnnStatus_t q = query(perf, &n);
+  if (q != CUDNN_STATUS_SUCCESS)
+    return ct__error(CT_EBACKEND, "cuda: conv2d %s: cuDNN's algorithm heuristics failed: %s", what, cudnnGetErrorString(q));
   int tried = 0, no_ws = 0;
   cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
   for (int pass = 0; pass < (s.fma_only ? 2 : 1); pass++) {
@@ -147,7 +211,13 @@ static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const Perf *pe
       }
       tried++;
       e = run(perf[i].algo, ws, bytes);
-      if (e == CUDNN_STATUS_SUCCESS) return CT_OK;
+      if (e == CUDNN_STATUS_SUCCESS) {
+        if (cache) {
+          std::lock_guard<std::mutex> g(cache->lock);
+          cache->choice[key] = std::make_pair((int)perf[i].algo, mt);
+        }
+        return CT_OK;
+      }
       last = e;
     }
   }
@@ -261,19 +331,19 @@ static ct_status conv_forward(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tenso
   const void *xp, *wp;
   CT_TRY(dense(xc, x, nhwc, &xp));
   CT_TRY(dense(wc, w, nhwc, &wp));
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int n = 0;
-  CT_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(s.h, s.xd.d, s.wd.d, s.cd.d, s.yd.d,
-                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
   void *yp = ct__ptr(y);
-  CT_TRY(run_candidates(
-      ctx, s, perf, n, "forward",
+  CT_TRY((run_candidates<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+      ctx, s, algo_key(0, x, w, o, nhwc, s.fma_only), "forward",
+      [&](cudnnConvolutionFwdAlgoPerf_t *perf, int *n) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(s.h, s.xd.d, s.wd.d, s.cd.d, s.yd.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, n,
+                                                      perf);
+      },
       [&](cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
         return cudnnGetConvolutionForwardWorkspaceSize(s.h, s.xd.d, s.wd.d, s.cd.d, s.yd.d, algo, bytes);
       },
       [&](cudnnConvolutionFwdAlgo_t algo, void *ws, size_t bytes) {
         return cudnnConvolutionForward(s.h, s.one(), s.xd.d, xp, s.wd.d, wp, s.cd.d, algo, ws, bytes, s.zero(), s.yd.d, yp);
-      }));
+      })));
   if (b) CT_TRY(bias_add(ctx, y, b, nhwc));
   return CT_OK;
 }
@@ -332,39 +402,39 @@ static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_t
     scoped_tmp wc;
     const void *wp;
     CT_TRY(dense(wc, w, nhwc, &wp));
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int n = 0;
-    CT_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d,
-                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
     void *gxp = ct__ptr(gx);
-    CT_TRY(run_candidates(
-        ctx, s, perf, n, "backward-data",
+    CT_TRY((run_candidates<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        ctx, s, algo_key(1, x, w, o, nhwc, s.fma_only), "backward-data",
+        [&](cudnnConvolutionBwdDataAlgoPerf_t *perf, int *n) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d,
+                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, n, perf);
+        },
         [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d, algo, bytes);
         },
         [&](cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t bytes) {
           return cudnnConvolutionBackwardData(s.h, s.one(), s.wd.d, wp, s.yd.d, gyp, s.cd.d, algo, ws, bytes, s.zero(),
                                               s.xd.d, gxp);
-        }));
+        })));
   }
   if (gw) {
     scoped_tmp xc;
     const void *xp;
     CT_TRY(dense(xc, x, nhwc, &xp));
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0;
-    CT_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d,
-                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
     void *gwp = ct__ptr(gw);
-    CT_TRY(run_candidates(
-        ctx, s, perf, n, "backward-filter",
+    CT_TRY((run_candidates<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        ctx, s, algo_key(2, x, w, o, nhwc, s.fma_only), "backward-filter",
+        [&](cudnnConvolutionBwdFilterAlgoPerf_t *perf, int *n) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d,
+                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, n, perf);
+        },
         [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d, algo, bytes);
         },
         [&](cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t bytes) {
           return cudnnConvolutionBackwardFilter(s.h, s.one(), s.xd.d, xp, s.yd.d, gyp, s.cd.d, algo, ws, bytes, s.zero(),
                                                 s.wd.d, gwp);
-        }));
+        })));
   }
   if (gb) CT_TRY(bias_grad(ctx, gb, gy, gyp, nhwc));
   return CT_OK;
