@@ -1,16 +1,18 @@
 /* cuttle/data.h: the data layer: IDX files, the Fashion-MNIST dataset and a multi-threaded loader.
+ * (cuttle/datasets.h adds CIFAR-10/100, image folders, per-channel Normalize and augmentation.)
  *
  * IDX is the file format of MNIST and Fashion-MNIST (http://yann.lecun.com/exdb/mnist/, section
  * "FILE FORMATS FOR THE MNIST DATABASE"): a 4-byte magic (two zero bytes, a type code, the number
  * of dimensions), one big-endian 32-bit size per dimension, then the data, row-major, big-endian.
  *
  * A dataset (ct_dataset) holds N samples in host memory: u8 pixels of shape (C, H, W) each and one
- * int64 label, plus the normalization applied when a sample is read: x = (pixel/255 - mean) / std.
+ * int64 label, plus the normalization applied when a sample is read: x = (pixel/255 - mean) / std
+ * (an image folder holds file names instead, and decodes a sample when it is read; datasets.h).
  *
  * A loader (ct_loader) cuts a dataset into batches, x: (B, C, H, W) float32 and y: (B) int64, in
  * a seeded shuffled order, with worker threads preparing the next batches while the current one
  * trains. The order of samples and the bits of every batch depend only on the seed and the epoch,
- * never on the number of workers. */
+ * never on the number of workers, with the dataset's random augmentation (datasets.h) too. */
 #ifndef CUTTLE_DATA_H
 #define CUTTLE_DATA_H
 
@@ -105,13 +107,18 @@ CT_API void ct_dataset_free(ct_dataset *ds);
 
 /* Accessors. A NULL ds sets CT_EINVAL and gives -1 (len, num_classes) or NULL (pixels, labels). */
 CT_API int64_t ct_dataset_len(const ct_dataset *ds);                  /* number of samples N */
-CT_API void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]); /* (C, H, W) */
+/* (C, H, W) of the samples batches hold: the stored shape, or the crop of ct_dataset_set_augment */
+CT_API void ct_dataset_sample_shape(const ct_dataset *ds, int64_t out[3]);
 CT_API int ct_dataset_num_classes(const ct_dataset *ds);
-CT_API const uint8_t *ct_dataset_pixels(const ct_dataset *ds);        /* (N, C, H, W) u8, borrowed */
+/* (N, C, H, W) u8 of the stored shape (before augmentation), borrowed; NULL with CT_EUNSUPPORTED
+ * for an image folder, which holds no pixels */
+CT_API const uint8_t *ct_dataset_pixels(const ct_dataset *ds);
 CT_API const int64_t *ct_dataset_labels(const ct_dataset *ds);        /* (N) int64, borrowed */
 
-/* Sample i, normalized: x receives C*H*W float32 values, *y the label (either may be NULL).
- * Errors: CT_EINVAL when i is outside [0, N). */
+/* Sample i, normalized: x receives C*H*W float32 values (ct_dataset_sample_shape), *y the label
+ * (either may be NULL). With augmentation, the draws of seed 0 and epoch 0: this is
+ * ct_dataset_get_seeded(ds, i, 0, 0, x, y) (datasets.h). Errors: CT_EINVAL when i is outside
+ * [0, N); for an image folder, those of decoding the sample's file (naming it). */
 CT_API ct_status ct_dataset_get(const ct_dataset *ds, int64_t i, float *x, int64_t *y);
 
 /* ---------------------------------------------------------------------------------------------
@@ -152,7 +159,8 @@ typedef struct ct_loader ct_loader;
 typedef struct {
   int64_t batch_size;  /* samples per batch; 0 means 1 (PyTorch's default) */
   int shuffle;         /* nonzero: a new permutation each epoch, from seed + epoch; 0: in order */
-  uint64_t seed;       /* shuffle seed (splitmix64 + Fisher-Yates); 0 is a valid seed */
+  uint64_t seed;       /* shuffle seed (splitmix64 + Fisher-Yates); 0 is a valid seed. The dataset's
+                          augmentation draws from (seed, epoch, sample index) (datasets.h) */
   int drop_last;       /* nonzero: drop the last batch when it is smaller than batch_size */
   int num_workers;     /* threads preparing batches; 0 means in the calling thread (at most 64) */
   int prefetch_factor; /* batches prepared ahead per worker; 0 means 2 (ignored without workers) */
@@ -177,8 +185,10 @@ typedef struct {
                           the epoch's. drop_last then also drops a smaller last batch, as above */
 } ct_loader_opts;
 
-/* A loader over ds (borrowed: ds must outlive the loader). opts NULL means all defaults. Worker
- * threads start here and wait for the first epoch. The caller frees it with ct_loader_free.
+/* A loader over ds (borrowed: ds must outlive the loader; while the loader exists, the dataset's
+ * settings, ct_dataset_set_normalize and ct_dataset_set_augment, are refused). opts NULL means all
+ * defaults. Worker threads start here and wait for the first epoch. The caller frees it with
+ * ct_loader_free.
  * Errors: CT_EINVAL (ds NULL, batch_size < 0, num_workers outside [0, 64], prefetch_factor < 0,
  * world_size < 0, rank outside [0, world_size) (only 0 with world_size 0)),
  * CT_EDEVICE (opts->device does not exist), CT_ENOMEM, CT_EBACKEND (a thread could not start). */
@@ -190,7 +200,8 @@ CT_API void ct_loader_free(ct_loader *l);
 
 /* Batches per epoch (per rank with the distributed sampler, where N is the rank's sample count
  * ceil(N / W), or floor(N / W) with drop_last): ceil(N / B), or floor(N / B) with drop_last; -1 with CT_EINVAL for NULL (as
- * ct_loader_epoch). */
+ * ct_loader_epoch). An image folder that skips files that do not decode (CT_DECODE_SKIP) may
+ * deliver fewer: a batch whose every sample was skipped is not returned. */
 CT_API int64_t ct_loader_len(const ct_loader *l);
 
 /* The epoch the loader is in (or will start with its next ct_loader_next): 0 at first. */
@@ -204,10 +215,13 @@ CT_API ct_status ct_loader_set_epoch(ct_loader *l, int64_t epoch);
  * (with pin_memory on a GPU or OpenCL device their copies may still be in flight: ops on the device are ordered after
  * them, and ct_to_host / ct_item wait for them),
  * new tensors whose ownership follows tensor.h (the caller's with no scope open, else the open
- * scope's on this thread). The last batch may be smaller unless drop_last.
+ * scope's on this thread). The last batch may be smaller unless drop_last, and so may a batch of an
+ * image folder that skipped files (CT_DECODE_SKIP).
  * Returns 1 with a batch; 0 at the end of the epoch (with *x and *y NULL; the following call starts
  * the next epoch); a negative ct_status on error (*x and *y NULL): CT_EINVAL (NULL argument), the
- * errors of ct_from_host and ct_to. Call from one thread at a time. */
+ * errors of ct_from_host and ct_to; for an image folder, a sample that could not be made (CT_EIO,
+ * CT_EFORMAT, CT_ESHAPE, CT_ENOMEM: "batch B of epoch E: FILE: why"), reported again by every call
+ * until ct_loader_set_epoch. Call from one thread at a time. */
 CT_API int ct_loader_next(ct_loader *l, ct_tensor **x, ct_tensor **y);
 
 #ifdef __cplusplus

@@ -85,7 +85,7 @@ static ct_status entries(const char *op, const char *dir, int dirs, strlist *out
     if (want && !push(out, strdup(e->d_name))) s = ct__error(CT_ENOMEM, "%s: out of memory listing %s", op, dir);
   }
   closedir(d);
-  if (s == CT_OK) qsort(out->items, (size_t)out->n, sizeof(char *), by_name);
+  if (s == CT_OK && out->n > 1) qsort(out->items, (size_t)out->n, sizeof(char *), by_name);
   return s;
 }
 

@@ -179,7 +179,7 @@ static void test_malformed_files(void **state) {
   expect_fail(ct_cifar100_load(dir, CT_SPLIT_TRAIN, CT_CIFAR100_FINE), CT_EIO, "train.bin", "cifar-100-binary.tar.gz", NULL);
 
   /* a size that is not a whole number of records */
-  uint8_t *junk = calloc(3073 * 2 + 10, 1);
+  uint8_t *junk = calloc(3074 * 3, 1);
   write_raw(dir, "test_batch.bin", junk, 3073 * 2 + 10);
   expect_fail(ct_cifar10_load(dir, CT_SPLIT_TEST), CT_EFORMAT, path, "not a whole number of 3073-byte", "10 bytes over");
   /* empty */
