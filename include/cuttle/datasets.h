@@ -225,7 +225,8 @@ typedef struct {
  * by opts->val_fraction. In the folder read, as torchvision.datasets.ImageFolder: the classes are
  * its subdirectories (symbolic links followed, hidden ones too) sorted by name (byte order, which is
  * Python's code-point order for UTF-8), class i the i-th; the samples are the files under each class
- * folder, walked recursively, directories sorted by path and files by name, whose name ends in
+ * folder, walked recursively (links followed, but not back into a folder being walked, where
+ * os.walk would loop; 32 levels at most), directories sorted by path and files by name, whose name ends in
  * .png, .jpg or .jpeg in any case (torchvision also takes .bmp, .ppm, .pgm, .tif, .tiff and .webp:
  * files with those are ignored here). The first sample's file is decoded here to fix the size when
  * opts gives none. Labels are the class indices; the dataset normalizes with mean 0 and std 1

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include "data/data_internal.h"
 
-#define MAX_DEPTH 32 /* os.walk(followlinks=True) loops forever on a link to an ancestor; this stops */
+#define MAX_DEPTH 32 /* folders below a class folder that are walked */
 
 typedef struct {
   char **items;
@@ -89,15 +89,22 @@ static ct_status entries(const char *op, const char *dir, int dirs, strlist *out
   return s;
 }
 
-/* dir and every directory below it (links followed), as paths, into out. */
-static ct_status walk(const char *op, const char *dir, int depth, strlist *out) {
+/* dir and every directory below it (links followed), as paths, into out. A directory that is
+ * one of its own ancestors (a link back up, on which os.walk(followlinks=True) would loop until
+ * Python's recursion limit) is left out, and the walk stops MAX_DEPTH folders down. */
+static ct_status walk(const char *op, const char *dir, int depth, struct stat *up, strlist *out) {
+  struct stat st;
+  if (stat(dir, &st) != 0) return ct__error(CT_EIO, "%s: cannot read the folder %s: %s", op, dir, strerror(errno));
+  for (int i = 0; i < depth; i++)
+    if (up[i].st_dev == st.st_dev && up[i].st_ino == st.st_ino) return CT_OK;
   if (!push(out, strdup(dir))) return ct__error(CT_ENOMEM, "%s: out of memory listing %s", op, dir);
   if (depth >= MAX_DEPTH) return CT_OK;
+  up[depth] = st;
   strlist subs = {0};
   ct_status s = entries(op, dir, 1, &subs);
   for (int64_t i = 0; s == CT_OK && i < subs.n; i++) {
     char *p = join(dir, subs.items[i]);
-    s = p ? walk(op, p, depth + 1, out) : ct__error(CT_ENOMEM, "%s: out of memory listing %s", op, dir);
+    s = p ? walk(op, p, depth + 1, up, out) : ct__error(CT_ENOMEM, "%s: out of memory listing %s", op, dir);
     free(p);
   }
   strlist_free(&subs);
@@ -109,7 +116,8 @@ static ct_status walk(const char *op, const char *dir, int depth, strlist *out) 
 static ct_status class_files(const char *op, const char *dir, int64_t label, strlist *paths, int64_t **labels,
                              int64_t *lcap) {
   strlist dirs = {0};
-  ct_status s = walk(op, dir, 0, &dirs);
+  struct stat up[MAX_DEPTH];
+  ct_status s = walk(op, dir, 0, up, &dirs);
   if (s == CT_OK) qsort(dirs.items, (size_t)dirs.n, sizeof(char *), by_name); /* sorted(os.walk(...)): by path */
   for (int64_t d = 0; s == CT_OK && d < dirs.n; d++) {
     strlist files = {0};

@@ -9,6 +9,7 @@
  *    all-skipped batch passed over), never a crash; the same batches for 1 and 3 workers. */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include "testutil.h"
 #include "image_fixture.h"
 
@@ -48,6 +49,7 @@ static void test_classes_and_order(void **state) {
   png_at(dir, "a_cls/x.bmp", 9, 4, 4, 3); /* torchvision would take .bmp; here it is not an image file */
   png_at(dir, "C_up/a.PNG", 10, 4, 4, 3);
   img_write_bytes(path_of(dir, "stray.png"), "x", 1); /* a file at the root is no class */
+  assert_int_equal(symlink("..", path_of(dir, "a_cls/sub/loop")), 0); /* a link back up is walked once */
   ct_dataset *ds = ct_assert_nonnull(ct_imagefolder_load(dir, CT_SPLIT_TRAIN, NULL));
   assert_int_equal(ct_dataset_num_classes(ds), 3);
   assert_string_equal(ct_dataset_class_name(ds, 0), "C_up");
