@@ -125,6 +125,106 @@ static void done_with(tvec *visited, ct_tensor *t) {
   }
 }
 
+/* The first pass: list in visited (with a reference each) every tensor reachable from root, and
+ * count in each its bw_pending, the consumers that will send it a gradient. Ends with room in
+ * work for the second pass. */
+static ct_status count_consumers(ct_tensor *root, tvec *visited, tvec *work) {
+  ct_status st = tvec_reserve(visited, 1);
+  if (st == CT_OK) st = tvec_reserve(work, 1);
+  if (st == CT_OK) {
+    root->bw_mark = 1; /* a tensor's mark is its index in visited plus one */
+    tvec_push(visited, ct_tensor_retain(root));
+    tvec_push(work, root);
+  }
+  while (st == CT_OK && work->n) {
+    ct_tensor *t = work->v[--work->n];
+    if (!t->grad_fn) continue;
+    /* room for every input first, so that a failure leaves no input marked but unlisted */
+    int n_in = t->grad_fn->n_in;
+    if ((st = tvec_reserve(visited, (size_t)n_in)) != CT_OK || (st = tvec_reserve(work, (size_t)n_in)) != CT_OK) break;
+    for (int i = 0; i < n_in; i++) {
+      ct_tensor *in = t->grad_fn->in[i];
+      if (!in) continue;
+      if (!in->bw_mark) {
+        in->bw_mark = (int)visited->n + 1;
+        tvec_push(visited, ct_tensor_retain(in));
+        tvec_push(work, in);
+      }
+      in->bw_pending++;
+    }
+  }
+  /* The second pass pushes each tensor once, when its last consumer is done: visited.n entries. */
+  if (st == CT_OK) st = tvec_reserve(work, visited->n);
+  return st;
+}
+
+/* Send the gradients grads[i] that node n's rule made (st: how the rule went) to n's inputs, each
+ * freed here, and push every input whose last consumer this was onto work. Returns st, or the
+ * first error of a send. */
+static ct_status send_to_inputs(ct_node *n, ct_tensor **grads, tvec *work, ct_status st) {
+  for (int i = 0; i < n->n_in; i++) {
+    ct_tensor *in = n->in[i];
+    if (!in) continue;
+    if (grads[i] && st == CT_OK && add_straight_to_grad(in, grads[i])) {
+      st = ct__add_into(in->grad, grads[i]);
+      ct_tensor_free(grads[i]), grads[i] = NULL;
+    } else if (grads[i] && st == CT_OK) {
+      ct_tensor *fit = ct__sum_to(grads[i], in->ndim, in->shape, in->dtype);
+      ct_tensor_free(grads[i]); /* before accumulate, so that fit is not needlessly seen as shared */
+      grads[i] = NULL;
+      if (!fit) st = ct_last_status();
+      else st = accumulate(&in->bw_grad, fit, NULL);
+    }
+    if (grads[i]) ct_tensor_free(grads[i]);
+    if (--in->bw_pending == 0) tvec_push(work, in);
+  }
+  return st;
+}
+
+/* The second pass's step for t, whose consumers have all sent their parts: a leaf accumulates its
+ * gradient into .grad, any other tensor runs its node's rule and sends the results on. */
+static ct_status process_tensor(tvec *visited, tvec *work, ct_tensor *t) {
+  ct_status st = CT_OK;
+  ct_tensor *g = t->bw_grad;
+  t->bw_grad = NULL;
+  ct_node *n = t->grad_fn;
+  if (!n) {
+    if (g) st = accumulate(&t->grad, g, t);
+    /* every consumer has sent its part: t->grad is final for this pass */
+    if (g && st == CT_OK && ct__grad_hooks_any()) ct__grad_hooks_fire(t);
+    done_with(visited, t);
+    return st;
+  }
+  ct_tensor *grads[CT_NODE_MAX_IN] = {0};
+  if (g) {
+    st = n->backward(n, g, grads);
+    ct__tensor_decref(g);
+    /* a node runs once per pass and the graph is freed after it: its saved tensors go now, as
+     * in PyTorch, so that the detached ones (an autocast cast of a weight, an argmax) do not
+     * add to the peak of the rest of the pass */
+    for (int i = 0; i < CT_NODE_MAX_IN; i++)
+      if (n->saved[i]) ct__tensor_decref(n->saved[i]), n->saved[i] = NULL;
+  }
+  st = send_to_inputs(n, grads, work, st);
+  if (st == CT_OK) done_with(visited, t);
+  return st;
+}
+
+/* Free the graph: drop every node reached, then the references count_consumers took. */
+static void free_graph(tvec *visited) {
+  for (size_t i = 0; i < visited->n; i++) {
+    ct_tensor *t = visited->v[i];
+    if (!t) continue; /* released by done_with */
+    t->bw_mark = 0;
+    t->bw_pending = 0;
+    if (t->bw_grad) ct__tensor_decref(t->bw_grad), t->bw_grad = NULL;
+    if (t->grad_fn) ct__node_free(t->grad_fn), t->grad_fn = NULL, t->requires_grad = false; /* a 2nd backward is an error */
+  }
+  for (size_t i = 0; i < visited->n; i++)
+    if (visited->v[i]) ct__tensor_decref(visited->v[i]);
+  free(visited->v);
+}
+
 ct_status ct_backward(ct_tensor *root) {
   if (!root) return ct__error(CT_EINVAL, "ct_backward: NULL root");
   if (!root->requires_grad)
@@ -136,32 +236,7 @@ ct_status ct_backward(ct_tensor *root) {
                      "ct_sum or ct_mean first)", ct_shape_str(root, shp, sizeof shp));
   }
   tvec visited = {0}, work = {0};
-  ct_status st = tvec_reserve(&visited, 1);
-  if (st == CT_OK) st = tvec_reserve(&work, 1);
-  if (st == CT_OK) {
-    root->bw_mark = 1; /* a tensor's mark is its index in visited plus one */
-    tvec_push(&visited, ct_tensor_retain(root));
-    tvec_push(&work, root);
-  }
-  while (st == CT_OK && work.n) {
-    ct_tensor *t = work.v[--work.n];
-    if (!t->grad_fn) continue;
-    /* room for every input first, so that a failure leaves no input marked but unlisted */
-    int n_in = t->grad_fn->n_in;
-    if ((st = tvec_reserve(&visited, (size_t)n_in)) != CT_OK || (st = tvec_reserve(&work, (size_t)n_in)) != CT_OK) break;
-    for (int i = 0; i < n_in; i++) {
-      ct_tensor *in = t->grad_fn->in[i];
-      if (!in) continue;
-      if (!in->bw_mark) {
-        in->bw_mark = (int)visited.n + 1;
-        tvec_push(&visited, ct_tensor_retain(in));
-        tvec_push(&work, in);
-      }
-      in->bw_pending++;
-    }
-  }
-  /* The second pass pushes each tensor once, when its last consumer is done: visited.n entries. */
-  if (st == CT_OK) st = tvec_reserve(&work, visited.n);
+  ct_status st = count_consumers(root, &visited, &work);
 
   ct_no_grad_begin();
   ct_tensor *seed = NULL;
@@ -173,58 +248,11 @@ ct_status ct_backward(ct_tensor *root) {
   }
   while (st == CT_OK && work.n) {
     ct_tensor *t = work.v[--work.n];
-    ct_tensor *g = t->bw_grad;
-    t->bw_grad = NULL;
-    ct_node *n = t->grad_fn;
-    if (!n) {
-      if (g) st = accumulate(&t->grad, g, t);
-      /* every consumer has sent its part: t->grad is final for this pass */
-      if (g && st == CT_OK && ct__grad_hooks_any()) ct__grad_hooks_fire(t);
-      done_with(&visited, t);
-      continue;
-    }
-    ct_tensor *grads[CT_NODE_MAX_IN] = {0};
-    if (g) {
-      st = n->backward(n, g, grads);
-      ct__tensor_decref(g);
-      /* a node runs once per pass and the graph is freed after it: its saved tensors go now, as
-       * in PyTorch, so that the detached ones (an autocast cast of a weight, an argmax) do not
-       * add to the peak of the rest of the pass */
-      for (int i = 0; i < CT_NODE_MAX_IN; i++)
-        if (n->saved[i]) ct__tensor_decref(n->saved[i]), n->saved[i] = NULL;
-    }
-    for (int i = 0; i < n->n_in; i++) {
-      ct_tensor *in = n->in[i];
-      if (!in) continue;
-      if (grads[i] && st == CT_OK && add_straight_to_grad(in, grads[i])) {
-        st = ct__add_into(in->grad, grads[i]);
-        ct_tensor_free(grads[i]), grads[i] = NULL;
-      } else if (grads[i] && st == CT_OK) {
-        ct_tensor *fit = ct__sum_to(grads[i], in->ndim, in->shape, in->dtype);
-        ct_tensor_free(grads[i]); /* before accumulate, so that fit is not needlessly seen as shared */
-        grads[i] = NULL;
-        if (!fit) st = ct_last_status();
-        else st = accumulate(&in->bw_grad, fit, NULL);
-      }
-      if (grads[i]) ct_tensor_free(grads[i]);
-      if (--in->bw_pending == 0) tvec_push(&work, in);
-    }
-    if (st == CT_OK) done_with(&visited, t);
+    st = process_tensor(&visited, &work, t);
   }
   ct_no_grad_end();
 
-  /* Free the graph: drop every node reached, then the references taken above. */
-  for (size_t i = 0; i < visited.n; i++) {
-    ct_tensor *t = visited.v[i];
-    if (!t) continue; /* released by done_with */
-    t->bw_mark = 0;
-    t->bw_pending = 0;
-    if (t->bw_grad) ct__tensor_decref(t->bw_grad), t->bw_grad = NULL;
-    if (t->grad_fn) ct__node_free(t->grad_fn), t->grad_fn = NULL, t->requires_grad = false; /* a 2nd backward is an error */
-  }
-  for (size_t i = 0; i < visited.n; i++)
-    if (visited.v[i]) ct__tensor_decref(visited.v[i]);
-  free(visited.v);
+  free_graph(&visited);
   free(work.v);
   return st;
 }
