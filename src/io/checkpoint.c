@@ -214,6 +214,118 @@ static ct_status check_fit(const char *path, const char *key, const ct_safetenso
                    in->format_dtype, what, ct_dtype_name(dt));
 }
 
+/* What a checkpoint's metadata says, read and checked before anything is changed. */
+typedef struct {
+  int v1; /* the file is format version 1 (CT_CHECKPOINT_FORMAT_1) */
+  int64_t epoch, steps;
+  uint64_t seed, offset;
+  int has_scaler;
+  ct_grad_scaler_state scaler;
+  int kind;  /* the optimizer's ct_optim_kind, or -1 when the file names none */
+  double lr; /* the optimizer's learning rate, read only when loading into an optimizer */
+} ckpt_meta;
+
+/* The format, the training state, the GradScaler and the optimizer's kind from f's metadata into
+ * *cm (zeroed by the caller). */
+static ct_status read_meta(const ct_safetensors *f, const char *path, ckpt_meta *cm) {
+  const char *fmt = ct_safetensors_metadata(f, "format");
+  cm->v1 = fmt && strcmp(fmt, CT_CHECKPOINT_FORMAT_1) == 0;
+  if (fmt && strncmp(fmt, "cuttle-checkpoint-", 18) == 0 && strcmp(fmt, CT_CHECKPOINT_FORMAT) != 0 && !cm->v1)
+    return ct__error(CT_EFORMAT, "%s: checkpoint format \"%.40s\" is newer than this cuttle reads (%s)", path, fmt,
+                     CT_CHECKPOINT_FORMAT);
+  ct_status s;
+  if ((s = meta_int(f, path, "epoch", 1, &cm->epoch)) || (s = meta_int(f, path, "rng_seed", 0, &cm->seed)) ||
+      (s = meta_int(f, path, "rng_offset", 0, &cm->offset)) || (s = meta_int(f, path, "optimizer.steps", 1, &cm->steps)))
+    return s;
+  if ((s = meta_scaler(f, path, &cm->has_scaler, &cm->scaler))) return s;
+  /* The optimizer the file was saved with, when it says (cuttle's checkpoints do; PyTorch's do not). */
+  const char *kind_s = ct_safetensors_metadata(f, "optimizer");
+  cm->kind = kind_s ? optim_kind_of(kind_s) : -1;
+  if (kind_s && cm->kind < 0)
+    return ct__error(CT_EFORMAT, "%s: metadata \"optimizer\" = \"%.40s\" names no optimizer (sgd, adam or adamw)", path,
+                     kind_s);
+  return CT_OK;
+}
+
+/* Loading into opt: it must be the optimizer the file was saved with, and the file must hold an
+ * optimizer's state; reads the learning rate into cm->lr. */
+static ct_status prepare_optimizer(const ct_safetensors *f, const char *path, ct_optimizer *opt, ckpt_meta *cm) {
+  int kind = cm->kind;
+  if (kind >= 0) {
+    /* PyTorch-like: the optimizer the caller constructed must be the one saved. A version-1 file
+     * wrote "adam" for AdamW too, so there it matches either. */
+    int want = (int)ct_optimizer_kind(opt);
+    int ok = kind == want || (cm->v1 && kind == CT_OPTIM_ADAM && want == CT_OPTIM_ADAMW);
+    const char *an = kind == CT_OPTIM_ADAM || kind == CT_OPTIM_ADAMW ? "n" : "";
+    if (!ok)
+      return ct__error(CT_EINVAL,
+                       "%s: the checkpoint holds the state of a%s %s optimizer, but the optimizer given is %s; construct "
+                       "a%s %s optimizer to resume from it (ct_optim_opts.kind)",
+                       path, an, optim_name(kind), optim_name(want), an, optim_name(kind));
+  }
+  if (!ct_safetensors_metadata(f, "optimizer.steps"))
+    return ct__error(CT_EFORMAT,
+                     "%s: the file holds no optimizer state (it was saved without an optimizer); load it with opt = NULL",
+                     path);
+  const char *lrs = ct_safetensors_metadata(f, "optimizer.lr");
+  char *end = NULL;
+  cm->lr = lrs ? strtod(lrs, &end) : 0;
+  if (!lrs || end == lrs || *end || !(cm->lr >= 0))
+    return ct__error(CT_EFORMAT, "%s: metadata \"optimizer.lr\" is %s%.40s%s", path, lrs ? "\"" : "missing",
+                     lrs ? lrs : "", lrs ? "\", not a non-negative number" : "");
+  /* Create the optimizer's state slots when the file has any, so that both sides can be matched. */
+  int file_has_state = 0;
+  for (int i = 0; i < ct_safetensors_count(f) && !file_has_state; i++) {
+    ct_safetensors_info in;
+    ct_safetensors_info_at(f, i, &in);
+    file_has_state = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
+  }
+  return file_has_state ? ct_optimizer_init_state(opt) : CT_OK;
+}
+
+/* Phase 1 of a load: every one of the n tensors of all (the model's nm first, then the
+ * optimizer's) has a key in f that fits it, and f has no other key that the load would drop.
+ * used: one zeroed byte per key of f. */
+static ct_status validate(const ct_safetensors *f, const char *path, const ct_named_tensor *all, int nm, int n,
+                          int has_opt, char *used) {
+  for (int i = 0; i < n; i++) {
+    const char *what = i < nm ? "model" : "optimizer";
+    int k = ct_safetensors_find(f, all[i].name);
+    if (k < 0)
+      return ct__error(CT_EFORMAT, "%s: missing key \"%s\" (the %s has it, the file does not)", path, all[i].name, what);
+    ct_safetensors_info in;
+    ct_safetensors_info_at(f, k, &in);
+    ct_status s = check_fit(path, all[i].name, &in, all[i].tensor, what);
+    if (s != CT_OK) return s;
+    used[k] = 1;
+  }
+  for (int k = 0; k < ct_safetensors_count(f); k++) {
+    if (used[k]) continue;
+    ct_safetensors_info in;
+    ct_safetensors_info_at(f, k, &in);
+    int is_opt = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
+    if (is_opt && !has_opt) continue;
+    /* PyTorch's BatchNorm counts batches in an int64 buffer cuttle's BatchNorm does not keep. */
+    if (!is_opt && in.dtype == CT_I64 && ends_with(in.name, "num_batches_tracked")) continue;
+    return ct__error(CT_EFORMAT, "%s: unexpected key \"%s\" (the file has it, the %s does not)", path, in.name,
+                     is_opt ? "optimizer" : "model");
+  }
+  return CT_OK;
+}
+
+/* The caller's ct_checkpoint_meta from what the load read. */
+static void fill_meta_out(const ct_safetensors *f, const ckpt_meta *cm, ct_checkpoint_meta *out) {
+  memset(out, 0, sizeof *out);
+  out->has_training_state = ct_safetensors_metadata(f, "epoch") != NULL;
+  out->epoch = cm->epoch;
+  out->rng.seed = cm->seed;
+  out->rng.offset = cm->offset;
+  out->has_optimizer = cm->kind >= 0;
+  out->optimizer = cm->kind >= 0 ? (ct_optim_kind)cm->kind : CT_OPTIM_SGD;
+  out->has_grad_scaler = cm->has_scaler;
+  out->grad_scaler = cm->scaler;
+}
+
 ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, ct_checkpoint_meta *meta_out) {
   if (!path || !m) return ct__error(CT_EINVAL, "ct_checkpoint_load: NULL %s", !path ? "path" : "module");
   ct_safetensors *f = ct_safetensors_open(path);
@@ -222,69 +334,10 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   ct_tensor **src = NULL;
   char *used = NULL;
   int n = 0;
-  ct_status s = CT_OK;
-
-  const char *fmt = ct_safetensors_metadata(f, "format");
-  int v1 = fmt && strcmp(fmt, CT_CHECKPOINT_FORMAT_1) == 0;
-  if (fmt && strncmp(fmt, "cuttle-checkpoint-", 18) == 0 && strcmp(fmt, CT_CHECKPOINT_FORMAT) != 0 && !v1) {
-    s = ct__error(CT_EFORMAT, "%s: checkpoint format \"%.40s\" is newer than this cuttle reads (%s)", path, fmt,
-                  CT_CHECKPOINT_FORMAT);
-    goto out;
-  }
-  int64_t epoch = 0, steps = 0;
-  uint64_t seed = 0, offset = 0;
-  if ((s = meta_int(f, path, "epoch", 1, &epoch)) || (s = meta_int(f, path, "rng_seed", 0, &seed)) ||
-      (s = meta_int(f, path, "rng_offset", 0, &offset)) || (s = meta_int(f, path, "optimizer.steps", 1, &steps)))
-    goto out;
-  int has_scaler = 0;
-  ct_grad_scaler_state scaler;
-  if ((s = meta_scaler(f, path, &has_scaler, &scaler))) goto out;
-  /* The optimizer the file was saved with, when it says (cuttle's checkpoints do; PyTorch's do not). */
-  const char *kind_s = ct_safetensors_metadata(f, "optimizer");
-  int kind = kind_s ? optim_kind_of(kind_s) : -1;
-  if (kind_s && kind < 0) {
-    s = ct__error(CT_EFORMAT, "%s: metadata \"optimizer\" = \"%.40s\" names no optimizer (sgd, adam or adamw)", path, kind_s);
-    goto out;
-  }
-  double lr = 0;
-  if (opt && kind >= 0) {
-    /* PyTorch-like: the optimizer the caller constructed must be the one saved. A version-1 file
-     * wrote "adam" for AdamW too, so there it matches either. */
-    int want = (int)ct_optimizer_kind(opt);
-    int ok = kind == want || (v1 && kind == CT_OPTIM_ADAM && want == CT_OPTIM_ADAMW);
-    if (!ok) {
-      s = ct__error(CT_EINVAL,
-                    "%s: the checkpoint holds the state of a%s %s optimizer, but the optimizer given is %s; construct "
-                    "a%s %s optimizer to resume from it (ct_optim_opts.kind)",
-                    path, kind == CT_OPTIM_ADAM || kind == CT_OPTIM_ADAMW ? "n" : "", optim_name(kind),
-                    optim_name(want), kind == CT_OPTIM_ADAM || kind == CT_OPTIM_ADAMW ? "n" : "", optim_name(kind));
-      goto out;
-    }
-  }
-  if (opt) {
-    const char *v = ct_safetensors_metadata(f, "optimizer.steps");
-    if (!v) {
-      s = ct__error(CT_EFORMAT, "%s: the file holds no optimizer state (it was saved without an optimizer); load it with opt = NULL",
-                    path);
-      goto out;
-    }
-    const char *lrs = ct_safetensors_metadata(f, "optimizer.lr");
-    char *end = NULL;
-    lr = lrs ? strtod(lrs, &end) : 0;
-    if (!lrs || end == lrs || *end || !(lr >= 0)) {
-      s = ct__error(CT_EFORMAT, "%s: metadata \"optimizer.lr\" is %s%.40s%s", path, lrs ? "\"" : "missing",
-                    lrs ? lrs : "", lrs ? "\", not a non-negative number" : "");
-      goto out;
-    }
-    /* Create the optimizer's state slots when the file has any, so that both sides can be matched. */
-    int file_has_state = 0;
-    for (int i = 0; i < ct_safetensors_count(f) && !file_has_state; i++) {
-      ct_safetensors_info in;
-      ct_safetensors_info_at(f, i, &in);
-      file_has_state = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
-    }
-    if (file_has_state && (s = ct_optimizer_init_state(opt)) != CT_OK) goto out;
-  }
+  ckpt_meta cm = {0};
+  ct_status s = read_meta(f, path, &cm);
+  if (s == CT_OK && opt) s = prepare_optimizer(f, path, opt, &cm);
+  if (s != CT_OK) goto out;
 
   int nm = 0, no = 0;
   all = collect(m, opt, &nm, &no);
@@ -293,38 +346,13 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
     goto out;
   }
   n = nm + no;
-  int nf = ct_safetensors_count(f);
   src = ct__calloc((size_t)n + 1, sizeof *src, "the loaded tensors");
-  used = src ? ct__calloc((size_t)nf + 1, 1, "the loaded keys") : NULL;
+  used = src ? ct__calloc((size_t)ct_safetensors_count(f) + 1, 1, "the loaded keys") : NULL;
   if (!used) {
     s = CT_ENOMEM;
     goto out;
   }
-  /* Phase 1: validate. */
-  for (int i = 0; i < n; i++) {
-    const char *what = i < nm ? "model" : "optimizer";
-    int k = ct_safetensors_find(f, all[i].name);
-    if (k < 0) {
-      s = ct__error(CT_EFORMAT, "%s: missing key \"%s\" (the %s has it, the file does not)", path, all[i].name, what);
-      goto out;
-    }
-    ct_safetensors_info in;
-    ct_safetensors_info_at(f, k, &in);
-    if ((s = check_fit(path, all[i].name, &in, all[i].tensor, what)) != CT_OK) goto out;
-    used[k] = 1;
-  }
-  for (int k = 0; k < nf; k++) {
-    if (used[k]) continue;
-    ct_safetensors_info in;
-    ct_safetensors_info_at(f, k, &in);
-    int is_opt = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
-    if (is_opt && !opt) continue;
-    /* PyTorch's BatchNorm counts batches in an int64 buffer cuttle's BatchNorm does not keep. */
-    if (!is_opt && in.dtype == CT_I64 && ends_with(in.name, "num_batches_tracked")) continue;
-    s = ct__error(CT_EFORMAT, "%s: unexpected key \"%s\" (the file has it, the %s does not)", path, in.name,
-                  is_opt ? "optimizer" : "model");
-    goto out;
-  }
+  if ((s = validate(f, path, all, nm, n, opt != NULL, used)) != CT_OK) goto out;
   /* Phase 2: read every tensor onto its destination's device; nothing has changed yet. */
   for (int i = 0; i < n; i++) {
     if (!(src[i] = ct_safetensors_get(f, all[i].name, ct_tensor_device(all[i].tensor)))) {
@@ -338,20 +366,10 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   ct_no_grad_end();
   if (s != CT_OK) goto out;
   if (opt) {
-    ct_optimizer_set_lr(opt, lr);
-    ct_optimizer_set_steps(opt, steps);
+    ct_optimizer_set_lr(opt, cm.lr);
+    ct_optimizer_set_steps(opt, cm.steps);
   }
-  if (meta_out) {
-    memset(meta_out, 0, sizeof *meta_out);
-    meta_out->has_training_state = ct_safetensors_metadata(f, "epoch") != NULL;
-    meta_out->epoch = epoch;
-    meta_out->rng.seed = seed;
-    meta_out->rng.offset = offset;
-    meta_out->has_optimizer = kind >= 0;
-    meta_out->optimizer = kind >= 0 ? (ct_optim_kind)kind : CT_OPTIM_SGD;
-    meta_out->has_grad_scaler = has_scaler;
-    meta_out->grad_scaler = scaler;
-  }
+  if (meta_out) fill_meta_out(f, &cm, meta_out);
 out:
   if (src)
     for (int i = 0; i < n; i++) ct_tensor_free(src[i]);
