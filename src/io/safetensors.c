@@ -259,8 +259,9 @@ static ct_status parse_entry(ct_safetensors *f, const cJSON *item, st_entry *e) 
   return CT_OK;
 }
 
-/* Parse the header of f->buf (total bytes size); fills everything else in f. */
-static ct_status parse_buffer(ct_safetensors *f, size_t size) {
+/* The checks on the raw bytes of f->buf (size bytes) before any JSON: the 8-byte header length,
+ * into *hlen, within the limit and the file, and a header of UTF-8 without NUL that opens an object. */
+static ct_status check_header_bytes(const ct_safetensors *f, size_t size, uint64_t *hlen) {
   const char *L = f->label;
   const uint8_t *b = f->buf;
   if (size < 8) return ct__error(CT_EFORMAT, "%s: %zu bytes is too short for the 8-byte header length", L, size);
@@ -279,7 +280,13 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
   size_t bad = utf8_check(h, (size_t)n);
   if (bad != n) return ct__error(CT_EFORMAT, "%s: header is not valid UTF-8 (byte %zu)", L, bad);
   if (h[0] != '{') return ct__error(CT_EFORMAT, "%s: header does not start with '{'", L);
+  *hlen = n;
+  return CT_OK;
+}
 
+/* The n bytes of header at h parsed as JSON into *root (for cJSON_Delete); CT_ENOMEM when cJSON ran
+ * out of memory, CT_EFORMAT with where the JSON went wrong. */
+static ct_status parse_json(const char *L, const uint8_t *h, uint64_t n, cJSON **root) {
   char *text = ct__malloc((size_t)n + 1, "the header's text");
   if (!text) return CT_ENOMEM;
   memcpy(text, h, (size_t)n);
@@ -287,12 +294,12 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
   const char *end = NULL;
   json_hooks();
   json_oom = 0;
-  cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-  if (!root && json_oom) {
+  *root = cJSON_ParseWithOpts(text, &end, 1);
+  if (!*root && json_oom) {
     free(text);
     return CT_ENOMEM;
   }
-  if (!root) {
+  if (!*root) {
     size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : 0;
     ct__error(CT_EFORMAT, "%s: header is not valid JSON (at byte %zu of %llu: \"%.20s\")", L, at, (unsigned long long)n,
               text + at);
@@ -300,73 +307,85 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
     return CT_EFORMAT;
   }
   free(text);
-  ct_status s = CT_OK;
-  st_entry **order = NULL;
-  if (!cJSON_IsObject(root)) {
-    s = ct__error(CT_EFORMAT, "%s: header is not a JSON object", L);
-    goto done;
-  }
+  return CT_OK;
+}
+
+/* The header's object root into f: its tensors into f->entries (file order), its "__metadata__"
+ * into f->meta_keys and f->meta_values. */
+static ct_status parse_root(ct_safetensors *f, const cJSON *root) {
+  const char *L = f->label;
+  if (!cJSON_IsObject(root)) return ct__error(CT_EFORMAT, "%s: header is not a JSON object", L);
   int count = cJSON_GetArraySize(root);
   f->entries = ct__calloc((size_t)count + 1, sizeof(st_entry), "the list of tensors");
-  if (!f->entries) {
-    s = CT_ENOMEM;
-    goto done;
-  }
+  if (!f->entries) return CT_ENOMEM;
   int seen_meta = 0;
   for (const cJSON *c = root->child; c; c = c->next) {
+    ct_status s;
     if (strcmp(c->string, "__metadata__") == 0) {
-      if (seen_meta++) {
-        s = ct__error(CT_EFORMAT, "%s: duplicate key \"__metadata__\"", L);
-        goto done;
-      }
-      if ((s = parse_metadata(f, c)) != CT_OK) goto done;
+      if (seen_meta++) return ct__error(CT_EFORMAT, "%s: duplicate key \"__metadata__\"", L);
+      if ((s = parse_metadata(f, c)) != CT_OK) return s;
       continue;
     }
     st_entry *e = &f->entries[f->n++];
-    if (!(e->name = ct__strdup(c->string, "a tensor's name"))) {
-      s = CT_ENOMEM;
-      goto done;
-    }
-    if ((s = parse_entry(f, c, e)) != CT_OK) goto done;
+    if (!(e->name = ct__strdup(c->string, "a tensor's name"))) return CT_ENOMEM;
+    if ((s = parse_entry(f, c, e)) != CT_OK) return s;
   }
+  return CT_OK;
+}
+
+/* Sort f's entries by name (for ct_safetensors_find); a name given twice is CT_EFORMAT. */
+static ct_status sort_entries(ct_safetensors *f) {
   qsort(f->entries, (size_t)f->n, sizeof(st_entry), cmp_entry_name);
   for (int i = 1; i < f->n; i++)
-    if (strcmp(f->entries[i - 1].name, f->entries[i].name) == 0) {
-      s = ct__error(CT_EFORMAT, "%s: duplicate tensor name \"%s\"", L, f->entries[i].name);
-      goto done;
-    }
-  order = ct__malloc(((size_t)f->n + 1) * sizeof *order, "the tensors in file order");
-  if (!order) {
-    s = CT_ENOMEM;
-    goto done;
-  }
+    if (strcmp(f->entries[i - 1].name, f->entries[i].name) == 0)
+      return ct__error(CT_EFORMAT, "%s: duplicate tensor name \"%s\"", f->label, f->entries[i].name);
+  return CT_OK;
+}
+
+/* The tensors' data_offsets, in the order of their offsets, must tile the byte buffer from 0 with
+ * no gap and no overlap; *end: where the last one ends. */
+static ct_status check_tiling(const ct_safetensors *f, uint64_t *end) {
+  const char *L = f->label;
+  st_entry **order = ct__malloc(((size_t)f->n + 1) * sizeof *order, "the tensors in file order");
+  if (!order) return CT_ENOMEM;
   for (int i = 0; i < f->n; i++) order[i] = &f->entries[i];
   qsort(order, (size_t)f->n, sizeof *order, cmp_entry_offsets);
+  ct_status s = CT_OK;
   uint64_t at = 0;
-  for (int i = 0; i < f->n; i++) {
+  for (int i = 0; i < f->n && s == CT_OK; i++) {
     const st_entry *e = order[i];
-    if (e->begin > at) {
+    if (e->begin > at)
       s = ct__error(CT_EFORMAT, "%s: tensor \"%s\": gap in the byte buffer: data_offsets begin at %llu, the previous tensor ends at %llu",
                     L, e->name, (unsigned long long)e->begin, (unsigned long long)at);
-      goto done;
-    }
-    if (e->begin < at) {
+    else if (e->begin < at)
       s = ct__error(CT_EFORMAT, "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap the previous tensor, which ends at %llu", L,
                     e->name, (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)at);
-      goto done;
-    }
-    at = e->end;
+    else
+      at = e->end;
   }
-  size_t data_size = size - 8 - (size_t)n;
-  if (at != data_size) {
-    s = ct__error(CT_EFORMAT, "%s: the tensors' data ends at byte %llu of the buffer, but the buffer holds %zu bytes (%s)", L,
-                  (unsigned long long)at, data_size, at > data_size ? "file truncated" : "trailing bytes");
-    goto done;
-  }
-  f->data = b + 8 + n;
-  f->data_size = data_size;
-done:
   free(order);
+  *end = at;
+  return s;
+}
+
+/* Parse the header of f->buf (total bytes size); fills everything else in f. */
+static ct_status parse_buffer(ct_safetensors *f, size_t size) {
+  uint64_t n = 0;
+  ct_status s = check_header_bytes(f, size, &n);
+  if (s != CT_OK) return s;
+  cJSON *root = NULL;
+  if ((s = parse_json(f->label, f->buf + 8, n, &root)) != CT_OK) return s;
+  uint64_t at = 0;
+  if ((s = parse_root(f, root)) == CT_OK && (s = sort_entries(f)) == CT_OK && (s = check_tiling(f, &at)) == CT_OK) {
+    size_t data_size = size - 8 - (size_t)n;
+    if (at != data_size)
+      s = ct__error(CT_EFORMAT, "%s: the tensors' data ends at byte %llu of the buffer, but the buffer holds %zu bytes (%s)",
+                    f->label, (unsigned long long)at, data_size, at > data_size ? "file truncated" : "trailing bytes");
+    else {
+      f->data = f->buf + 8 + n;
+      f->data_size = data_size;
+    }
+  }
   cJSON_Delete(root);
   return s;
 }
