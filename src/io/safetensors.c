@@ -700,8 +700,10 @@ static void test_delay(void) {
   }
 }
 
-ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
-                              int n_meta, const ct_metadata_kv *meta) {
+/* ct_safetensors_save's checks of its arguments before it allocates: the path, the counts and
+ * arrays, and the metadata (set, UTF-8, no key twice). */
+static ct_status check_save_args(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
+                                 int n_meta, const ct_metadata_kv *meta) {
   if (!path) return ct__error(CT_EINVAL, "ct_safetensors_save: NULL path");
   if (n < 0 || n_meta < 0 || (n > 0 && (!names || !tensors)) || (n_meta > 0 && !meta))
     return ct__error(CT_EINVAL, "ct_safetensors_save(%s): bad counts or NULL arrays (n %d, n_meta %d)", path, n, n_meta);
@@ -714,154 +716,166 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
       if (strcmp(meta[i].key, meta[j].key) == 0)
         return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata key \"%s\" given twice", path, meta[i].key);
   }
-  w_item *items = ct__calloc((size_t)n + 1, sizeof *items, "the list of tensors to save");
-  const char **sorted = items ? ct__calloc((size_t)n + 1, sizeof *sorted, "the sorted tensor names") : NULL;
-  char *header = NULL, *tmp = NULL, *dir = NULL;
-  uint8_t *buf = NULL;
-  int fd = -1;
-  ct_status s = CT_OK;
-  if (!items || !sorted) {
-    s = CT_ENOMEM;
-    goto fail;
-  }
-  size_t maxbytes = 0;
-  uint64_t total = 0;
+  return CT_OK;
+}
+
+/* The n tensors to save, checked (set, a name that is UTF-8 and not "__metadata__", a dtype the
+ * format has, no name twice), into items in the reference writer's order; sorted: room for n
+ * names. *maxbytes: the size of the largest tensor, *total: of all of them. */
+static ct_status list_items(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
+                            w_item *items, const char **sorted, size_t *maxbytes, uint64_t *total) {
   for (int i = 0; i < n; i++) {
-    if (!names[i] || !tensors[i]) {
-      s = ct__error(CT_EINVAL, "ct_safetensors_save(%s): %s %d is NULL", path, !names[i] ? "name" : "tensor", i);
-      goto fail;
-    }
-    if (strcmp(names[i], "__metadata__") == 0 || !utf8_ok(names[i])) {
-      s = ct__error(CT_EINVAL, "ct_safetensors_save(%s): tensor name \"%s\" is %s", path, names[i],
-                    utf8_ok(names[i]) ? "reserved for the metadata" : "not valid UTF-8");
-      goto fail;
-    }
+    if (!names[i] || !tensors[i])
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): %s %d is NULL", path, !names[i] ? "name" : "tensor", i);
+    if (strcmp(names[i], "__metadata__") == 0 || !utf8_ok(names[i]))
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): tensor name \"%s\" is %s", path, names[i],
+                       utf8_ok(names[i]) ? "reserved for the metadata" : "not valid UTF-8");
     ct_dtype dt = ct_tensor_dtype(tensors[i]);
-    if (!st_dtype_name_of(dt)) {
-      s = ct__error(CT_EDTYPE, "ct_safetensors_save(%s): tensor \"%s\" has dtype %s, which the format lacks", path,
-                    names[i], ct_dtype_name(dt));
-      goto fail;
-    }
+    if (!st_dtype_name_of(dt))
+      return ct__error(CT_EDTYPE, "ct_safetensors_save(%s): tensor \"%s\" has dtype %s, which the format lacks", path,
+                       names[i], ct_dtype_name(dt));
     items[i] = (w_item){names[i], tensors[i], st_rank_of(dt), 0};
     items[i].nbytes = (uint64_t)ct_tensor_numel(tensors[i]) * ct_dtype_size(dt);
-    if (items[i].nbytes > maxbytes) maxbytes = (size_t)items[i].nbytes;
-    total += items[i].nbytes;
+    if (items[i].nbytes > *maxbytes) *maxbytes = (size_t)items[i].nbytes;
+    *total += items[i].nbytes;
     sorted[i] = names[i];
   }
   qsort(sorted, (size_t)n, sizeof *sorted, cmp_str_ptr);
   for (int i = 1; i < n; i++)
-    if (strcmp(sorted[i - 1], sorted[i]) == 0) {
-      s = ct__error(CT_EINVAL, "ct_safetensors_save(%s): tensor name \"%s\" given twice", path, sorted[i]);
-      goto fail;
-    }
+    if (strcmp(sorted[i - 1], sorted[i]) == 0)
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): tensor name \"%s\" given twice", path, sorted[i]);
   qsort(items, (size_t)n, sizeof *items, cmp_w_item);
-  size_t hlen = 0;
-  header = build_header(n, items, n_meta, meta, &hlen);
-  buf = header ? ct__malloc(maxbytes, "the staging buffer of a save") : NULL;
-  if (!buf) { /* the allocation that failed said what and how many bytes */
-    s = CT_ENOMEM;
-    goto fail;
-  }
-  if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
-    tmp = NULL;
-    s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory (%llu bytes of data)", path,
-                  (unsigned long long)total);
-    goto fail;
-  }
+  return CT_OK;
+}
 
-  dir = dir_of(path);
-  if (!dir) {
-    s = ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory", path);
-    goto fail;
+/* The file a save writes, beside path: unnamed (O_TMPFILE) or under tmp, and renamed over path
+ * once it is complete. */
+typedef struct {
+  const char *path;
+  char *tmp, *dir; /* "<path>.tmp.<pid>" and the directory of path, malloc'd */
+  int fd;          /* -1 when not open */
+  int anonymous;   /* created unnamed: it gets the name tmp only from link_anonymous */
+} w_file;
+
+/* Name w's temporary file and create it (total: the bytes of data, for the message). On failure
+ * w->tmp is left set only when the file under that name is this save's to remove. */
+static ct_status create_output(w_file *w, uint64_t total) {
+  if (asprintf(&w->tmp, "%s.tmp.%ld", w->path, (long)getpid()) < 0) {
+    w->tmp = NULL;
+    return ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory (%llu bytes of data)", w->path,
+                     (unsigned long long)total);
   }
-  remove_stale_temps(dir, path);
+  w->dir = dir_of(w->path);
+  if (!w->dir) return ct__error(CT_ENOMEM, "ct_safetensors_save(%s): out of memory", w->path);
+  remove_stale_temps(w->dir, w->path);
   /* A file with our own temporary name can only be left by an earlier process that had our pid, or
    * by another thread saving the same path at the same time (not supported): it is stale. */
-  unlink(tmp);
+  unlink(w->tmp);
 #ifdef O_TMPFILE
   /* An unnamed file in the target's directory: if the process dies while writing it (SIGKILL, a
    * crash), the kernel frees it and nothing is left behind. It gets a name only once it is complete. */
-  if (access("/proc/self/fd", X_OK) == 0) fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  if (access("/proc/self/fd", X_OK) == 0) w->fd = open(w->dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
 #endif
-  int anonymous = fd >= 0;
-  if (!anonymous) {
-    /* No O_TMPFILE here (an older kernel, NFS, no /proc): write under the temporary name directly. */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0) {
-      s = ct__error(CT_EIO, "ct_safetensors_save: cannot create %s: %s", tmp, strerror(errno));
-      free(tmp);
-      tmp = NULL; /* not ours: do not remove it */
-      goto fail;
-    }
-  }
+  w->anonymous = w->fd >= 0;
+  if (w->anonymous) return CT_OK;
+  /* No O_TMPFILE here (an older kernel, NFS, no /proc): write under the temporary name directly. */
+  w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (w->fd >= 0) return CT_OK;
+  ct_status s = ct__error(CT_EIO, "ct_safetensors_save: cannot create %s: %s", w->tmp, strerror(errno));
+  free(w->tmp);
+  w->tmp = NULL; /* not ours: do not remove it */
+  return s;
+}
+
+/* Write the header (hlen bytes) with its length, then the n tensors' bytes staged through buf, to
+ * w->fd, and fsync it. */
+static ct_status write_contents(const w_file *w, const char *header, size_t hlen, int n, const w_item *items,
+                                uint8_t *buf) {
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-  if (write_all(fd, len8, 8) || write_all(fd, header, hlen)) {
-    s = ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", tmp, strerror(errno));
-    goto fail;
-  }
+  if (write_all(w->fd, len8, 8) || write_all(w->fd, header, hlen))
+    return ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", w->tmp, strerror(errno));
   test_delay();
   for (int i = 0; i < n; i++) {
     if (!items[i].nbytes) continue;
-    s = ct_to_host(items[i].t, buf, (size_t)items[i].nbytes, ct_tensor_dtype(items[i].t));
-    if (s != CT_OK) goto fail; /* ct_to_host set the message */
-    if (write_all(fd, buf, (size_t)items[i].nbytes)) {
-      s = ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", tmp, strerror(errno));
-      goto fail;
-    }
+    ct_status s = ct_to_host(items[i].t, buf, (size_t)items[i].nbytes, ct_tensor_dtype(items[i].t));
+    if (s != CT_OK) return s; /* ct_to_host set the message */
+    if (write_all(w->fd, buf, (size_t)items[i].nbytes))
+      return ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", w->tmp, strerror(errno));
   }
-  if (fsync(fd) != 0) {
-    s = ct__error(CT_EIO, "ct_safetensors_save: fsync of %s failed: %s", tmp, strerror(errno));
-    goto fail;
-  }
+  if (fsync(w->fd) != 0) return ct__error(CT_EIO, "ct_safetensors_save: fsync of %s failed: %s", w->tmp, strerror(errno));
+  return CT_OK;
+}
+
+/* Give the complete file the name w->path. */
+static ct_status rename_into_place(w_file *w) {
   /* Without O_TMPFILE the file was written under tmp and is complete now, so it can be closed
    * before the rename; an unnamed file is closed after it, since its name comes through its fd. */
-  if (!anonymous) {
-    int rc = close(fd);
-    fd = -1;
-    if (rc != 0) {
-      s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", tmp, strerror(errno));
-      goto fail;
-    }
+  if (!w->anonymous) {
+    int rc = close(w->fd);
+    w->fd = -1;
+    if (rc != 0) return ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", w->tmp, strerror(errno));
   }
   /* From the link to the rename, two system calls back to back, the complete file has the temporary
    * name: the only window in which a SIGKILL leaves a file behind, which the next save beside path
    * removes (remove_stale_temps). Nothing else runs in it, to keep it that short. */
-  if (anonymous && link_anonymous(fd, tmp) != 0) {
-    s = ct__error(CT_EIO, "ct_safetensors_save: cannot link the written file as %s: %s", tmp, strerror(errno));
-    goto fail;
-  }
-  if (rename(tmp, path) != 0) {
-    s = ct__error(CT_EIO, "ct_safetensors_save: cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    goto fail;
-  }
-  if (fd >= 0) {
-    int rc = close(fd);
-    fd = -1;
+  if (w->anonymous && link_anonymous(w->fd, w->tmp) != 0)
+    return ct__error(CT_EIO, "ct_safetensors_save: cannot link the written file as %s: %s", w->tmp, strerror(errno));
+  if (rename(w->tmp, w->path) != 0)
+    return ct__error(CT_EIO, "ct_safetensors_save: cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
+  return CT_OK;
+}
+
+/* After the rename: close the file if still open, and make the rename itself durable. path is
+ * complete either way; a failure here is still reported. */
+static ct_status close_and_sync_dir(w_file *w) {
+  ct_status s = CT_OK;
+  if (w->fd >= 0) {
+    int rc = close(w->fd);
+    w->fd = -1;
     if (rc != 0) /* the data was fsync'ed above, so a failing close loses nothing; still report it */
-      s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", path, strerror(errno));
+      s = ct__error(CT_EIO, "ct_safetensors_save: close of %s failed: %s", w->path, strerror(errno));
   }
   /* Make the rename itself durable: fsync the directory that holds path. */
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     if (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)
-      s = ct__error(CT_EIO, "ct_safetensors_save: %s was written, but fsync of its directory %s failed: %s", path, dir,
-                    strerror(errno));
+      s = ct__error(CT_EIO, "ct_safetensors_save: %s was written, but fsync of its directory %s failed: %s", w->path,
+                    w->dir, strerror(errno));
     close(dfd);
   }
-  free(dir);
-  free(tmp);
-  free(buf);
-  free(header);
-  free(sorted);
-  free(items);
   return s;
+}
 
-fail:
-  if (fd >= 0) close(fd);
-  if (tmp) unlink(tmp);
-  free(dir);
-  free(tmp);
+ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
+                              int n_meta, const ct_metadata_kv *meta) {
+  ct_status s = check_save_args(path, n, names, tensors, n_meta, meta);
+  if (s != CT_OK) return s;
+  w_item *items = ct__calloc((size_t)n + 1, sizeof *items, "the list of tensors to save");
+  const char **sorted = items ? ct__calloc((size_t)n + 1, sizeof *sorted, "the sorted tensor names") : NULL;
+  char *header = NULL;
+  uint8_t *buf = NULL;
+  w_file w = {.path = path, .fd = -1};
+  size_t maxbytes = 0, hlen = 0;
+  uint64_t total = 0;
+  s = items && sorted ? list_items(path, n, names, tensors, items, sorted, &maxbytes, &total) : CT_ENOMEM;
+  if (s == CT_OK) {
+    header = build_header(n, items, n_meta, meta, &hlen);
+    buf = header ? ct__malloc(maxbytes, "the staging buffer of a save") : NULL;
+    if (!buf) s = CT_ENOMEM; /* the allocation that failed said what and how many bytes */
+  }
+  int renamed = 0;
+  if (s == CT_OK && (s = create_output(&w, total)) == CT_OK &&
+      (s = write_contents(&w, header, hlen, n, items, buf)) == CT_OK && (s = rename_into_place(&w)) == CT_OK) {
+    renamed = 1;
+    s = close_and_sync_dir(&w);
+  }
+  if (!renamed) { /* a failed save leaves nothing behind */
+    if (w.fd >= 0) close(w.fd);
+    if (w.tmp) unlink(w.tmp);
+  }
+  free(w.dir);
+  free(w.tmp);
   free(buf);
   free(header);
   free(sorted);
