@@ -73,6 +73,15 @@ CT_API void ct_module_print(ct_module *m, FILE *f);
  * Errors: CT_EINVAL for another name (the message lists the names), those of the constructors. */
 CT_API ct_module *ct_model_new(const char *name, ct_device dev, ct_generator *gen);
 
+/* The same networks for (N, in_channels, h, w) images and num_classes classes (the data sets of
+ * cuttle/datasets.h: CIFAR's (3, 32, 32) and 10 or 100, an image folder's): the mlp's first Linear
+ * takes in_channels * h * w features and the last gives num_classes; the cnn's first Conv2d takes
+ * in_channels, its first Linear 64 * (h / 4) * (w / 4) features (the two pools floor), its last
+ * gives num_classes. ct_model_new(name, dev, gen) is ct_model_new_for(name, 1, 28, 28, 10, dev,
+ * gen). Errors: those of ct_model_new; CT_EINVAL for sizes < 1 (the cnn needs h, w >= 4). */
+CT_API ct_module *ct_model_new_for(const char *name, int64_t in_channels, int64_t h, int64_t w, int64_t num_classes,
+                                   ct_device dev, ct_generator *gen);
+
 /* ---- tensor-core alignment
  *
  * The rule, as the course notes on tensor cores give it after NVIDIA ("Optimizing GPU performance

@@ -850,6 +850,11 @@ static void test_nn_optim(void **state) {
   P(ct_model_new, CT_EINVAL, ct_model_new("resnet", CT_DEVICE_CPU, NULL));
   P(ct_model_new, CT_EDEVICE, ct_model_new("mlp", cuda7, NULL));
   P(ct_model_new, CT_EDEVICE, ct_model_new("cnn", cpu_neg, NULL));
+  P(ct_model_new_for, CT_EINVAL, ct_model_new_for("resnet", 3, 32, 32, 10, CT_DEVICE_CPU, NULL));
+  P(ct_model_new_for, CT_EINVAL, ct_model_new_for("mlp", 0, 32, 32, 10, CT_DEVICE_CPU, NULL));
+  P(ct_model_new_for, CT_EINVAL, ct_model_new_for("mlp", 3, 32, 32, 0, CT_DEVICE_CPU, NULL));
+  P(ct_model_new_for, CT_EINVAL, ct_model_new_for("cnn", 3, 3, 32, 10, CT_DEVICE_CPU, NULL));
+  P(ct_model_new_for, CT_EDEVICE, ct_model_new_for("cnn", 3, 32, 32, 10, cuda7, NULL));
   /* tensor-core alignment */
   V(ct_alignment_multiple, CT_EDTYPE, ct_alignment_multiple((ct_dtype)99) == -1);
   V(ct_alignment_multiple, CT_EDTYPE, ct_alignment_multiple(CT_DTYPE_COUNT) == -1);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include "commands.h"
 
-void ct_cli_print_alignment(ct_module *m, ct_device dev, int64_t batch, ct_dtype dtype) {
+void ct_cli_print_alignment(ct_module *m, ct_device dev, int64_t batch, const int64_t sample[3], ct_dtype dtype) {
   ct_device_props p;
   if (ct_device_props_get(dev, &p) != CT_OK || p.device_type != CT_DEVICE_TYPE_GPU) {
     ct_clear_error();
@@ -13,7 +13,7 @@ void ct_cli_print_alignment(ct_module *m, ct_device dev, int64_t batch, ct_dtype
   }
   ct_alignment_issue issues[32];
   int count = 0;
-  ct_status s = ct_module_check_alignment(m, 4, (int64_t[]){batch, 1, 28, 28}, dtype, issues, 32, &count);
+  ct_status s = ct_module_check_alignment(m, 4, (int64_t[]){batch, sample[0], sample[1], sample[2]}, dtype, issues, 32, &count);
   if (s != CT_OK) {
     fprintf(stderr, "cuttle: the tensor-core alignment check failed: %s\n", ct_last_error());
     ct_clear_error();

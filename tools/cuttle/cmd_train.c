@@ -1,4 +1,5 @@
-/* tools/cuttle/cmd_train.c: `cuttle train` and `cuttle eval` on Fashion-MNIST.
+/* tools/cuttle/cmd_train.c: `cuttle train` and `cuttle eval` on Fashion-MNIST, CIFAR-10, CIFAR-100
+ * or an image folder (--data, data_arg.c).
  *
  * train: builds the mlp or cnn on the chosen device, trains it with the data loader's worker
  * threads, shows a progress line (images/s, loss, ETA), evaluates on the test set after each
@@ -97,7 +98,7 @@ enum { GO_ON = -1 };
 /* Everything `cuttle train` was told: the options as given, then what check_options read from
  * them. */
 typedef struct {
-  const char *model, *device, *optimizer, *schedule, *data_dir, *save, *resume, *metrics;
+  const char *model, *device, *optimizer, *schedule, *save, *resume, *metrics;
   const char *amp, *devices, *tensorboard;
   int epochs, workers, progress, nproc, accumulate, channels_last;
   int64_t batch, max_steps, save_every, tb_every;
@@ -109,17 +110,55 @@ typedef struct {
   ct_device devs[CT_CLI_MAX_DEVICES]; /* --devices: ndevs of them, 0 without it */
   int ndevs;
   int launched; /* this process is one rank of a job a launcher (mpirun) started */
+  ct_cli_data_opts data; /* --data, --data-dir, --augment, --val-split, --image-size, --gray, ... */
 } train_config;
+
+/* The data options both commands take, as getopt_long entries (their letters are the ones
+ * data_option reads). */
+#define DATA_LONGOPTS                                                                                       \
+  {"data", 1, 0, 'Z'}, {"data-dir", 1, 0, 'D'}, {"augment", 0, 0, 'U'}, {"val-split", 1, 0, 'v'},          \
+      {"image-size", 1, 0, 'I'}, {"gray", 0, 0, 'Y'}, {"skip-bad-images", 0, 0, 'K'}
+
+/* One of DATA_LONGOPTS into *d: 1, or 0 when ch is not one of them. */
+static int data_option(int ch, ct_cli_data_opts *d) {
+  switch (ch) {
+    case 'Z': d->data = optarg; return 1;
+    case 'D': d->data_dir = optarg; return 1;
+    case 'U': d->augment = 1; return 1;
+    case 'v': d->val_split = atof(optarg); return 1;
+    case 'I': d->image_size = optarg; return 1;
+    case 'Y': d->gray = 1; return 1;
+    case 'K': d->skip_bad = 1; return 1;
+    default: return 0;
+  }
+}
+
+#define DATA_HELP                                                                                           \
+  "--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR  the data set (default fashion-mnist, read\n" \
+  "                  from --data-dir DIR or the installed copy): CIFAR's binary files (data_batch_*.bin and\n"   \
+  "                  test_batch.bin; train.bin and test.bin, fine labels), or DIR/<class>/*.png|jpg, read from\n" \
+  "                  DIR/train and DIR/val (or DIR/test) when they exist; the model takes the data's\n"         \
+  "                  channels, image size and classes\n"                                                         \
+  "--val-split F     imagefolder without train/ and val/: the fraction F of the images held out for testing,\n" \
+  "                  drawn with --seed (pass the same --val-split and --seed to cuttle eval)\n"                  \
+  "--image-size H[,W] imagefolder: resize the shorter side to min(H, W), then center-crop to H x W (default:\n" \
+  "                  every image must have the first one's size)\n"                                             \
+  "--gray            imagefolder: decode to 1 channel (grayscale; default RGB, 3 channels)\n"                    \
+  "--skip-bad-images imagefolder: leave out (and count) an image that does not decode, instead of failing\n"
 
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
              "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
+             "                    [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--augment]\n"
+             "                    [--val-split F] [--image-size H[,W]] [--gray] [--skip-bad-images]\n"
              "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
              "                    [--max-steps N] [--metrics FILE] [--no-progress] [--accumulate K]\n"
              "                    [--nproc N] [--bucket-mb X] [--timeout S] [--amp bf16|f16] [--channels-last]\n"
              "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N]\n"
              "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
              "          --schedule cosine --workers 2 --seed 0 --accumulate 1 --bucket-mb 25 --timeout 60\n"
+             DATA_HELP
+             "--augment         train split: RandomCrop(image size, padding=4) and RandomHorizontalFlip(0.5)\n"
              "--save FILE       save a checkpoint after every epoch (written atomically: FILE is always whole)\n"
              "--save-every N    also save it every N optimizer steps (needs --save); it records the position in\n"
              "                  the epoch, where --resume continues with the same ranks and --batch-size (other\n"
@@ -176,7 +215,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
   static const struct option longopts[] = {
       {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
       {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
-      {"data-dir", 1, 0, 'D'}, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
+      DATA_LONGOPTS, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
       {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
       {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
       {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'}, {"tensorboard", 1, 0, 'G'},
@@ -194,7 +233,6 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'o': c->optimizer = optarg; break;
       case 'w': c->workers = atoi(optarg); break;
       case 's': c->seed = strtoull(optarg, NULL, 10); break;
-      case 'D': c->data_dir = optarg; break;
       case 'S': c->save = optarg; break;
       case 'r': c->resume = optarg; break;
       case 'M': c->metrics = optarg; break;
@@ -212,7 +250,8 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'G': c->tensorboard = optarg; break;
       case 'g': c->tb_every = atoll(optarg) > 0 ? atoll(optarg) : -1; break; /* 0 means "not given" */
       case 'h': return usage_train(stdout);
-      default: return usage_train(stderr);
+      default:
+        if (!data_option(ch, &c->data)) return usage_train(stderr);
     }
   }
   if (optind < argc) {
@@ -279,6 +318,8 @@ static int check_options(train_config *c) {
     return 2;
   }
   if (!c->tb_every) c->tb_every = 10;
+  c->data.seed = c->seed;
+  if (ct_cli_data_check("cuttle", &c->data)) return 2;
   c->launched = ct_cli_under_launcher();
   return read_choices(c);
 }
@@ -444,10 +485,9 @@ static int open_device_and_data(train_run *r) {
     return 2;
   }
   ct_device_str(r->dev, r->devname, sizeof r->devname);
-  r->train = ct_fashion_mnist_load(c->data_dir, CT_SPLIT_TRAIN);
-  r->test = r->train ? ct_fashion_mnist_load(c->data_dir, CT_SPLIT_TEST) : NULL;
+  r->train = ct_cli_data_open(r->prog, &c->data, CT_SPLIT_TRAIN);
+  r->test = r->train ? ct_cli_data_open(r->prog, &c->data, CT_SPLIT_TEST) : NULL;
   if (!r->train || !r->test) {
-    fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());
     if (r->world > 1) ct_cli_rank_abort(NULL);
     ct_dataset_free(r->train);
     return 1;
@@ -460,11 +500,12 @@ static int open_device_and_data(train_run *r) {
 static int build_model(train_run *r) {
   const train_config *c = r->c;
   r->gen = ct_generator_new(c->seed);
-  r->m = ct_model_new(c->model, r->dev, &r->gen);
+  r->m = ct_cli_model_for(r->prog, c->model, r->test, r->dev, &r->gen);
   if (r->m && c->channels_last && ct_module_to_memory_format(r->m, CT_CHANNELS_LAST) != CT_OK)
     ct_module_free(r->m), r->m = NULL;
   r->opt = r->m ? ct_optimizer_new(r->m, &c->optim) : NULL;
   r->scaler = r->opt && c->amp_dtype == CT_F16 ? ct_grad_scaler_new(&(ct_grad_scaler_opts){0}) : NULL;
+  if (!r->m) return 1; /* said why */
   if (!r->opt || (c->amp_dtype == CT_F16 && !r->scaler)) {
     fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());
     return 1;
@@ -519,7 +560,8 @@ static int open_tensorboard(train_run *r) {
       {"workers", workers}, {"seed", seed}, {"amp", c->amp ? c->amp : "none"},
       {"channels-last", c->channels_last ? "yes" : "no"}, {"max-steps", c->max_steps ? max_steps : "-"},
       {"resume", c->resume ? c->resume : "-"}, {"save", c->save ? c->save : "-"},
-      {"data-dir", c->data_dir ? c->data_dir : "(default)"}};
+      {"data", c->data.data ? c->data.data : "fashion-mnist"}, {"augment", c->data.augment ? "yes" : "no"},
+      {"data-dir", c->data.data_dir ? c->data.data_dir : "(default)"}};
   int64_t start = global_step(r);
   ct_cli_tb_opts o = {.dir = c->tensorboard, .every = c->tb_every, .start_step = start, .purge_step = start ? start + 1 : 0,
                       .world = r->world, .options = rows, .n_options = (int)(sizeof rows / sizeof rows[0])};
@@ -587,8 +629,19 @@ static void print_setup(const train_run *r) {
   if (c->amp_dtype != CT_F32)
     fprintf(stderr, "\n  mixed precision: autocast %s%s", ct_dtype_name(c->amp_dtype), r->scaler ? " with a GradScaler" : "");
   if (c->channels_last) fprintf(stderr, "\n  channels_last memory format");
+  if (c->data.data) {
+    int64_t x[3];
+    ct_dataset_sample_shape(r->test, x);
+    fprintf(stderr, "\n  data %s: %lld training and %lld test images of (%lld, %lld, %lld), %d classes%s", c->data.data,
+            (long long)ct_dataset_len(r->train), (long long)ct_dataset_len(r->test), (long long)x[0], (long long)x[1],
+            (long long)x[2], ct_dataset_num_classes(r->test), c->data.augment ? ", augmented (crop, flip)" : "");
+  }
   fprintf(stderr, "\n");
-  if (c->amp_dtype != CT_F32) ct_cli_print_alignment(r->m, r->dev, c->batch, c->amp_dtype);
+  if (c->amp_dtype != CT_F32) {
+    int64_t sample[3];
+    ct_dataset_sample_shape(r->train, sample);
+    ct_cli_print_alignment(r->m, r->dev, c->batch, sample, c->amp_dtype);
+  }
 }
 
 /* Everything after the device and the data, up to the first epoch. 0, or 1 after saying why. */
@@ -716,6 +769,9 @@ static int end_epoch(train_run *r, int64_t epoch, const ct_cli_epoch_stats *es) 
     return 1;
   }
   e.ips = sums[1] / e.secs, e.train_loss = sums[1] ? sums[0] / sums[1] : NAN;
+  int64_t skipped = ct_dataset_skipped(r->train) + ct_dataset_skipped(r->test);
+  if (skipped > 0 && r->rank0) fprintf(stderr, "%s: %lld image(s) did not decode and were skipped (--skip-bad-images)\n",
+                                       r->prog, (long long)skipped);
   report_epoch(r, epoch, &e);
   ct_cli_tb_epoch_end(r->tb, e.step, &(ct_cli_tb_epoch){.epoch = epoch + 1, .train_loss = e.train_loss,
                                                          .images_per_s = e.ips, .test_acc = e.acc, .test_loss = e.test_loss});
@@ -807,8 +863,9 @@ int ct_cmd_train(int argc, char **argv) {
 /* ---- cuttle eval */
 
 typedef struct {
-  const char *checkpoint, *model, *device, *data_dir;
+  const char *checkpoint, *model, *device;
   double timeout;
+  ct_cli_data_opts data; /* the test split of --data (--augment is refused: it is for training) */
 } eval_config;
 
 /* Read argv into *c, over the defaults, and check it. GO_ON, or the exit status after --help (0)
@@ -816,8 +873,8 @@ typedef struct {
 static int parse_eval_options(int argc, char **argv, eval_config *c) {
   *c = (eval_config){.model = "cnn", .device = "auto", .timeout = 60};
   static const struct option longopts[] = {{"checkpoint", 1, 0, 'c'}, {"model", 1, 0, 'm'}, {"device", 1, 0, 'd'},
-                                           {"data-dir", 1, 0, 'D'},   {"timeout", 1, 0, 'T'}, {"help", 0, 0, 'h'},
-                                           {0, 0, 0, 0}};
+                                           DATA_LONGOPTS, {"seed", 1, 0, 's'}, {"timeout", 1, 0, 'T'},
+                                           {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -825,12 +882,17 @@ static int parse_eval_options(int argc, char **argv, eval_config *c) {
       case 'c': c->checkpoint = optarg; break;
       case 'm': c->model = optarg; break;
       case 'd': c->device = optarg; break;
-      case 'D': c->data_dir = optarg; break;
       case 'T': c->timeout = atof(optarg); break;
+      case 's': c->data.seed = strtoull(optarg, NULL, 10); break;
       default:
+        if (data_option(ch, &c->data)) break;
         fprintf(ch == 'h' ? stdout : stderr,
                 "usage: cuttle eval --checkpoint FILE [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--data-dir DIR]\n"
-                "                   [--timeout S]\n"
+                "                   [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--val-split F]\n"
+                "                   [--seed N] [--image-size H[,W]] [--gray] [--skip-bad-images] [--timeout S]\n"
+                "Evaluates on the test split (DIR/val or DIR/test, or --val-split's share drawn with --seed) with\n"
+                "the data options the model was trained with.\n"
+                DATA_HELP
                 "Under mpirun (mpirun -np N cuttle eval ...) each rank evaluates its shard of the test set and the\n"
                 "correct counts are summed over the ranks: the accuracy is exact, the one a single process reports.\n");
         return ch == 'h' ? 0 : 2;
@@ -844,6 +906,11 @@ static int parse_eval_options(int argc, char **argv, eval_config *c) {
     fprintf(stderr, "cuttle eval: --timeout must be > 0\n");
     return 2;
   }
+  if (c->data.augment) {
+    fprintf(stderr, "cuttle eval: --augment is for training; the test split is never augmented\n");
+    return 2;
+  }
+  if (ct_cli_data_check("cuttle eval", &c->data)) return 2;
   return GO_ON;
 }
 
@@ -859,12 +926,12 @@ int ct_cmd_eval(int argc, char **argv) {
     if (ct_dist_world_size() > 1) ct_cli_rank_abort(NULL);
     return 2;
   }
-  ct_module *m = ct_model_new(c.model, dev, NULL);
-  ct_dataset *test = m ? ct_fashion_mnist_load(c.data_dir, CT_SPLIT_TEST) : NULL;
+  ct_dataset *test = ct_cli_data_open("cuttle eval", &c.data, CT_SPLIT_TEST);
+  ct_module *m = test ? ct_cli_model_for("cuttle eval", c.model, test, dev, NULL) : NULL;
   int status = 1;
   /* In a job every rank must reach the sum in ct_cli_evaluate_counts, so a rank whose own part
    * failed leaves at once and mpirun ends the others. */
-  if (!test || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
+  if (!m || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
     if (ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval");
   } else {
     int64_t counts[2];
@@ -881,7 +948,7 @@ int ct_cmd_eval(int argc, char **argv) {
       status = 0;
     }
   }
-  if (status) fprintf(stderr, "cuttle eval: %s\n", ct_last_error());
+  if (status && m) fprintf(stderr, "cuttle eval: %s\n", ct_last_error()); /* without m: said above */
   ct_dataset_free(test);
   ct_module_free(m);
   if (launched && ct_dist_finalize() != CT_OK && !status) {

@@ -22,7 +22,34 @@ int ct_cli_device_list(const char *prog, const char *s, ct_device *out, int cap)
 
 /* --amp on a GPU (alignment_report.c): print once, to stderr, every layer of m whose features,
  * channels or batch size break the tensor-core rule for dtype (ct_module_check_alignment, for a
- * Fashion-MNIST batch (batch, 1, 28, 28)), with the fix. Prints nothing on a device that is not a
- * GPU (the rule is about tensor cores) or when every size is aligned. */
-void ct_cli_print_alignment(ct_module *m, ct_device dev, int64_t batch, ct_dtype dtype);
+ * batch (batch, sample[0], sample[1], sample[2]): the data set's sample shape), with the fix.
+ * Prints nothing on a device that is not a GPU (the rule is about tensor cores) or when every size
+ * is aligned. */
+void ct_cli_print_alignment(ct_module *m, ct_device dev, int64_t batch, const int64_t sample[3], ct_dtype dtype);
+
+/* The data options of `cuttle train` and `cuttle eval` (data_arg.c). The caller fills the options
+ * as given; ct_cli_data_check reads the rest. */
+enum { CT_CLI_FASHION_MNIST = 0, CT_CLI_CIFAR10 = 1, CT_CLI_CIFAR100 = 2, CT_CLI_IMAGEFOLDER = 3 };
+typedef struct {
+  const char *data;       /* --data: fashion-mnist (NULL: the same), cifar10:DIR, cifar100:DIR, imagefolder:DIR */
+  const char *data_dir;   /* --data-dir: Fashion-MNIST's folder (NULL: the default) */
+  const char *image_size; /* --image-size H[,W] (image folders) */
+  int gray, skip_bad;     /* --gray, --skip-bad-images (image folders) */
+  int augment;            /* --augment: the train split only */
+  double val_split;       /* --val-split F (image folders without train/ and val/) */
+  uint64_t seed;          /* the --val-split draw's seed (--seed) */
+  /* read by ct_cli_data_check: */
+  int kind;               /* CT_CLI_* */
+  const char *dir;        /* the folder after "kind:" */
+  int image_h, image_w;   /* --image-size, 0 without it */
+} ct_cli_data_opts;
+
+/* Read --data and check the data options together. 0, or 2 after saying why (prefixed with prog). */
+int ct_cli_data_check(const char *prog, ct_cli_data_opts *o);
+/* One split of the data set, with --augment on the train split. NULL after saying why. */
+ct_dataset *ct_cli_data_open(const char *prog, const ct_cli_data_opts *o, ct_split split);
+/* --model for ds's samples (channels, height, width) and classes (ct_model_new_for). NULL after
+ * saying why. */
+ct_module *ct_cli_model_for(const char *prog, const char *model, const ct_dataset *ds, ct_device dev,
+                            ct_generator *gen);
 #endif
