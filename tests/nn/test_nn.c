@@ -125,6 +125,40 @@ static void test_sequential_fuses_conv_relu_max_pool(void **state) {
   ct_module_free(seq);
 }
 
+/* ct_model_new_for: the same networks for other data (CIFAR's (3, 32, 32) and 100 classes, a
+ * grayscale 30 x 20 folder), the keys unchanged; the first Linear takes what the pools leave. */
+static void test_models_for_other_shapes(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(2);
+  ct_module *m = ct_assert_nonnull(ct_model_new_for("cnn", 3, 32, 32, 100, CT_DEVICE_CPU, &g));
+  expect_shape(param(m, "0.weight"), 4, (int64_t[]){32, 3, 3, 3});
+  expect_shape(param(m, "7.weight"), 2, (int64_t[]){128, 64 * 8 * 8});
+  expect_shape(param(m, "9.weight"), 2, (int64_t[]){100, 128});
+  ct_tensor *x = ct_randn(4, (int64_t[]){2, 3, 32, 32}, 0, 1, CT_F32, CT_DEVICE_CPU, &g);
+  ct_tensor *y = ct_assert_nonnull(ct_module_forward(m, x));
+  expect_shape(y, 2, (int64_t[]){2, 100});
+  ct_tensor_free(x), ct_tensor_free(y);
+  ct_module_free(m);
+  m = ct_assert_nonnull(ct_model_new_for("cnn", 1, 30, 21, 7, CT_DEVICE_CPU, &g)); /* pools floor: 7 x 5 */
+  expect_shape(param(m, "7.weight"), 2, (int64_t[]){128, 64 * 7 * 5});
+  x = ct_randn(4, (int64_t[]){3, 1, 30, 21}, 0, 1, CT_F32, CT_DEVICE_CPU, &g);
+  y = ct_assert_nonnull(ct_module_forward(m, x));
+  expect_shape(y, 2, (int64_t[]){3, 7});
+  ct_tensor_free(x), ct_tensor_free(y);
+  ct_module_free(m);
+  m = ct_assert_nonnull(ct_model_new_for("mlp", 3, 32, 32, 10, CT_DEVICE_CPU, &g));
+  expect_shape(param(m, "1.weight"), 2, (int64_t[]){256, 3072});
+  expect_shape(param(m, "5.weight"), 2, (int64_t[]){10, 128});
+  ct_module_free(m);
+  /* ct_model_new is the Fashion-MNIST case */
+  m = ct_assert_nonnull(ct_model_new_for("cnn", 1, 28, 28, 10, CT_DEVICE_CPU, &g));
+  expect_shape(param(m, "7.weight"), 2, (int64_t[]){128, 3136});
+  ct_module_free(m);
+  assert_null(ct_model_new_for("cnn", 3, 3, 3, 10, CT_DEVICE_CPU, NULL));
+  assert_int_equal(ct_last_status(), CT_EINVAL);
+  ct_assert_error_contains("at least 4 x 4");
+}
+
 static void test_cnn_state_dict(void **state) {
   (void)state;
   ct_generator g = ct_generator_new(1);
@@ -389,7 +423,7 @@ static void test_schedules(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_cnn_state_dict),         cmocka_unit_test(test_linear_conv_modules),
+      cmocka_unit_test(test_cnn_state_dict), cmocka_unit_test(test_models_for_other_shapes),         cmocka_unit_test(test_linear_conv_modules),
       cmocka_unit_test(test_batchnorm_and_train_eval), cmocka_unit_test(test_module_to_keeps_handles),
       cmocka_unit_test(test_optimizer_steps),        cmocka_unit_test(test_quadratic_descent),
       cmocka_unit_test(test_schedules),              cmocka_unit_test(test_sequential_fuses_relu_max_pool),
