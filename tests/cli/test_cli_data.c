@@ -5,6 +5,7 @@
  *    reports the accuracy the last epoch reported;
  *  - an image folder with train/ and val/, RGB and --image-size; one without, --gray and
  *    --val-split with --seed, trains and evaluates the same way;
+ *  - an image that does not decode: an error naming it, or skipped and counted (--skip-bad-images);
  *  - bad --data values and data options: usage errors (2) or failures (1) that say why.
  * Needs no data set: nothing here is skipped. */
 #define _GNU_SOURCE
@@ -143,6 +144,28 @@ static void imagefolder_trains_and_evaluates(void **state) {
   assert_non_null(strstr(out, "--val-split"));
 }
 
+/* A file that does not decode: an error naming it, or with --skip-bad-images left out and counted. */
+static void imagefolder_bad_image(void **state) {
+  (void)state;
+  write_folder(path_in("skip"), "train", 8, 8, 8, 3);
+  write_folder(path_in("skip"), "val", 4, 8, 8, 3);
+  FILE *f = fopen(path_in("skip/train/dark/zz.png"), "wb");
+  assert_non_null(f);
+  fputs("not a PNG at all", f);
+  fclose(f);
+  char out[16384];
+  int rc = ct_test_run(out, sizeof out, "%s train --model mlp --data imagefolder:%s --epochs 1 --batch-size 4 --device cpu "
+                       "--no-progress", cuttle, path_in("skip"));
+  if (rc != 1 || !strstr(out, "zz.png")) fprintf(stderr, "exit %d, said:\n%s\n", rc, out);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(out, "zz.png"));
+  rc = ct_test_run(out, sizeof out, "%s train --model mlp --data imagefolder:%s --skip-bad-images --epochs 1 --batch-size 4 "
+                   "--device cpu --no-progress", cuttle, path_in("skip"));
+  if (rc != 0 || !strstr(out, "1 image(s) did not decode")) fprintf(stderr, "exit %d, said:\n%s\n", rc, out);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(out, "1 image(s) did not decode and were skipped"));
+}
+
 static void bad_data_options(void **state) {
   (void)state;
   char out[16384];
@@ -214,6 +237,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(bad_data_options), cmocka_unit_test(cifar10_trains_and_evaluates),
                                      cmocka_unit_test(cifar100_trains_and_evaluates),
-                                     cmocka_unit_test(imagefolder_trains_and_evaluates)};
+                                     cmocka_unit_test(imagefolder_trains_and_evaluates),
+                                     cmocka_unit_test(imagefolder_bad_image)};
   return cmocka_run_group_tests_name("cli data", tests, setup, teardown);
 }

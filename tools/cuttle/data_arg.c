@@ -57,7 +57,8 @@ int ct_cli_data_check(const char *prog, ct_cli_data_opts *o) {
   if (read_kind(prog, o)) return 2;
   int folder = o->kind == CT_CLI_IMAGEFOLDER;
   if ((o->image_size || o->gray || o->val_split || o->skip_bad) && !folder) {
-    fprintf(stderr, "%s: --image-size, --gray, --val-split and --skip-bad-images are for --data imagefolder:DIR\n", prog);
+    fprintf(stderr, "%s: --image-size, --gray, --val-split and --skip-bad-images are for --data imagefolder:DIR\n",
+            prog);
     return 2;
   }
   if (o->image_size && read_size(o->image_size, &o->image_h, &o->image_w)) {
