@@ -286,8 +286,8 @@ static ct_status split_by_fraction(const char *op, const char *root, ct_split sp
 }
 
 /* Fix the samples' size when the options give none: the first sample that decodes (under
- * CT_DECODE_SKIP, the ones before it are marked bad in *bad, count in *nbad). */
-static ct_status probe_size(const char *op, folder *f, int skip, int64_t *bad, int64_t *nbad) {
+ * CT_DECODE_SKIP, the *nbad ones before it, samples 0 .. *nbad - 1, did not). */
+static ct_status probe_size(const char *op, folder *f, int skip, int64_t *nbad) {
   char msg[1024];
   *nbad = 0;
   for (int64_t i = 0; i < f->n; i++) {
@@ -304,7 +304,7 @@ static ct_status probe_size(const char *op, folder *f, int skip, int64_t *bad, i
       return CT_OK;
     }
     if (!skip || (s != CT_EFORMAT && s != CT_EIO)) return ct__error(s, "%s: %s", op, msg);
-    bad[(*nbad)++] = i;
+    (*nbad)++;
   }
   return ct__error(CT_EFORMAT, "%s: none of the %lld files decodes (the last: %s)", op, (long long)f->n, msg);
 }
@@ -333,7 +333,7 @@ ct_dataset *ct_imagefolder_load(const char *root, ct_split split, const ct_image
   const char *dir = layout && split == CT_SPLIT_TEST ? test_dir : class_root;
 
   strlist classes = {0}, paths = {0};
-  int64_t *labels = NULL, *bad = NULL, nbad = 0;
+  int64_t *labels = NULL, nbad = 0;
   folder *f = NULL;
   ct_status s = entries(op, class_root, 1, &classes);
   if (s == CT_OK && classes.n == 0)
@@ -362,15 +362,12 @@ ct_dataset *ct_imagefolder_load(const char *root, ct_split split, const ct_image
     f->crop_h = o.crop_h, f->crop_w = o.crop_w;
     f->c = o.mode == CT_IMAGE_GRAY ? 1 : 3;
     f->h = o.crop_h ? o.crop_h : o.resize_h, f->w = o.crop_w ? o.crop_w : o.resize_w;
-    if (!f->h) {
-      bad = malloc((size_t)f->n * sizeof(int64_t));
-      s = bad ? probe_size(op, f, o.on_error == CT_DECODE_SKIP, bad, &nbad) : ct__error(CT_ENOMEM, "%s: out of memory", op);
-    }
+    if (!f->h) s = probe_size(op, f, o.on_error == CT_DECODE_SKIP, &nbad);
   }
   int64_t n = f ? f->n : 0;
   if (s != CT_OK) {
     strlist_free(&classes), strlist_free(&paths);
-    free(labels), free(bad);
+    free(labels);
     folder_free(f);
     return NULL;
   }
@@ -384,12 +381,11 @@ ct_dataset *ct_imagefolder_load(const char *root, ct_split split, const ct_image
       ds = NULL;
       ct__error(CT_ENOMEM, "%s: out of memory", op);
     }
-    for (int64_t k = 0; ds && k < nbad; k++) ds->bad[bad[k]] = 1;
+    if (ds && nbad) memset(ds->bad, 1, (size_t)nbad); /* the samples probe_size found bad */
     if (ds) ds->skipped = nbad;
   } else {
     ct__error_prefix("%s", op);
   }
   strlist_free(&classes);
-  free(bad);
   return ds;
 }
