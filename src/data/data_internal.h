@@ -78,13 +78,19 @@ uint64_t ct__random_below(uint64_t *state, uint64_t k);
  * the three (splitmix64 chained), apart from the shuffle's seed + epoch. */
 uint64_t ct__sample_stream(uint64_t seed, int64_t epoch, int64_t index);
 
+/* The bytes of scratch ct__dataset_gather needs for ds as it is set now: a loaded sample (a dataset
+ * with a source) plus an augmented one (with augmentation); may be 0. */
+size_t ct__dataset_scratch_bytes(const struct ct_dataset *ds);
+
 /* Make samples idx[0..count) as the loader delivers them in epoch `epoch` with seed `seed` (load or
- * read the pixels, augment, normalize) into x (count * out_numel floats) and their labels into y.
+ * read the pixels, augment, normalize) into x (count * out_numel floats) and their labels into y,
+ * using scratch (ct__dataset_scratch_bytes(ds) bytes, the caller's, reused from batch to batch).
  * Samples skipped under CT_DECODE_SKIP are left out, the later ones moving up; *kept gets the rows
  * written. Returns CT_OK, or a negative status with the reason in msg (msgn bytes) and no
- * thread-local error: safe to call from any thread. */
+ * thread-local error: safe to call from any thread, each with its own scratch. */
 ct_status ct__dataset_gather(const struct ct_dataset *ds, const int64_t *idx, int64_t count, uint64_t seed,
-                             int64_t epoch, float *x, int64_t *y, int64_t *kept, char *msg, size_t msgn);
+                             int64_t epoch, uint8_t *scratch, float *x, int64_t *y, int64_t *kept, char *msg,
+                             size_t msgn);
 
 /* ---- images (image.c, image_png.c, image_jpeg.c): the decoding core, without thread-local errors */
 

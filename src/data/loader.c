@@ -51,6 +51,7 @@ typedef struct {
   float *x;      /* (B, C, H, W) */
   int64_t *y;    /* (B) */
   ct_tensor *tx, *ty; /* pinned mode: the pinned tensors whose storage x and y are (untracked) */
+  uint8_t *scratch; /* ct__dataset_scratch_bytes of the dataset: the u8 pixels of one sample being made */
   int64_t count; /* samples in the batch held (fewer than the batch's when samples were skipped) */
   int64_t batch; /* index of the batch held, -1 when empty */
   ct_status err; /* the batch could not be made (a file did not decode): the status, */
@@ -93,8 +94,8 @@ static int64_t batch_count(const ct_loader *l, int64_t b) {
 
 /* Make batch b of epoch `epoch` in slot s (any thread: touches only s, and the dataset's skip marks). */
 static void fill(ct_loader *l, slot *s, int64_t b, int64_t epoch) {
-  s->err = ct__dataset_gather(l->ds, l->perm + b * l->B, batch_count(l, b), l->seed, epoch, s->x, s->y, &s->count,
-                              s->msg, sizeof s->msg);
+  s->err = ct__dataset_gather(l->ds, l->perm + b * l->B, batch_count(l, b), l->seed, epoch, s->scratch, s->x, s->y,
+                              &s->count, s->msg, sizeof s->msg);
 }
 
 static int can_claim(const ct_loader *l) {
@@ -155,6 +156,7 @@ static void release(ct_loader *l) {
     for (int i = 0; i < l->cap; i++) {
       if (l->pinned) ct_tensor_free(l->slots[i].tx), ct_tensor_free(l->slots[i].ty);
       else free(l->slots[i].x), free(l->slots[i].y);
+      free(l->slots[i].scratch);
     }
   free(l->slots);
   free(l->perm);
@@ -199,7 +201,7 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   l->cap = l->nw ? l->nw * (o.prefetch_factor ? o.prefetch_factor : 2) : 1;
   if (l->nbatches > 0 && l->cap > l->nbatches) l->cap = (int)l->nbatches; /* no use buffering more than an epoch */
   int64_t bsz = l->B < n ? l->B : (n > 0 ? n : 1); /* a batch never holds more than N samples */
-  size_t d = (size_t)ds->out_numel;
+  size_t d = (size_t)ds->out_numel, sb = ct__dataset_scratch_bytes(ds); /* fixed: ds is frozen from here on */
   l->perm = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
   l->slots = calloc((size_t)l->cap, sizeof(slot));
   if (l->world > 1) l->full = malloc((size_t)(N > 0 ? N : 1) * sizeof(int64_t));
@@ -207,6 +209,10 @@ ct_loader *ct_loader_new(const ct_dataset *ds, const ct_loader_opts *opts) {
   for (int i = 0; ok && i < l->cap; i++) {
     slot *s = &l->slots[i];
     s->batch = -1;
+    if (!(s->scratch = malloc(sb ? sb : 1))) {
+      ok = 0;
+      break;
+    }
     if (l->pinned) {
       ok = new_pinned(l, bsz, &s->tx, &s->ty);
       if (ok) s->x = ct_tensor_data(s->tx), s->y = ct_tensor_data(s->ty);

@@ -91,10 +91,16 @@ static void augment(const ct_dataset *ds, const uint8_t *src, uint64_t st, uint8
   }
 }
 
-/* Sample i into dst (out_numel floats): load (into srcbuf) or read its pixels, augment (into augbuf),
- * normalize. A failed load's status is returned with its reason in msg. */
-static ct_status make_sample(const ct_dataset *ds, int64_t i, uint64_t seed, int64_t epoch, uint8_t *srcbuf,
-                             uint8_t *augbuf, float *dst, char *msg, size_t msgn) {
+size_t ct__dataset_scratch_bytes(const ct_dataset *ds) {
+  return (size_t)(ds->src ? ds->sample_numel : 0) + (size_t)(has_augment(ds) ? ds->out_numel : 0);
+}
+
+/* Sample i into dst (out_numel floats): load (into the scratch's first sample_numel bytes) or read
+ * its pixels, augment (into the rest of the scratch), normalize. A failed load's status is returned
+ * with its reason in msg. */
+static ct_status make_sample(const ct_dataset *ds, int64_t i, uint64_t seed, int64_t epoch, uint8_t *scratch,
+                             float *dst, char *msg, size_t msgn) {
+  uint8_t *srcbuf = scratch, *augbuf = scratch + (ds->src ? ds->sample_numel : 0);
   const uint8_t *px = ds->pixels ? ds->pixels + i * ds->sample_numel : srcbuf;
   if (ds->src) {
     ct_status s = ds->src->load(ds->src_ctx, i, srcbuf, msg, msgn);
@@ -114,29 +120,14 @@ static ct_status make_sample(const ct_dataset *ds, int64_t i, uint64_t seed, int
   return CT_OK;
 }
 
-/* The scratch buffers make_sample needs: the loaded pixels and the augmented ones. */
-static ct_status scratch(const ct_dataset *ds, uint8_t **srcbuf, uint8_t **augbuf, char *msg, size_t msgn) {
-  *srcbuf = ds->src ? malloc((size_t)ds->sample_numel) : NULL;
-  *augbuf = has_augment(ds) ? malloc((size_t)ds->out_numel) : NULL;
-  if ((ds->src && !*srcbuf) || (has_augment(ds) && !*augbuf)) {
-    free(*srcbuf), free(*augbuf);
-    *srcbuf = *augbuf = NULL;
-    snprintf(msg, msgn, "out of memory for the %lld-byte buffers of one sample", (long long)(ds->sample_numel + ds->out_numel));
-    return CT_ENOMEM;
-  }
-  return CT_OK;
-}
-
 ct_status ct__dataset_gather(const ct_dataset *ds, const int64_t *idx, int64_t count, uint64_t seed, int64_t epoch,
-                             float *x, int64_t *y, int64_t *kept, char *msg, size_t msgn) {
-  uint8_t *srcbuf, *augbuf;
-  *kept = 0;
-  ct_status s = scratch(ds, &srcbuf, &augbuf, msg, msgn);
+                             uint8_t *scratch, float *x, int64_t *y, int64_t *kept, char *msg, size_t msgn) {
+  ct_status s = CT_OK;
   int64_t k = 0;
   for (int64_t b = 0; s == CT_OK && b < count; b++) {
     int64_t i = idx[b];
     if (ds->skip_bad && __atomic_load_n(&ds->bad[i], __ATOMIC_RELAXED)) continue; /* known bad: not decoded again */
-    s = make_sample(ds, i, seed, epoch, srcbuf, augbuf, x + k * ds->out_numel, msg, msgn);
+    s = make_sample(ds, i, seed, epoch, scratch, x + k * ds->out_numel, msg, msgn);
     if (s != CT_OK && ds->skip_bad && (s == CT_EFORMAT || s == CT_EIO)) {
       struct ct_dataset *mut = (struct ct_dataset *)ds; /* the skip marks are the dataset's only shared mutable state */
       if (!__atomic_exchange_n(&mut->bad[i], 1, __ATOMIC_RELAXED)) __atomic_add_fetch(&mut->skipped, 1, __ATOMIC_RELAXED);
@@ -145,7 +136,6 @@ ct_status ct__dataset_gather(const ct_dataset *ds, const int64_t *idx, int64_t c
     }
     if (s == CT_OK) y[k++] = ds->labels[i];
   }
-  free(srcbuf), free(augbuf);
   *kept = k;
   return s;
 }
@@ -158,10 +148,11 @@ static ct_status get_sample(const char *op, const ct_dataset *ds, int64_t i, uin
   if (epoch < 0) return ct__error(CT_EINVAL, "%s: epoch %lld must be >= 0", op, (long long)epoch);
   if (x) {
     char msg[1024] = "";
-    uint8_t *srcbuf, *augbuf;
-    ct_status s = scratch(ds, &srcbuf, &augbuf, msg, sizeof msg);
-    if (s == CT_OK) s = make_sample(ds, i, seed, epoch, srcbuf, augbuf, x, msg, sizeof msg);
-    free(srcbuf), free(augbuf);
+    size_t sb = ct__dataset_scratch_bytes(ds);
+    uint8_t *scratch = malloc(sb ? sb : 1);
+    if (!scratch) return ct__error(CT_ENOMEM, "%s: sample %lld: out of memory for its %zu-byte buffers", op, (long long)i, sb);
+    ct_status s = make_sample(ds, i, seed, epoch, scratch, x, msg, sizeof msg);
+    free(scratch);
     if (s != CT_OK) return ct__error(s, "%s: sample %lld: %s", op, (long long)i, msg);
   }
   if (y) *y = ds->labels[i];
