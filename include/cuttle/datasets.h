@@ -178,7 +178,7 @@ CT_API ct_status ct_image_load(const char *path, ct_image_mode mode, ct_image *o
 /* Resize in to exactly (h, w) into *out (same channels), with PIL's bilinear filter
  * (Image.resize(..., BILINEAR), which torchvision's Resize calls on PIL images): a triangle filter
  * whose support widens with the downscaling factor (so it antialiases), separable, horizontal pass
- * first, 8-bit fixed-point coefficients, the same rounding: the bytes PIL 9 gives. The same size is
+ * first, coefficients in 22-bit fixed point (PIL's 8-bit-per-channel path), the same rounding: the bytes PIL 9 gives. The same size is
  * a copy. Errors: CT_EINVAL (NULL pointers, in without data, h or w < 1, h * w over
  * CT_IMAGE_MAX_PIXELS), CT_ENOMEM. */
 CT_API ct_status ct_image_resize(const ct_image *in, int64_t h, int64_t w, ct_image *out);
