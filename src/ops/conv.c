@@ -117,7 +117,6 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   ct_dtype dt;
   if (!conv_check("conv2d", x, w, b, opts, &o, &Ho, &Wo, &dt)) return NULL;
   const ct_backend *be = x->storage->backend;
-  if (!ct__has_kernel(be, CT_K_conv2d)) return ct__kernel_missing(be, CT_K_conv2d, "conv2d", x), NULL;
   if (ct__conv_channels_last(x, w)) /* a channels_last output (src/ops/memory_format.c) */
     return ct__cast_result(ct__conv2d_channels_last(x, w, b, &o, Ho, Wo, ct__compute_dtype(dt)), dt);
   /* float16 and bfloat16 compute in float32 (cast in, one rounding out) unless the backend has
@@ -126,7 +125,7 @@ ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_o
   ct_tensor *xc = ct_cast(x, cdt), *wc = ct_cast(w, cdt), *bc = b ? ct_cast(b, cdt) : NULL;
   int64_t ys[4] = {x->shape[0], O, Ho, Wo};
   ct_tensor *y = xc && wc && (!b || bc) ? ct__alloc(4, ys, cdt, x->device) : NULL;
-  ct_status s = y ? CT_KERNEL_CALL(be, conv2d, __func__, xc, y, xc, wc, bc, &o) : ct_last_status();
+  ct_status s = y ? CT_KERNEL_CALL(be, conv2d, "conv2d", xc, y, xc, wc, bc, &o) : ct_last_status();
   if (s == CT_OK) s = record_conv(y, "conv2d", x, w, b, &o, xc, wc, NULL);
   if (s != CT_OK) ct_tensor_free(y), y = NULL;
   ct_tensor_free(xc), ct_tensor_free(wc), ct_tensor_free(bc);
@@ -186,7 +185,6 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   int64_t Ho, Wo;
   if (!pool_check(op, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   const ct_backend *be = x->storage->backend;
-  if (!ct__has_kernel(be, CT_K_pool2d)) return ct__kernel_missing(be, CT_K_pool2d, op, x), NULL;
   if (ct_tensor_suggest_memory_format(x) == CT_CHANNELS_LAST) /* src/ops/memory_format.c */
     return ct__pool2d_channels_last(op, kind, x, &o, Ho, Wo);
   ct_tensor *xc = ct_contiguous(x);
@@ -195,7 +193,7 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   ct_dtype adt = be->pool2d_argmax_dtype ? be->pool2d_argmax_dtype(x, &o) : CT_I64;
   int max = kind != CT_POOL_AVG;
   ct_tensor *am = y && max ? ct__alloc(4, ys, adt, x->device) : NULL;
-  ct_status s = y && (!max || am) ? CT_KERNEL_CALL(be, pool2d, __func__, xc, kind, y, am, xc, &o) : ct_last_status();
+  ct_status s = y && (!max || am) ? CT_KERNEL_CALL(be, pool2d, op, xc, kind, y, am, xc, &o) : ct_last_status();
   ct_tensor_free(xc);
   if (s != CT_OK) {
     ct_tensor_free(y), ct_tensor_free(am);

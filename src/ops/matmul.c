@@ -51,7 +51,7 @@ static ct_tensor *bmm(ct_tensor *a, ct_tensor *b) {
   ct_tensor *ar = blas_ready(a), *br = blas_ready(b);
   int64_t shape[3] = {a->shape[0], a->shape[1], b->shape[2]};
   ct_tensor *out = ar && br ? ct__alloc(3, shape, a->dtype, a->device) : NULL;
-  ct_status s = out ? CT_KERNEL_CALL(a->storage->backend, matmul, __func__, ar, out, ar, br) : ct_last_status();
+  ct_status s = out ? CT_KERNEL_CALL(a->storage->backend, matmul, "matmul", ar, out, ar, br) : ct_last_status();
   if (s != CT_OK) {
     ct_tensor_free(ar), ct_tensor_free(br), ct_tensor_free(out);
     return NULL;
@@ -73,7 +73,6 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   if (a->ndim == 0 || b->ndim == 0)
     CT_FAIL_NULL(CT_ESHAPE, "matmul: both arguments need at least 1 dim, got %s and %s", ct_shape_str(a, sa, sizeof sa),
                  ct_shape_str(b, sb, sizeof sb));
-  if (!ct__has_kernel(a->storage->backend, CT_K_matmul)) return ct__kernel_missing(a->storage->backend, CT_K_matmul, "matmul", a), NULL;
   ct_dtype dt = ct_promote_types(a->dtype, b->dtype), cdt = dt == CT_F64 ? CT_F64 : dt == CT_F32 ? CT_F32 : dt;
   if (cdt != CT_F32 && cdt != CT_F64) cdt = ct_dtype_is_floating(dt) ? CT_F32 : CT_F64; /* halves in f32, ints in f64 */
   /* a half dtype goes as it is to a backend with a GEMM for it (float32 accumulation inside, no

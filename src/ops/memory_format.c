@@ -347,14 +347,14 @@ ct_tensor *ct__pool2d_channels_last(const char *op, ct_pool_kind kind, ct_tensor
   if (s == CT_OK && native) {
     ct_tensor *xc = ct__to_format(x, x->dtype, CT_CHANNELS_LAST);
     am = xc && max ? ct__alloc_format(4, ys, CT_I32, x->device, CT_CHANNELS_LAST) : NULL;
-    s = xc && (!max || am) ? CT_KERNEL_CALL(be, pool2d_nhwc, __func__, xc, kind, y, am, xc, o) : ct_last_status();
+    s = xc && (!max || am) ? CT_KERNEL_CALL(be, pool2d_nhwc, op, xc, kind, y, am, xc, o) : ct_last_status();
     ct_tensor_free(xc);
   } else if (s == CT_OK) {
     ct_tensor *xn = ct__to_format(x, x->dtype, CT_CONTIGUOUS_FORMAT);
     ct_tensor *yn = xn ? ct__alloc(4, ys, x->dtype, x->device) : NULL;
     ct_dtype adt = be->pool2d_argmax_dtype && xn ? be->pool2d_argmax_dtype(xn, o) : CT_I64;
     am = yn && max ? ct__alloc(4, ys, adt, x->device) : NULL;
-    s = yn && (!max || am) ? CT_KERNEL_CALL(be, pool2d, __func__, xn, kind, yn, am, xn, o) : ct_last_status();
+    s = yn && (!max || am) ? CT_KERNEL_CALL(be, pool2d, op, xn, kind, yn, am, xn, o) : ct_last_status();
     if (s == CT_OK) s = CT_KERNEL_CALL(be, copy, __func__, yn, y, yn);
     ct_tensor_free(xn), ct_tensor_free(yn);
   }

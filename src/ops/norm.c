@@ -125,7 +125,7 @@ static ct_status bw_softmax(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 /* softmax over the last dim of a contiguous tensor, recorded */
 static ct_tensor *softmax_last(ct_tensor *x, int log_) {
   ct_tensor *y = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
-  ct_status s = y ? CT_KERNEL_CALL(x->storage->backend, softmax, __func__, x, y, x, log_) : ct_last_status();
+  ct_status s = y ? CT_KERNEL_CALL(x->storage->backend, softmax, log_ ? "log_softmax" : "softmax", x, y, x, log_) : ct_last_status();
   if (s != CT_OK) return ct_tensor_free(y), NULL;
   ct_node *n;
   if (ct__record(y, log_ ? "log_softmax" : "softmax", bw_softmax, 1, &x, &n) != CT_OK || ct__save_detached(n, 0, y) != CT_OK)
@@ -144,7 +144,6 @@ static ct_tensor *softmax_dim(const char *op, ct_tensor *x, int dim, int log_) {
   if (!ct_dtype_is_floating(x->dtype))
     CT_FAIL_NULL(CT_EDTYPE, "%s: needs a floating input, got %s of %s (cast it first, e.g. ct_cast(x, CT_F32))", op,
                  ct_dtype_name(x->dtype), ct_shape_str(x, sx, sizeof sx));
-  if (!ct__has_kernel(x->storage->backend, CT_K_softmax)) return ct__kernel_missing(x->storage->backend, CT_K_softmax, op, x), NULL;
   ct_tensor *xf = ct__retain_tracked(x);
   ct_tensor *xt = xf ? ct_transpose(xf, d, -1) : NULL;
   ct_tensor *xc = xt ? ct_contiguous(xt) : NULL;

@@ -615,7 +615,7 @@ static int oc_conv_pool_fused(const op_case *c, ct_device dev, ct_dtype dt) {
   const oc_input *x = &c->in[0], *w = &c->in[1];
   int64_t Ho = (x->shape[2] + 2 * c->i[2] - w->shape[2]) / (c->i[0] ? c->i[0] : 1) + 1;
   int64_t Wo = (x->shape[3] + 2 * c->i[3] - w->shape[3]) / (c->i[1] ? c->i[1] : 1) + 1;
-  return be && ct__has_kernel(be, CT_K_conv2d_relu_pool2x2) && ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT) && c->i[4] == 2 && Ho >= 2 && Wo >= 2;
+  return ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT) && c->i[4] == 2 && Ho >= 2 && Wo >= 2;
 }
 static ct_tensor *oc_conv_pool_c; /* the device's conv output in dt, as float64 */
 static ct_tensor *run_conv_pool_pooling_c(ct_tensor *const *in, const op_case *c) {
