@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "bench.h"
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,13 @@ int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, c
     } else return usage(stderr);
   }
   return CT_BENCH_GO_ON;
+}
+
+double ct_bench_json_number(const char *line, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(line, pat);
+  return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
 
 const char *ct_bench_bytes(size_t n, char *buf, size_t cap) {

@@ -102,6 +102,9 @@ typedef struct {
 int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, const ct_bench_opt *opts,
                    int (*usage)(FILE *f));
 
+/* The number after "key": in a JSON line (what the PyTorch peers print), or NAN. */
+double ct_bench_json_number(const char *line, const char *key);
+
 /* "n/a (no GPU)" and friends are plain text cells; numbers are formatted by the caller. */
 typedef struct ct_bench_table ct_bench_table;
 /* headers: ncols names (CSV header too). */

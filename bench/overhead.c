@@ -8,7 +8,6 @@
  * With --pytorch the same four are timed in PyTorch the same way (bench/pytorch_overhead.py, run by
  * --python, one JSON line) on the same device, and the table puts them side by side. */
 #define _GNU_SOURCE
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -29,14 +28,6 @@ static int run_op(void *p) {
   ct_tensor *r = o->matmul ? ct_matmul(o->a, o->b) : ct_add(o->a, o->b);
   ct_scope_end();
   return r == NULL;
-}
-
-/* The number after "key": in a JSON line, or NAN. */
-static double json_number(const char *line, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(line, pat);
-  return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
 
 /* The PyTorch peer: runs the script, leaves its JSON line in line; returns 0 or 1 (after printing
@@ -118,11 +109,11 @@ static void add_row(ct_bench_table *t, int k, const ct_bench_result *r, int pyto
     char key[32];
     const char *base = k == 0 ? "add_off" : k == 1 ? "add_on" : k == 2 ? "mm_off" : "mm_on";
     snprintf(key, sizeof key, "%s_median_us", base);
-    double med = json_number(line, key);
+    double med = ct_bench_json_number(line, key);
     snprintf(key, sizeof key, "%s_p10_us", base);
-    double p10 = json_number(line, key);
+    double p10 = ct_bench_json_number(line, key);
     snprintf(key, sizeof key, "%s_p90_us", base);
-    double p90 = json_number(line, key);
+    double p90 = ct_bench_json_number(line, key);
     snprintf(row + len, sizeof row - (size_t)len, "|%.2f|%.2f|%.2f|%.2f", med, p10, p90, r->median * 1e6 / med);
   }
   ct_bench_table_rowf(t, "%s", row);

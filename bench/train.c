@@ -69,14 +69,6 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   return status;
 }
 
-/* The number after "key": in a JSON line, or NAN. */
-static double json_number(const char *line, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(line, pat);
-  return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 /* One recipe in PyTorch (in torch.compile when compiled), through popen; fills res; returns 0 or 1
  * (after printing why). */
 static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int compiled, epoch_result *res) {
@@ -98,12 +90,12 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
   int got = 0;
   while (fgets(line, sizeof line, p)) {
     if (strstr(line, "\"error\":")) fprintf(stderr, "cuttle bench train: PyTorch says: %s", line);
-    int epoch = (int)json_number(line, "epoch");
+    int epoch = (int)ct_bench_json_number(line, "epoch");
     if (epoch < 1 || epoch > o->epochs) continue; /* not one of the recipe's JSON lines */
     epoch_result *r = &res[epoch - 1];
-    *r = (epoch_result){.ips = json_number(line, "images_per_s"), .acc = json_number(line, "test_acc"),
-                        .secs = json_number(line, "seconds"), .loss = json_number(line, "train_loss"),
-                        .compile_secs = json_number(line, "compile_seconds"), .ok = 1};
+    *r = (epoch_result){.ips = ct_bench_json_number(line, "images_per_s"), .acc = ct_bench_json_number(line, "test_acc"),
+                        .secs = ct_bench_json_number(line, "seconds"), .loss = ct_bench_json_number(line, "train_loss"),
+                        .compile_secs = ct_bench_json_number(line, "compile_seconds"), .ok = 1};
     got++;
   }
   int rc = pclose(p);
