@@ -59,21 +59,14 @@ cp -r include/cuttle.h include/cuttle "$stage/include/"
 cp bench/pytorch_*.py "$stage/py/"
 cp tools/gpu_kit/check_train.py "$stage/py/" 2>/dev/null || true
 
-# The libraries the programs load, as ldd resolves them here, except the C runtime (every node has
-# it, and an older copy first on the path would break the node's own programs) and the CUDA/driver
-# libraries (the node's, found by run.sh).
-is_system_or_cuda() {
-  case "$1" in
-    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) return 0 ;;
-    libcuda.so*|libcudart.so*|libcublas*|libcudnn*|libnccl*|libnvidia-ml*|libnvrtc*|libnvJitLink*) return 0 ;;
-    linux-vdso*|libcuttle.so*) return 0 ;;
-  esac
-  return 1
-}
+# The libraries the programs load, as ldd resolves them here, except the node's own
+# (tools/gpu_kit/node_libs.sh: the C runtime, CUDA and the driver).
+. "$root/tools/gpu_kit/node_libs.sh"
 for f in "$stage"/bin/* "$stage"/lib/libcuttle.so.*.*; do
   ldd "$f" 2>/dev/null | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r name path; do
-  is_system_or_cuda "$name" && continue
+  case "$name" in libcuttle.so*) continue ;; esac
+  ct_kit_node_lib "$name" && continue
   cp -L "$path" "$stage/lib/$name"
 done
 # The headers and link names a rebuild on the node needs (the fallback of run.sh), from Debian's
@@ -117,13 +110,14 @@ echo "$cuda" >"$stage/ref/built_with_cuda"
 uname -a >"$stage/ref/build_machine"
 
 # 4. The kit.
-rm -rf "$dir/payload.tar.xz" "$dir/data" "$dir/run.sh" "$dir/README.md"
+rm -rf "$dir/payload.tar.xz" "$dir/data" "$dir/run.sh" "$dir/node_libs.sh" "$dir/README.md"
 tar -C "$stage" -cf - . | xz -T"$(nproc)" -6 >"$dir/payload.tar.xz"
 mkdir -p "$dir/data"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   if [ -f "$data/$f.gz" ]; then cp "$data/$f.gz" "$dir/data/"; else gzip -9 -c "$data/$f" >"$dir/data/$f.gz"; fi
 done
 cp tools/gpu_kit/run.sh "$dir/run.sh"
+cp tools/gpu_kit/node_libs.sh "$dir/node_libs.sh"
 cp tools/gpu_kit/README.md "$dir/README.md"
 chmod +x "$dir/run.sh"
 size=$(du -sk "$dir" | cut -f1)

@@ -47,7 +47,6 @@ if [ "$(cat "$WORK/.stamp" 2>/dev/null)" != "$stamp" ]; then
 fi
 K=$WORK/kit
 BIN=$K/bin
-[ -x "$WORK/build/cuttle" ] && [ -f "$WORK/build/.used" ] && BIN=$WORK/build/bin
 DATA=$KIT/data
 REF=$K/ref
 
@@ -66,7 +65,15 @@ if [ -n "$TORCH_SITE" ]; then
   for d in "$TORCH_SITE"/nvidia/*/lib "$TORCH_SITE"/nvidia/cu*/lib; do add_dir "$d"; done
 fi
 LIBPATH="$K/lib${cuda_dirs:+:$cuda_dirs}"
-[ -d "$WORK/build" ] && [ "$BIN" = "$WORK/build/bin" ] && LIBPATH="$WORK/build/lib:$LIBPATH"
+# once the node has rebuilt the programs (rebuild, below; kept in $WORK for reruns), they replace
+# the carried ones
+use_build() {
+  [ -f "$WORK/build/.used" ] || return 0
+  BIN=$WORK/build/bin
+  LIBPATH="$WORK/build/lib:$K/lib${cuda_dirs:+:$cuda_dirs}"
+  export BIN LIBPATH
+}
+use_build
 export CUTTLE_DATA_DIR="$DATA" CUTTLE_SOURCE_DIR="$K/src" CUTTLE_BINARY_DIR="$WORK/bin-dir"
 export CUTTLE_INTEROP_OPTIONAL=1
 mkdir -p "$CUTTLE_BINARY_DIR"
@@ -164,16 +171,15 @@ ldd_check() {
   bad=0
   for f in "$BIN"/* "$K"/lib/libcuttle.so.*.*; do
     [ -f "$f" ] || continue
-    echo "== $f" >>"$WORK/ldd.txt"
-    ct ldd "$f" >>"$WORK/ldd.txt" 2>&1
-    if ct ldd "$f" 2>&1 | grep -q 'not found'; then echo "$f: $(ct ldd "$f" | grep 'not found' | tr -s ' \t' ' ')"; bad=1; fi
+    deps=$(ct ldd "$f" 2>&1)
+    printf '== %s\n%s\n' "$f" "$deps" >>"$WORK/ldd.txt"
+    if echo "$deps" | grep -q 'not found'; then echo "$f: $(echo "$deps" | grep 'not found' | tr -s ' \t' ' ')"; bad=1; fi
     # outside the kit and the CUDA folders only the C runtime (libc, libm, libstdc++, ...) may resolve
-    ct ldd "$f" 2>/dev/null | awk '/=> \// { print $1, $3 }' | while read -r lib path; do
+    echo "$deps" | awk '/=> \// { print $1, $3 }' | while read -r lib path; do
       case "$path" in "$K"/*|"$WORK"/build/*) continue ;; esac
       ok=0
       for d in $(echo "$cuda_dirs" | tr ':' ' '); do case "$path" in "$d"/*) ok=1 ;; esac; done
-      case "$lib" in libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ok=1 ;;
-        libcuda.so*|libcudart.so*|libcublas*|libcudnn*|libnccl*|libnvidia*|libnvrtc*|libnvJitLink*) ok=1 ;; esac
+      ct_kit_node_lib "$lib" && ok=1
       [ $ok = 1 ] || echo "$f: $lib resolves outside the kit: $path" >>"$WORK/ldd_outside.txt"
     done
   done
@@ -211,15 +217,9 @@ rebuild() {
   echo "RESULT: rebuilt on the node from the kit's sources (sm_90)"
 }
 
+. "$KIT/node_libs.sh"
 export KIT K BIN DATA REF PY LIBPATH cuda_dirs TORCH_SITE PYWRAP LOGS WORK OUT
-export -f ct py fail_reason machine ldd_check rebuild
-# after a rebuild (a child step): the node's build replaces the carried programs
-use_build() {
-  [ -f "$WORK/build/.used" ] || return 0
-  BIN=$WORK/build/bin
-  LIBPATH="$WORK/build/lib:$K/lib${cuda_dirs:+:$cuda_dirs}"
-  export BIN LIBPATH
-}
+export -f ct py fail_reason machine ldd_check rebuild ct_kit_node_lib
 step machine 30 ANY machine
 if [ $REBUILD = 1 ]; then
   step rebuild 300 ANY rebuild
