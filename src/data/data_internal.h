@@ -31,8 +31,8 @@ struct ct_dataset {
                            normalizes bit-identically; owned */
   uint8_t *pixels;      /* (n, c, h, w), owned; NULL for a dataset with a source */
   int64_t *labels;      /* (n), owned */
-  const char *const *class_names; /* num_classes names, or NULL (none); borrowed (static) unless owned_names */
-  char **owned_names;   /* num_classes names owned by the dataset (an image folder's), or NULL */
+  const char *const *class_names; /* num_classes names, or NULL (none): static, or owned_names */
+  char **owned_names;   /* the names when the dataset owns them (an image folder's, freed with it), or NULL */
   const ct__dataset_source *src; /* NULL: samples are `pixels` */
   void *src_ctx;        /* owned; src->destroy frees it */
   ct_augment aug;       /* random crop and flip; all zero: none */

@@ -130,7 +130,6 @@ const char *ct_dataset_class_name(const ct_dataset *ds, int64_t label) {
   NULL_DS("ct_dataset_class_name", NULL);
   if (label < 0 || label >= ds->num_classes)
     CT_FAIL_NULL(CT_EINVAL, "ct_dataset_class_name: label %lld is out of range [0, %d)", (long long)label, ds->num_classes);
-  if (ds->owned_names) return ds->owned_names[label];
   return ds->class_names ? ds->class_names[label] : "";
 }
 

@@ -374,6 +374,7 @@ ct_dataset *ct_imagefolder_load(const char *root, ct_split split, const ct_image
   ct_dataset *ds = ct__dataset_from_source(&folder_source, f, labels, n, f->c, f->h, f->w, (int)classes.n);
   if (ds) {
     ds->owned_names = classes.items; /* the dataset frees them */
+    ds->class_names = (const char *const *)classes.items;
     classes.items = NULL, classes.n = 0;
     ds->skip_bad = o.on_error == CT_DECODE_SKIP;
     if (ds->skip_bad && !(ds->bad = calloc((size_t)(n > 0 ? n : 1), 1))) {
