@@ -8,8 +8,6 @@
  * relu(x) (a NaN passes, as in torch) and marks a window whose maximum is 0 with no winner
  * (position 4, or index -1), so that its backward passes nothing, as relu's would. */
 #include <math.h>
-#include <omp.h>
-#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/half.h"
@@ -283,30 +281,32 @@ ct_status ct__cpu_adaptive_avg_pool2d(ct_tensor *y, ct_tensor *x) {
   return CT_OK;
 }
 
-/* gx (N, C, H, W) = the sum over the output cells whose window holds (h, w) of gy / the window's size */
+/* gx (N, C, H, W) = the sum over the output cells whose window holds (h, w) of gy / the window's
+ * size. Gathered per input cell, no scratch: the cells whose rows hold h are
+ * [adaptive_start(h, H, OH), adaptive_end(h, H, OH)) (the windows' rule read the other way), likewise
+ * the columns; they are summed in (oh, ow) order in double and stored once. */
 ct_status ct__cpu_adaptive_avg_pool2d_backward(ct_tensor *gx, ct_tensor *gy) {
   int64_t NC = gx->shape[0] * gx->shape[1], H = gx->shape[2], W = gx->shape[3], OH = gy->shape[2], OW = gy->shape[3];
   char *gxp = ct__ptr(gx);
   const char *gyp = ct__ptr(gy);
   size_t es = ct_dtype_size(gx->dtype);
   ct_dtype dt = gx->dtype;
-  double *acc = malloc((size_t)(H * W) * sizeof *acc * (size_t)omp_get_max_threads());
-  if (!acc) return ct__error(CT_ENOMEM, "adaptive_avg_pool2d backward: out of memory for %lld doubles", (long long)(H * W));
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < NC; p++) {
-    double *a = acc + (size_t)omp_get_thread_num() * (size_t)(H * W);
-    memset(a, 0, (size_t)(H * W) * sizeof *a);
-    for (int64_t oh = 0; oh < OH; oh++) {
-      int64_t h0 = adaptive_start(oh, OH, H), h1 = adaptive_end(oh, OH, H);
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t w0 = adaptive_start(ow, OW, W), w1 = adaptive_end(ow, OW, W);
-        double g = ct__load(gyp + ((p * OH + oh) * OW + ow) * es, dt) / (double)((h1 - h0) * (w1 - w0));
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) a[h * W + w] += g;
+  for (int64_t p = 0; p < NC; p++)
+    for (int64_t h = 0; h < H; h++) {
+      int64_t oh0 = adaptive_start(h, H, OH), oh1 = adaptive_end(h, H, OH);
+      for (int64_t w = 0; w < W; w++) {
+        int64_t ow0 = adaptive_start(w, W, OW), ow1 = adaptive_end(w, W, OW);
+        double a = 0;
+        for (int64_t oh = oh0; oh < oh1; oh++) {
+          int64_t rows = adaptive_end(oh, OH, H) - adaptive_start(oh, OH, H);
+          for (int64_t ow = ow0; ow < ow1; ow++) {
+            int64_t cols = adaptive_end(ow, OW, W) - adaptive_start(ow, OW, W);
+            a += ct__load(gyp + ((p * OH + oh) * OW + ow) * es, dt) / (double)(rows * cols);
+          }
+        }
+        ct__store(gxp + ((p * H + h) * W + w) * es, dt, a);
       }
     }
-    for (int64_t i = 0; i < H * W; i++) ct__store(gxp + (p * H * W + i) * es, dt, a[i]);
-  }
-  free(acc);
   return CT_OK;
 }
