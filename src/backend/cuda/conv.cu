@@ -15,7 +15,7 @@
  * first (cuDNN's filter descriptor has no strides); outputs must be contiguous (channels_last: dense).
  * The bias and its gradient are cuttle's own kernels (bias_add_kernel, bias_grad_kernel), since
  * cudnnAddTensor / cudnnConvolutionBackwardBias may refuse bfloat16 in cuDNN 9. */
-#include <string>
+#include <array>
 #include <unordered_map>
 #include <utility>
 
@@ -121,9 +121,19 @@ static bool is_tensor_op(cudnnMathType_t mt) {
  * ConvolutionParams (aten/src/ATen/native/cudnn/Conv_v7.cpp, BenchmarkCache). A remembered
  * candidate that then fails (its workspace cannot be had, say) is forgotten and the heuristics run
  * again. CUTTLE_CUDNN_ALGO_CACHE=0 turns the cache off, so that both can be timed in one run. */
+/* The problem's key, a fixed array (no allocation per lookup): dir (0 forward, 1 backward data,
+ * 2 backward filter), dtype, layout, math rule, x's and w's shapes, padding, stride, dilation, groups. */
+typedef std::array<int64_t, 19> algo_key_t;
+struct algo_key_hash {
+  size_t operator()(const algo_key_t &k) const {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the words */
+    for (int64_t v : k) h = (h ^ (uint64_t)v) * 1099511628211ull;
+    return (size_t)h;
+  }
+};
 struct ct__cuda_conv_algos {
   std::mutex lock;
-  std::unordered_map<std::string, std::pair<int, cudnnMathType_t>> choice; /* key -> (algo, math type) */
+  std::unordered_map<algo_key_t, std::pair<int, cudnnMathType_t>, algo_key_hash> choice; /* key -> (algo, math type) */
 };
 
 static bool algo_cache_on() {
@@ -134,12 +144,10 @@ static bool algo_cache_on() {
   return on;
 }
 
-/* The problem's key: dir 0 forward, 1 backward data, 2 backward filter. */
-static std::string algo_key(int dir, const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o, bool nhwc, bool fma_only) {
-  int64_t k[20] = {dir, x->dtype, nhwc, fma_only, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
-                   w->shape[1], w->shape[2], w->shape[3], o->padding[0], o->padding[1], o->stride[0], o->stride[1],
-                   o->dilation[0], o->dilation[1], o->groups, 0};
-  return std::string((const char *)k, sizeof k);
+static algo_key_t algo_key(int dir, const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o, bool nhwc, bool fma_only) {
+  return algo_key_t{{dir, x->dtype, nhwc, fma_only, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
+                     w->shape[1], w->shape[2], w->shape[3], o->padding[0], o->padding[1], o->stride[0], o->stride[1],
+                     o->dilation[0], o->dilation[1], o->groups}};
 }
 
 static ct__cuda_conv_algos *algos_of(ct__cuda_ctx *ctx) {
@@ -156,7 +164,7 @@ static ct__cuda_conv_algos *algos_of(ct__cuda_ctx *ctx) {
  * float32 without TF32 (s.fma_only): the descriptor gets CUDNN_FMA_MATH for every candidate, so no
  * candidate can run in TF32; the ones cuDNN ranked as tensor-op variants come last. */
 template <typename Perf, int Count, typename QueryFn, typename WsFn, typename RunFn>
-static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const std::string &key, const char *what,
+static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const algo_key_t &key, const char *what,
                                 QueryFn query, WsFn wsize, RunFn run) {
   ct__cuda_conv_algos *cache = algo_cache_on() ? algos_of(ctx) : NULL;
   if (cache) { /* the remembered candidate first */
