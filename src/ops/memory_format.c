@@ -221,7 +221,7 @@ static ct_status run_conv(const ct_backend *be, ct_tensor *y, ct_tensor *x, ct_t
   if (ct__has_kernel(be, CT_K_conv2d_nhwc) && native_dtype(y->dtype)) return CT_KERNEL_CALL(be, conv2d_nhwc, __func__, x, y, x, w, b, o);
   ct_tensor *xn = ct__to_format(x, x->dtype, CT_CONTIGUOUS_FORMAT), *wn = xn ? ct__to_format(w, w->dtype, CT_CONTIGUOUS_FORMAT) : NULL;
   ct_tensor *yn = wn ? ct__alloc(4, y->shape, y->dtype, y->device) : NULL;
-  ct_status s = yn ? CT_KERNEL_CALL(be, conv2d, __func__, xn, yn, xn, wn, b, o) : ct_last_status();
+  ct_status s = yn ? CT_KERNEL_CALL(be, conv2d, "conv2d", xn, yn, xn, wn, b, o) : ct_last_status();
   if (s == CT_OK) s = CT_KERNEL_CALL(be, copy, __func__, yn, y, yn);
   ct_tensor_free(xn), ct_tensor_free(wn), ct_tensor_free(yn);
   return s;
