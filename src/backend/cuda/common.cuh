@@ -222,6 +222,18 @@ static __device__ __forceinline__ void ct_st(void *p, int64_t i, int dt, C v) {
   }
 }
 
+/* Host-side dispatch on a floating dtype: runs the statement with S (the storage type) and C (the
+ * compute type: float for float32, float16 and bfloat16, double for float64) typedef'd under the
+ * names the caller gives; any other dtype returns CT_EDTYPE naming `what`. */
+#define CT_CUDA_DISPATCH_FLOAT(dt, S, C, what, ...)                                                    \
+  switch (dt) {                                                                                       \
+    case CT_F32: { typedef float S; typedef float C; __VA_ARGS__; break; }                            \
+    case CT_F64: { typedef double S; typedef double C; __VA_ARGS__; break; }                          \
+    case CT_F16: { typedef __half S; typedef float C; __VA_ARGS__; break; }                           \
+    case CT_BF16: { typedef __nv_bfloat16 S; typedef float C; __VA_ARGS__; break; }                   \
+    default: return ct__error(CT_EDTYPE, "cuda: %s wants a floating dtype, not %s", what, ct_dtype_name(dt)); \
+  }
+
 /* Host-side dispatch on a dtype: runs the statement with `scalar_t` typedef'd. */
 #define CT_CUDA_DISPATCH_ALL(dt, ...)                                   \
   switch (dt) {                                                         \

@@ -270,16 +270,6 @@ __global__ void bias_grad_kernel(T *__restrict__ gb, const T *__restrict__ gy, i
   }
 }
 
-#define DISPATCH_CONV_FLOAT(dt, what, ...)                                                \
-  switch (dt) {                                                                          \
-    case CT_F32: { typedef float T; typedef float A; __VA_ARGS__; break; }               \
-    case CT_F64: { typedef double T; typedef double A; __VA_ARGS__; break; }             \
-    case CT_F16: { typedef __half T; typedef float A; __VA_ARGS__; break; }              \
-    case CT_BF16: { typedef __nv_bfloat16 T; typedef float A; __VA_ARGS__; break; }      \
-    default: return ct__error(CT_EDTYPE, "cuda: %s supports float32, float64, float16 and bfloat16, not %s", what, \
-                              ct_dtype_name(dt));                                         \
-  }
-
 /* y += b over channel dim 1 (y as above; b: (C) of y's dtype, any strides) */
 static ct_status bias_add(ct__cuda_ctx *ctx, ct_tensor *y, ct_tensor *b, bool nhwc) {
   int64_t C = y->shape[1], hw = y->shape[2] * y->shape[3], n = ct__numel(y->ndim, y->shape);
@@ -289,7 +279,7 @@ static ct_status bias_add(ct__cuda_ctx *ctx, ct_tensor *y, ct_tensor *b, bool nh
   if (n == 0) return CT_OK;
   scoped_tmp bc;
   CT_TRY(ct__be_tmp_contiguous(&bc.t, b));
-  DISPATCH_CONV_FLOAT(y->dtype, "conv2d's bias",
+  CT_CUDA_DISPATCH_FLOAT(y->dtype, T, A, "conv2d's bias",
                       bias_add_kernel<T, A><<<ct__cuda_blocks(ctx, n), CT_CUDA_THREADS, 0, ctx->compute>>>(
                           (T *)ct__ptr(y), (const T *)ct__ptr(&bc.t.t), n, C, hw, nhwc ? 1 : 0));
   CT_CUDA_LAUNCHED("bias_add_kernel");
@@ -306,7 +296,7 @@ static ct_status bias_grad(ct__cuda_ctx *ctx, ct_tensor *gb, const ct_tensor *gy
   if (C == 0) return CT_OK;
   int64_t cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 80) * 32;
   unsigned blocks = (unsigned)(C < cap ? C : cap);
-  DISPATCH_CONV_FLOAT(gy->dtype, "conv2d_backward's bias gradient",
+  CT_CUDA_DISPATCH_FLOAT(gy->dtype, T, A, "conv2d_backward's bias gradient",
                       bias_grad_kernel<T, A><<<blocks, CT_CUDA_THREADS, 0, ctx->compute>>>(
                           (T *)ct__ptr(gb), (const T *)gyp, N, C, hw, nhwc ? 1 : 0));
   CT_CUDA_LAUNCHED("bias_grad_kernel");

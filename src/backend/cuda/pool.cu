@@ -92,15 +92,6 @@ __global__ void avgpool_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy,
 
 /* ---- launchers */
 
-#define DISPATCH_POOL(dt, ...)                                                    \
-  switch (dt) {                                                                   \
-    case CT_F32: { typedef float S; typedef float C; __VA_ARGS__; break; }        \
-    case CT_F64: { typedef double S; typedef double C; __VA_ARGS__; break; }      \
-    case CT_F16: { typedef __half S; typedef float C; __VA_ARGS__; break; }       \
-    case CT_BF16: { typedef __nv_bfloat16 S; typedef float C; __VA_ARGS__; break; } \
-    default: return ct__error(CT_EDTYPE, "cuda: pool2d wants a floating dtype, not %s", ct_dtype_name(dt)); \
-  }
-
 static ct_status make_geom(pool_geom *g, const ct_tensor *big, const ct_tensor *small, const ct_pool2d_opts *o) {
   if (big->ndim != 4 || small->ndim != 4)
     return ct__error(CT_ESHAPE, "cuda: pool2d wants (N, C, H, W) tensors, got %d and %d dims", big->ndim, small->ndim);
@@ -129,10 +120,10 @@ ct_status ct__cuda_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct
   int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) : NULL;
   ct_status s = CT_OK;
   if (kind == CT_POOL_MAX) {
-    DISPATCH_POOL(x->dtype, pool_fwd_kernel<S, C, CT_POOL_MAX><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(x->dtype, S, C, "pool2d", pool_fwd_kernel<S, C, CT_POOL_MAX><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
                                 (S *)ct__ptr(y), ap, (const S *)ct__ptr(&xc.t), g));
   } else {
-    DISPATCH_POOL(x->dtype, pool_fwd_kernel<S, C, CT_POOL_AVG><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(x->dtype, S, C, "pool2d", pool_fwd_kernel<S, C, CT_POOL_AVG><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
                                 (S *)ct__ptr(y), NULL, (const S *)ct__ptr(&xc.t), g));
   }
   cudaError_t e = cudaGetLastError();
@@ -157,13 +148,13 @@ ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *
     int64_t n = g.N * g.C * g.Ho * g.Wo;
     if (n == 0) return CT_OK;
     unsigned grid = ct__cuda_blocks(ctx, n);
-    DISPATCH_POOL(gx->dtype, maxpool_bwd_kernel<S><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(gx->dtype, S, C, "pool2d", maxpool_bwd_kernel<S><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
                                  (S *)ct__ptr(gx), (const S *)ct__ptr(gy), (const int64_t *)ct__ptr(argmax), g));
   } else {
     int64_t n = g.N * g.C * g.H * g.W;
     if (n == 0) return CT_OK;
     unsigned grid = ct__cuda_blocks(ctx, n);
-    DISPATCH_POOL(gx->dtype, avgpool_bwd_kernel<S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(gx->dtype, S, C, "pool2d", avgpool_bwd_kernel<S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
                                  (S *)ct__ptr(gx), (const S *)ct__ptr(gy), g));
   }
   CT_CUDA_LAUNCHED("pool_backward_kernel");

@@ -88,15 +88,6 @@ __global__ void softmax_backward_kernel(S *__restrict__ gx, const S *__restrict_
 
 /* ---- launchers */
 
-#define DISPATCH_SOFTMAX_FLOAT(dt, ...)                                        \
-  switch (dt) {                                                                \
-    case CT_F32: { typedef float S; typedef float C; __VA_ARGS__; break; }     \
-    case CT_F64: { typedef double S; typedef double C; __VA_ARGS__; break; }   \
-    case CT_F16: { typedef __half S; typedef float C; __VA_ARGS__; break; }    \
-    case CT_BF16: { typedef __nv_bfloat16 S; typedef float C; __VA_ARGS__; break; } \
-    default: return ct__error(CT_EDTYPE, "cuda: softmax wants a floating dtype, not %s", ct_dtype_name(dt)); \
-  }
-
 /* Blocks for R rows at rows_per_block a block: enough to fill the device, capped far below
  * gridDim.x's limit (2^31 - 1); the kernels' row loop takes the rest. */
 static unsigned row_blocks(const ct__cuda_ctx *ctx, int64_t R, int rows_per_block) {
@@ -127,11 +118,11 @@ ct_status ct__cuda_softmax(ct_tensor *y, ct_tensor *x, int log) {
   if (ncol <= 1024) {
     dim3 block(32, 8);
     unsigned grid = row_blocks(ctx, R, 8);
-    DISPATCH_SOFTMAX_FLOAT(x->dtype, softmax_kernel<S, C, 32><<<grid, block, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(x->dtype, S, C, "softmax", softmax_kernel<S, C, 32><<<grid, block, 0, ctx->compute>>>(
                                          (S *)ct__ptr(y), (const S *)ct__ptr(x), R, ncol, log));
   } else {
     dim3 block(256, 1);
-    DISPATCH_SOFTMAX_FLOAT(x->dtype, softmax_kernel<S, C, 256><<<row_blocks(ctx, R, 1), block, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(x->dtype, S, C, "softmax", softmax_kernel<S, C, 256><<<row_blocks(ctx, R, 1), block, 0, ctx->compute>>>(
                                          (S *)ct__ptr(y), (const S *)ct__ptr(x), R, ncol, log));
   }
   CT_CUDA_LAUNCHED("softmax_kernel");
@@ -151,11 +142,11 @@ ct_status ct__cuda_softmax_backward(ct_tensor *gx, ct_tensor *gy, ct_tensor *y, 
   if (ncol <= 1024) {
     dim3 block(32, 8);
     unsigned grid = row_blocks(ctx, R, 8);
-    DISPATCH_SOFTMAX_FLOAT(y->dtype, softmax_backward_kernel<S, C, 32><<<grid, block, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(y->dtype, S, C, "softmax", softmax_backward_kernel<S, C, 32><<<grid, block, 0, ctx->compute>>>(
                                          (S *)ct__ptr(gx), (const S *)ct__ptr(gy), (const S *)ct__ptr(y), R, ncol, log));
   } else {
     dim3 block(256, 1);
-    DISPATCH_SOFTMAX_FLOAT(y->dtype, softmax_backward_kernel<S, C, 256><<<row_blocks(ctx, R, 1), block, 0, ctx->compute>>>(
+    CT_CUDA_DISPATCH_FLOAT(y->dtype, S, C, "softmax", softmax_backward_kernel<S, C, 256><<<row_blocks(ctx, R, 1), block, 0, ctx->compute>>>(
                                          (S *)ct__ptr(gx), (const S *)ct__ptr(gy), (const S *)ct__ptr(y), R, ncol, log));
   }
   CT_CUDA_LAUNCHED("softmax_backward_kernel");
