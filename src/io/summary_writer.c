@@ -190,15 +190,9 @@ static ct_status check_add(const char *op, ct_summary_writer *w, const char *tag
   return CT_OK;
 }
 
-ct_status ct_summary_writer_add_scalar(ct_summary_writer *w, const char *tag, double value, int64_t step, double wall_time) {
-  const char *op = "ct_summary_writer_add_scalar";
-  double wall = 0;
-  if (check_add(op, w, tag, wall_time, &wall) != CT_OK) return ct_last_status();
-  Tensorboard__Summary__Value v = TENSORBOARD__SUMMARY__VALUE__INIT;
-  v.tag = (char *)tag;
-  v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
-  v.simple_value = (float)value;
-  Tensorboard__Summary__Value *vs[1] = {&v};
+/* An event at step and wall whose summary holds the one value v. */
+static ct_status add_value(ct_summary_writer *w, const char *op, Tensorboard__Summary__Value *v, int64_t step, double wall) {
+  Tensorboard__Summary__Value *vs[1] = {v};
   Tensorboard__Summary sum = TENSORBOARD__SUMMARY__INIT;
   sum.n_value = 1;
   sum.value = vs;
@@ -208,6 +202,17 @@ ct_status ct_summary_writer_add_scalar(ct_summary_writer *w, const char *tag, do
   ev.what_case = TENSORBOARD__EVENT__WHAT_SUMMARY;
   ev.summary = &sum;
   return add_simple(w, op, &ev, 0);
+}
+
+ct_status ct_summary_writer_add_scalar(ct_summary_writer *w, const char *tag, double value, int64_t step, double wall_time) {
+  const char *op = "ct_summary_writer_add_scalar";
+  double wall = 0;
+  if (check_add(op, w, tag, wall_time, &wall) != CT_OK) return ct_last_status();
+  Tensorboard__Summary__Value v = TENSORBOARD__SUMMARY__VALUE__INIT;
+  v.tag = (char *)tag;
+  v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
+  v.simple_value = (float)value;
+  return add_value(w, op, &v, step, wall);
 }
 
 ct_status ct_summary_writer_add_text(ct_summary_writer *w, const char *tag, const char *text, int64_t step, double wall_time) {
@@ -240,16 +245,7 @@ ct_status ct_summary_writer_add_text(ct_summary_writer *w, const char *tag, cons
   v.metadata = &md;
   v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_TENSOR;
   v.tensor = &tp;
-  Tensorboard__Summary__Value *vs[1] = {&v};
-  Tensorboard__Summary sum = TENSORBOARD__SUMMARY__INIT;
-  sum.n_value = 1;
-  sum.value = vs;
-  Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
-  ev.wall_time = wall;
-  ev.step = step;
-  ev.what_case = TENSORBOARD__EVENT__WHAT_SUMMARY;
-  ev.summary = &sum;
-  ct_status s = add_simple(w, op, &ev, 0);
+  ct_status s = add_value(w, op, &v, step, wall);
   free(full);
   return s;
 }
