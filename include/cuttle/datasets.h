@@ -67,7 +67,9 @@ CT_API ct_status ct_dataset_set_augment(ct_dataset *ds, const ct_augment *aug);
 /* Sample i as a loader with this seed gives it in this epoch: x receives C*H*W float32 values of
  * the shape ct_dataset_sample_shape gives (augmented and normalized), *y its label (either may be
  * NULL). ct_dataset_get(ds, i, x, y) is ct_dataset_get_seeded(ds, i, 0, 0, x, y).
- * Errors: CT_EINVAL (ds NULL, i outside [0, N), epoch < 0); for an image folder those of decoding
+ * Errors: CT_EINVAL (ds NULL, i outside [0, N), epoch < 0); CT_ENOMEM for the sample's buffers
+ * (allocated per call here; a loader's workers reuse theirs); for an
+ * image folder those of decoding
  * the sample's file (CT_EIO, CT_EFORMAT, CT_ESHAPE, CT_ENOMEM, naming the file), whatever the
  * folder's on_error policy. */
 CT_API ct_status ct_dataset_get_seeded(const ct_dataset *ds, int64_t i, uint64_t seed, int64_t epoch, float *x,
