@@ -23,21 +23,98 @@ typedef struct ct_module ct_module;
 CT_API ct_module *ct_linear_new(int64_t in_features, int64_t out_features, int bias, ct_device dev, ct_generator *gen);
 CT_API ct_module *ct_conv2d_new(int64_t in_channels, int64_t out_channels, int kernel_size, const ct_conv2d_opts *opts,
                          int bias, ct_device dev, ct_generator *gen);
-/* eps 0 = 1e-5, momentum 0 = 0.1 */
+/* torch.nn.BatchNorm2d (input (N, C, H, W)) and BatchNorm1d (input (N, C) or (N, C, L)), affine,
+ * tracking running statistics: parameters "weight" (1) and "bias" (0), buffers "running_mean" (0),
+ * "running_var" (1), float32 (num_features), and "num_batches_tracked", an int64 0-dim tensor that
+ * each forward in training mode adds 1 to, as PyTorch's. eps 0 = 1e-5, momentum 0 = 0.1 (momentum
+ * must be in [0, 1]; PyTorch's None, a cumulative average, is not offered). Errors: CT_EINVAL for
+ * num_features < 1, eps < 0 or momentum outside [0, 1], CT_EDEVICE, CT_ENOMEM. A checkpoint or
+ * safetensors file without num_batches_tracked (written before PyTorch 0.4.1, or by cuttle before
+ * it kept one) loads, leaving the count as it is. */
 CT_API ct_module *ct_batchnorm2d_new(int64_t num_features, double eps, double momentum, ct_device dev);
+CT_API ct_module *ct_batchnorm1d_new(int64_t num_features, double eps, double momentum, ct_device dev);
+/* Activations, no parameters: torch.nn.ReLU, Sigmoid, Tanh. Errors: CT_ENOMEM. */
 CT_API ct_module *ct_relu_new(void);
+CT_API ct_module *ct_sigmoid_new(void);
+CT_API ct_module *ct_tanh_new(void);
+/* torch.nn.MaxPool2d and AvgPool2d (count_include_pad=True): ct_max_pool2d's and ct_avg_pool2d's
+ * options, checked here (CT_EINVAL for NULL opts, a kernel < 1, a negative stride, padding outside
+ * [0, kernel / 2]); a zero stride is the kernel size. */
 CT_API ct_module *ct_max_pool2d_new(const ct_pool2d_opts *opts);
+CT_API ct_module *ct_avg_pool2d_new(const ct_pool2d_opts *opts);
+/* torch.nn.AdaptiveAvgPool2d((out_h, out_w)): any output size (1, 1 is ResNet's global pooling);
+ * ct_adaptive_avg_pool2d's semantics. Errors: CT_EINVAL for a size < 1. */
+CT_API ct_module *ct_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w);
 CT_API ct_module *ct_flatten_new(void); /* flattens dims 1..-1 */
 CT_API ct_module *ct_dropout_new(double p);
-/* Takes ownership of the n modules (they are freed with the Sequential). */
+/* torch.nn.Identity: forward returns its input (one more reference, which the caller frees). */
+CT_API ct_module *ct_identity_new(void);
+/* Takes ownership of the n modules (they are freed with the Sequential). Its children are named
+ * "0", "1", ... as nn.Sequential's. */
 CT_API ct_module *ct_sequential_new(int n, ct_module **children);
+
+/* ---- modules that users define (torch.nn.Module)
+ *
+ * A user module is a forward function over named children, parameters and buffers, registered
+ * after ct_module_new as a PyTorch module assigns them in __init__:
+ *
+ *   ct_module *blk = ct_module_new("BasicBlock", block_forward, NULL, NULL);
+ *   ct_module_add_child(blk, "conv1", ct_conv2d_new(64, 64, 3, &o, 0, dev, gen));
+ *   ct_module_add_child(blk, "bn1", ct_batchnorm2d_new(64, 0, 0, dev));
+ *
+ * and block_forward(self, x) finds them with ct_module_child(self, "conv1"). Their state_dict names
+ * are PyTorch's ("layer1.0.conv1.weight", "bn1.running_mean"), so every function that walks
+ * modules (ct_module_named_tensors, ct_module_to, ct_module_to_memory_format, ct_module_train,
+ * checkpoints, optimizers, DDP, ct_data_parallel, autocast) treats them as it treats a Sequential.
+ *
+ * The forward function gets the module and its input (borrowed) and returns a new reference (the
+ * ownership rules of cuttle/tensor.h: a scope may hold it), or NULL with the error set; it frees
+ * the temporaries it makes (or runs in the caller's scope). To return the input unchanged, return
+ * ct_tensor_retain(x). It must not register or remove children while it runs. ct_data_parallel
+ * runs it from several threads at once, on different replicas that share ctx: a forward that
+ * writes to ctx must lock. */
+typedef ct_tensor *(*ct_module_forward_fn)(ct_module *self, ct_tensor *x);
+/* A module of type type_name ("BasicBlock"; NULL or "" gives "Module"; copied) that runs forward.
+ * ctx is the caller's data for forward (ct_module_ctx); free_ctx (may be NULL) is called on it when
+ * the module is freed, or at once when this call fails. Errors: CT_EINVAL for a NULL forward,
+ * CT_ENOMEM. The caller frees the module with ct_module_free. */
+CT_API ct_module *ct_module_new(const char *type_name, ct_module_forward_fn forward, void *ctx, void (*free_ctx)(void *ctx));
+CT_API void *ct_module_ctx(const ct_module *m); /* the ctx given to ct_module_new; NULL for a layer */
+/* 1 in training mode (ct_module_train), 0 in eval mode; 0 and CT_EINVAL for NULL. */
+CT_API int ct_module_is_training(const ct_module *m);
+/* Register child under name (torch.nn.Module.add_module). Takes ownership of child, even when it
+ * fails (so a constructor's result can be passed directly: a NULL child returns the constructor's
+ * pending error). Errors: CT_EINVAL for a NULL m or child, m not made with ct_module_new, a name
+ * that is NULL, empty, longer than 63 characters, contains '.' or is taken by a child or tensor of
+ * m; CT_ENOMEM. */
+CT_API ct_status ct_module_add_child(ct_module *m, const char *name, ct_module *child);
+/* Register t under name as a parameter (torch.nn.Module.register_parameter: t becomes a leaf that
+ * requires grad, and optimizers, DDP and checkpoints see it) or a buffer (register_buffer: saved
+ * and moved with the module, never trained; any dtype). Takes the caller's reference to t, even
+ * when it fails. Errors: those of ct_module_add_child for m and name; CT_EDTYPE for an integer
+ * parameter; CT_EINVAL for a parameter that is an op's result (not a leaf). */
+CT_API ct_status ct_module_register_parameter(ct_module *m, const char *name, ct_tensor *t);
+CT_API ct_status ct_module_register_buffer(ct_module *m, const char *name, ct_tensor *t);
+/* The descendant at a dotted path of child names ("layer1.0.conv1"; a Sequential's children are
+ * "0", "1", ...), borrowed from m (torch.nn.Module.get_submodule). NULL with CT_EINVAL naming the
+ * missing part. */
+CT_API ct_module *ct_module_child(ct_module *m, const char *path);
+/* The parameter or buffer at a dotted path ("layer1.0.bn1.running_mean": its state_dict name),
+ * borrowed from m. NULL with CT_EINVAL naming the missing part. */
+CT_API ct_tensor *ct_module_tensor(ct_module *m, const char *path);
+/* m's direct children in registration order: their count (CT_EINVAL for NULL), and child i,
+ * borrowed, with its name in *name (may be NULL; valid while m lives); NULL and CT_EINVAL for i
+ * outside [0, count). */
+CT_API int ct_module_num_children(const ct_module *m);
+CT_API ct_module *ct_module_child_at(ct_module *m, int i, const char **name);
 
 CT_API void ct_module_free(ct_module *m);
 /* Run the module; see ops.h for ownership of the result. */
 CT_API ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x);
 /* Training mode (dropout active, batch norm on batch statistics) or eval mode; recursive. */
 CT_API void ct_module_train(ct_module *m, int training);
-CT_API const char *ct_module_type(const ct_module *m); /* "Linear", "Sequential", ...; "?" and CT_EINVAL for NULL */
+/* "Linear", "Sequential", ..., a user module's type_name; "?" and CT_EINVAL for NULL */
+CT_API const char *ct_module_type(const ct_module *m);
 
 /* Move every parameter and buffer to dev, keeping the module's handles valid (nn.Module.to).
  * Errors: CT_EDEVICE, CT_ENOMEM; on error the module is unchanged. */
@@ -49,7 +126,8 @@ CT_API ct_status ct_module_to(ct_module *m, ct_device dev);
  * fmt, CT_ENOMEM; on error the module is unchanged. */
 CT_API ct_status ct_module_to_memory_format(ct_module *m, ct_memory_format fmt);
 
-/* Named tensors of a module: parameters first or both, in registration order. */
+/* Named tensors of a module in torch.nn.Module.state_dict's order: each module's parameters, then
+ * its buffers (with_buffers), then its children's, depth first, in registration order. */
 typedef struct {
   char name[192];   /* "0.weight" */
   ct_tensor *tensor; /* borrowed: owned by the module */
@@ -73,7 +151,9 @@ CT_API void ct_module_print(ct_module *m, FILE *f);
  * Errors: CT_EINVAL for another name (the message lists the names), those of the constructors. */
 CT_API ct_module *ct_model_new(const char *name, ct_device dev, ct_generator *gen);
 
-/* The same networks for (N, in_channels, h, w) images and num_classes classes (the data sets of
+/* The same networks, and "resnet18", "resnet34", "resnet50" (ct_resnet_new with in_channels and
+ * num_classes; small_input when the name ends in "-small": "resnet18-small"), for (N, in_channels,
+ * h, w) images and num_classes classes (the data sets of
  * cuttle/datasets.h: CIFAR's (3, 32, 32) and 10 or 100, an image folder's): the mlp's first Linear
  * takes in_channels * h * w features and the last gives num_classes; the cnn's first Conv2d takes
  * in_channels, its first Linear 64 * (h / 4) * (w / 4) features (the two pools floor), its last
@@ -81,6 +161,29 @@ CT_API ct_module *ct_model_new(const char *name, ct_device dev, ct_generator *ge
  * gen). Errors: those of ct_model_new; CT_EINVAL for sizes < 1 (the cnn needs h, w >= 4). */
 CT_API ct_module *ct_model_new_for(const char *name, int64_t in_channels, int64_t h, int64_t w, int64_t num_classes,
                                    ct_device dev, ct_generator *gen);
+
+/* ---- torchvision's ResNets */
+typedef struct {
+  int64_t in_channels; /* channels of the input images; 0 = 3 (1 for Fashion-MNIST) */
+  int64_t num_classes; /* 0 = 1000 */
+  /* For small images (CIFAR's 32 x 32, Fashion-MNIST's 28 x 28): conv1 is a 3 x 3 stride-1 conv
+   * (padding 1) and there is no maxpool, the usual CIFAR form; the state_dict keys stay the same
+   * (conv1.weight is then (64, in_channels, 3, 3)). 0: torchvision's 7 x 7 stride-2 conv1 and
+   * 3 x 3 stride-2 max-pool. */
+  int small_input;
+} ct_resnet_opts;
+/* torchvision.models.resnet18, resnet34 or resnet50 (depth 18, 34, 50; BasicBlock [2, 2, 2, 2]
+ * and [3, 4, 6, 3], Bottleneck [3, 4, 6, 3], with the stride in the Bottleneck's 3 x 3 conv as
+ * torchvision >= 0.13) for (N, in_channels, H, W) float32 images, giving (N, num_classes) logits.
+ * State-dict names, shapes and dtypes are torchvision's (num_batches_tracked int64), so a
+ * torchvision model's safetensors file loads with ct_checkpoint_load and the reverse. Initialized as
+ * torchvision (src/nn/resnet.c): conv weights kaiming_normal_(mode="fan_out", relu), BatchNorm 1
+ * and 0, fc PyTorch's Linear default; drawn from gen (NULL: the default generator) on dev. Built
+ * from user modules (ct_module_new: "ResNet", "BasicBlock", "Bottleneck"). opts may be NULL (the
+ * defaults). The caller frees the module with ct_module_free. Errors: CT_EINVAL for another depth
+ * or sizes < 0, CT_EDEVICE, CT_ENOMEM. Inputs need H, W >= 1 (the stem and the strides floor; the
+ * adaptive pool takes any size left). */
+CT_API ct_module *ct_resnet_new(int depth, const ct_resnet_opts *opts, ct_device dev, ct_generator *gen);
 
 /* ---- tensor-core alignment
  *

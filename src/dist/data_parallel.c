@@ -118,6 +118,13 @@ static ct_module *clone(ct_module *src, ct_device dev) {
   c->in = src->in, c->out = src->out, c->kernel = src->kernel;
   c->conv = src->conv, c->pool = src->pool;
   c->p = src->p, c->eps = src->eps, c->momentum = src->momentum;
+  c->approximate = src->approximate, c->norm_ndim = src->norm_ndim;
+  memcpy(c->out_size, src->out_size, sizeof c->out_size);
+  memcpy(c->norm_shape, src->norm_shape, sizeof c->norm_shape);
+  /* a user module's forward and ctx are shared, not owned: free_ctx stays NULL in the replica */
+  c->user_forward = src->user_forward, c->ctx = src->ctx;
+  if (src->type_name && !(c->type_name = strdup(src->type_name)))
+    return ct__error(CT_ENOMEM, "out of memory copying a module's type name"), free_replica_module(c), NULL;
   for (int i = 0; i < src->n_slots; i++) {
     ct_no_grad_begin();
     ct_tensor *t = ct_to(src->slot[i], dev, CT_COPY);
@@ -127,16 +134,11 @@ static ct_module *clone(ct_module *src, ct_device dev) {
       ct_tensor_free(t);
       return free_replica_module(c), NULL;
     }
-    ct__module_add(c, src->slot_name[i], t, src->slot_is_buffer[i]); /* names are static strings */
+    if (ct__module_add(c, src->slot_name[i], t, src->slot_is_buffer[i]) != CT_OK) return free_replica_module(c), NULL;
   }
-  if (src->n_children > 0) {
-    c->children = ct__calloc((size_t)src->n_children, sizeof *c->children, "a replica's list of children");
-    if (!c->children) return free_replica_module(c), NULL;
-    for (int i = 0; i < src->n_children; i++) {
-      ct_module *ch = clone(src->children[i], dev);
-      if (!ch) return free_replica_module(c), NULL;
-      c->children[c->n_children++] = ch;
-    }
+  for (int i = 0; i < src->n_children; i++) {
+    ct_module *ch = clone(src->children[i], dev);
+    if (!ch || ct__module_add_child(c, src->child_name[i], ch) != CT_OK) return free_replica_module(c), NULL;
   }
   return c;
 }

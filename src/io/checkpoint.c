@@ -283,6 +283,13 @@ static ct_status prepare_optimizer(const ct_safetensors *f, const char *path, ct
   return file_has_state ? ct_optimizer_init_state(opt) : CT_OK;
 }
 
+/* BatchNorm's batch count (an int64 buffer named num_batches_tracked), which a file may lack: PyTorch
+ * before 0.4.1 and cuttle before it kept one wrote none (torch's _NormBase._load_from_state_dict
+ * accepts such a state_dict). */
+static int is_batch_count(const ct_named_tensor *nt) {
+  return nt->is_buffer && ct_tensor_dtype(nt->tensor) == CT_I64 && ends_with(nt->name, "num_batches_tracked");
+}
+
 /* Phase 1 of a load: every one of the n tensors of all (the model's nm first, then the
  * optimizer's) has a key in f that fits it, and f has no other key that the load would drop.
  * used: one zeroed byte per key of f. */
@@ -291,6 +298,7 @@ static ct_status validate(const ct_safetensors *f, const char *path, const ct_na
   for (int i = 0; i < n; i++) {
     const char *what = i < nm ? "model" : "optimizer";
     int k = ct_safetensors_find(f, all[i].name);
+    if (k < 0 && is_batch_count(&all[i])) continue; /* left as it is, as torch's BatchNorm loads an old state_dict */
     if (k < 0)
       return ct__error(CT_EFORMAT, "%s: missing key \"%s\" (the %s has it, the file does not)", path, all[i].name, what);
     ct_safetensors_info in;
@@ -305,8 +313,6 @@ static ct_status validate(const ct_safetensors *f, const char *path, const ct_na
     ct_safetensors_info_at(f, k, &in);
     int is_opt = strncmp(in.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
     if (is_opt && !has_opt) continue;
-    /* PyTorch's BatchNorm counts batches in an int64 buffer cuttle's BatchNorm does not keep. */
-    if (!is_opt && in.dtype == CT_I64 && ends_with(in.name, "num_batches_tracked")) continue;
     return ct__error(CT_EFORMAT, "%s: unexpected key \"%s\" (the file has it, the %s does not)", path, in.name,
                      is_opt ? "optimizer" : "model");
   }
@@ -355,6 +361,7 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   if ((s = validate(f, path, all, nm, n, opt != NULL, used)) != CT_OK) goto out;
   /* Phase 2: read every tensor onto its destination's device; nothing has changed yet. */
   for (int i = 0; i < n; i++) {
+    if (is_batch_count(&all[i]) && ct_safetensors_find(f, all[i].name) < 0) continue; /* src[i] NULL: not copied */
     if (!(src[i] = ct_safetensors_get(f, all[i].name, ct_tensor_device(all[i].tensor)))) {
       s = ct_last_status();
       goto out;
@@ -362,7 +369,8 @@ ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, 
   }
   /* Phase 3: copy in place (shapes and devices already match; dtypes convert). */
   ct_no_grad_begin();
-  for (int i = 0; i < n && s == CT_OK; i++) s = ct_copy_(all[i].tensor, src[i]);
+  for (int i = 0; i < n && s == CT_OK; i++)
+    if (src[i]) s = ct_copy_(all[i].tensor, src[i]);
   ct_no_grad_end();
   if (s != CT_OK) goto out;
   if (opt) {

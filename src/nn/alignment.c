@@ -119,6 +119,10 @@ static void visit(walk *w, const ct_module *m, const char *path) {
       w->shape[1] = m->out, w->shape[2] = ho, w->shape[3] = wo;
       return;
     }
+    case CT_M_LAYERNORM:
+      if (w->known && !ct__module_input_fits(m, w->ndim, w->shape)) mismatch(w, path, m), w->known = 0;
+      return;
+    case CT_M_BATCHNORM1D:
     case CT_M_BATCHNORM2D:
       if (w->known && !ct__module_input_fits(m, w->ndim, w->shape)) {
         mismatch(w, path, m);
@@ -126,6 +130,17 @@ static void visit(walk *w, const ct_module *m, const char *path) {
         else w->shape[1] = m->out;
       }
       return;
+    case CT_M_ADAPTIVEAVGPOOL2D:
+      if (!w->known) return;
+      if (w->ndim != 4) {
+        char s[160];
+        ct__error(CT_ESHAPE, "input has shape %s, expected (N, C, H, W)", ct__shape_str(w->ndim, w->shape, s, sizeof s));
+        mismatch(w, path, m);
+        return (void)(w->known = 0);
+      }
+      w->shape[2] = m->out_size[0], w->shape[3] = m->out_size[1];
+      return;
+    case CT_M_AVGPOOL2D:
     case CT_M_MAXPOOL2D: {
       if (!w->known) return;
       if (w->ndim != 4) {
@@ -155,15 +170,23 @@ static void visit(walk *w, const ct_module *m, const char *path) {
       w->shape[1] = f, w->ndim = 2;
       return;
     }
-    case CT_M_RELU:
-    case CT_M_DROPOUT: return;
     case CT_M_SEQUENTIAL:
       for (int i = 0; i < m->n_children; i++) {
         char p[64];
-        snprintf(p, sizeof p, "%s%s%d", path, path[0] ? "." : "", i);
+        snprintf(p, sizeof p, "%s%s%s", path, path[0] ? "." : "", m->child_name[i]);
         visit(w, m->children[i], p);
       }
       return;
+    case CT_M_USER: /* a forward cuttle cannot follow: its layers' sizes are checked, not the shapes between them */
+      if (w->known && w->ndim >= 1) batch(w, path, m, w->shape[0]);
+      w->known = 0;
+      for (int i = 0; i < m->n_children; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "%s%s%s", path, path[0] ? "." : "", m->child_name[i]);
+        visit(w, m->children[i], p);
+      }
+      return;
+    default: return; /* elementwise layers keep the shape */
   }
 }
 

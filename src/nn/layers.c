@@ -1,5 +1,6 @@
-/* src/nn/layers.c: the layers (Linear, Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten, Dropout,
- * Sequential): constructors with PyTorch's default initialization, and forward. */
+/* src/nn/layers.c: the layers (Linear, Conv2d, BatchNorm1d/2d, LayerNorm, ReLU, Sigmoid, Tanh,
+ * GELU, SiLU, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout, Identity, Sequential):
+ * constructors with PyTorch's default initialization, and forward (also a user module's). */
 #include <math.h>
 #include <string.h>
 #include "nn/module.h"
@@ -25,11 +26,10 @@ ct_module *ct_linear_new(int64_t in_features, int64_t out_features, int bias, ct
   double bound = 1.0 / sqrt((double)in_features);
   ct_tensor *w = uniform_param(2, (int64_t[]){out_features, in_features}, bound, dev, gen);
   if (!w) return ct__error_prefix("ct_linear_new"), ct_module_free(m), NULL;
-  ct__module_add(m, "weight", w, 0);
+  if (ct__module_add(m, "weight", w, 0) != CT_OK) return ct__error_prefix("ct_linear_new"), ct_module_free(m), NULL;
   if (bias) {
     ct_tensor *b = uniform_param(1, &out_features, bound, dev, gen);
-    if (!b) return ct__error_prefix("ct_linear_new"), ct_module_free(m), NULL;
-    ct__module_add(m, "bias", b, 0);
+    if (!b || ct__module_add(m, "bias", b, 0) != CT_OK) return ct__error_prefix("ct_linear_new"), ct_module_free(m), NULL;
   }
   return m;
 }
@@ -71,60 +71,100 @@ ct_module *ct_conv2d_new(int64_t in_channels, int64_t out_channels, int kernel_s
   double bound = 1.0 / sqrt((double)fan_in);
   ct_tensor *w = uniform_param(4, (int64_t[]){out_channels, in_channels / groups, kernel_size, kernel_size}, bound, dev, gen);
   if (!w) return ct__error_prefix("ct_conv2d_new"), ct_module_free(m), NULL;
-  ct__module_add(m, "weight", w, 0);
+  if (ct__module_add(m, "weight", w, 0) != CT_OK) return ct__error_prefix("ct_conv2d_new"), ct_module_free(m), NULL;
   if (bias) {
     ct_tensor *b = uniform_param(1, &out_channels, bound, dev, gen);
-    if (!b) return ct__error_prefix("ct_conv2d_new"), ct_module_free(m), NULL;
-    ct__module_add(m, "bias", b, 0);
+    if (!b || ct__module_add(m, "bias", b, 0) != CT_OK) return ct__error_prefix("ct_conv2d_new"), ct_module_free(m), NULL;
+  }
+  return m;
+}
+
+/* BatchNorm1d and BatchNorm2d: weight 1, bias 0, running_mean 0, running_var 1 (float32), and
+ * num_batches_tracked, an int64 scalar 0, as torch.nn.modules.batchnorm._NormBase. */
+static ct_module *batchnorm_new(const char *op, ct_module_kind kind, int64_t num_features, double eps, double momentum,
+                                ct_device dev) {
+  if (num_features <= 0) CT_FAIL_NULL(CT_EINVAL, "%s: num_features must be positive, got %lld", op, (long long)num_features);
+  if (!(eps >= 0)) CT_FAIL_NULL(CT_EINVAL, "%s: eps must be >= 0, got %g (0 takes the default, 1e-5)", op, eps);
+  if (!(momentum >= 0 && momentum <= 1))
+    CT_FAIL_NULL(CT_EINVAL, "%s: momentum must be in [0, 1], got %g (0 takes the default, 0.1)", op, momentum);
+  if (!ct__check_new(op, 1, &num_features, CT_F32, dev)) return NULL;
+  ct_module *m = ct__module_alloc(kind);
+  if (!m) return NULL;
+  m->out = num_features;
+  m->eps = eps > 0 ? eps : 1e-5;
+  m->momentum = momentum > 0 ? momentum : 0.1;
+  const char *names[5] = {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"};
+  double init[4] = {1, 0, 0, 1};
+  for (int i = 0; i < 5; i++) {
+    ct_tensor *t = i < 4 ? ct_full(1, &num_features, init[i], CT_F32, dev) : ct_zeros(0, NULL, CT_I64, dev);
+    if (t && i < 2) ct_requires_grad_(t, 1);
+    if (!t || ct__module_add(m, names[i], t, i >= 2) != CT_OK) return ct__error_prefix("%s", op), ct_module_free(m), NULL;
   }
   return m;
 }
 
 ct_module *ct_batchnorm2d_new(int64_t num_features, double eps, double momentum, ct_device dev) {
-  if (num_features <= 0)
-    CT_FAIL_NULL(CT_EINVAL, "ct_batchnorm2d_new: num_features must be positive, got %lld", (long long)num_features);
-  if (!(eps >= 0)) CT_FAIL_NULL(CT_EINVAL, "ct_batchnorm2d_new: eps must be >= 0, got %g (0 takes the default, 1e-5)", eps);
-  if (!ct__check_new("ct_batchnorm2d_new", 1, &num_features, CT_F32, dev)) return NULL;
-  ct_module *m = ct__module_alloc(CT_M_BATCHNORM2D);
-  if (!m) return NULL;
-  m->out = num_features;
-  m->eps = eps > 0 ? eps : 1e-5;
-  m->momentum = momentum > 0 ? momentum : 0.1;
-  const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
-  double init[4] = {1, 0, 0, 1};
-  for (int i = 0; i < 4; i++) {
-    ct_tensor *t = ct_full(1, &num_features, init[i], CT_F32, dev);
-    if (!t) return ct__error_prefix("ct_batchnorm2d_new"), ct_module_free(m), NULL;
-    if (i < 2) ct_requires_grad_(t, 1);
-    ct__module_add(m, names[i], t, i >= 2);
-  }
-  return m;
+  return batchnorm_new("ct_batchnorm2d_new", CT_M_BATCHNORM2D, num_features, eps, momentum, dev);
+}
+
+ct_module *ct_batchnorm1d_new(int64_t num_features, double eps, double momentum, ct_device dev) {
+  return batchnorm_new("ct_batchnorm1d_new", CT_M_BATCHNORM1D, num_features, eps, momentum, dev);
+}
+
+/* Count one more batch in num_batches_tracked (slot 4), as torch's BatchNorm does in training
+ * mode. The count only informs (cuttle's momentum is never None, so it never sets the average's
+ * factor); it is kept so that state_dicts match. A module loaded without it has it still. */
+static ct_status count_batch(ct_module *m) {
+  if (m->n_slots < 5) return CT_OK;
+  ct_no_grad_begin();
+  ct_tensor *n1 = ct_add_scalar(m->slot[4], 1.0);
+  ct_status s = n1 ? ct_copy_(m->slot[4], n1) : ct_last_status();
+  ct_no_grad_end();
+  ct_tensor_free(n1);
+  return s;
 }
 
 ct_module *ct_relu_new(void) { return ct__module_alloc(CT_M_RELU); }
 ct_module *ct_flatten_new(void) { return ct__module_alloc(CT_M_FLATTEN); }
 
-ct_module *ct_max_pool2d_new(const ct_pool2d_opts *opts) {
+/* The checks of ct_max_pool2d and ct_avg_pool2d, made here as torch.nn.MaxPool2d's are at
+ * construction; the module keeps the options with a zero stride replaced by the kernel size. */
+static ct_module *pool_new(const char *op, ct_module_kind kind, const ct_pool2d_opts *opts) {
   if (!opts)
-    CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: opts is NULL; pass a kernel size >= 1, e.g. &(ct_pool2d_opts){.kernel = {2, 2}}");
-  /* The checks of ct_max_pool2d, made here as torch.nn.MaxPool2d's are at construction. */
+    CT_FAIL_NULL(CT_EINVAL, "%s: opts is NULL; pass a kernel size >= 1, e.g. &(ct_pool2d_opts){.kernel = {2, 2}}", op);
   for (int i = 0; i < 2; i++) {
     if (opts->kernel[i] < 1)
-      CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: kernel size must be positive, got kernel[%d] = %d", i, opts->kernel[i]);
+      CT_FAIL_NULL(CT_EINVAL, "%s: kernel size must be positive, got kernel[%d] = %d", op, i, opts->kernel[i]);
     if (opts->stride[i] < 0)
-      CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: stride must be positive, got stride[%d] = %d (0 means the kernel size)", i,
+      CT_FAIL_NULL(CT_EINVAL, "%s: stride must be positive, got stride[%d] = %d (0 means the kernel size)", op, i,
                    opts->stride[i]);
     if (opts->padding[i] < 0 || opts->padding[i] > opts->kernel[i] / 2)
-      CT_FAIL_NULL(CT_EINVAL, "ct_max_pool2d_new: padding must be between 0 and kernel/2 = %d, got padding[%d] = %d",
-                   opts->kernel[i] / 2, i, opts->padding[i]);
+      CT_FAIL_NULL(CT_EINVAL, "%s: padding must be between 0 and kernel/2 = %d, got padding[%d] = %d", op, opts->kernel[i] / 2,
+                   i, opts->padding[i]);
   }
-  ct_module *m = ct__module_alloc(CT_M_MAXPOOL2D);
+  ct_module *m = ct__module_alloc(kind);
   if (!m) return NULL;
   m->pool = *opts;
   for (int i = 0; i < 2; i++)
     if (!m->pool.stride[i]) m->pool.stride[i] = m->pool.kernel[i];
   return m;
 }
+
+ct_module *ct_max_pool2d_new(const ct_pool2d_opts *opts) { return pool_new("ct_max_pool2d_new", CT_M_MAXPOOL2D, opts); }
+ct_module *ct_avg_pool2d_new(const ct_pool2d_opts *opts) { return pool_new("ct_avg_pool2d_new", CT_M_AVGPOOL2D, opts); }
+
+ct_module *ct_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w) {
+  if (out_h < 1 || out_w < 1)
+    CT_FAIL_NULL(CT_EINVAL, "ct_adaptive_avg_pool2d_new: the output size must be >= 1, got (%lld, %lld)", (long long)out_h,
+                 (long long)out_w);
+  ct_module *m = ct__module_alloc(CT_M_ADAPTIVEAVGPOOL2D);
+  if (m) m->out_size[0] = out_h, m->out_size[1] = out_w;
+  return m;
+}
+
+ct_module *ct_identity_new(void) { return ct__module_alloc(CT_M_IDENTITY); }
+ct_module *ct_sigmoid_new(void) { return ct__module_alloc(CT_M_SIGMOID); }
+ct_module *ct_tanh_new(void) { return ct__module_alloc(CT_M_TANH); }
 
 ct_module *ct_dropout_new(double p) {
   if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "ct_dropout_new: p must be in [0, 1], got %g", p);
@@ -146,13 +186,19 @@ ct_module *ct_sequential_new(int n, ct_module **children) {
       CT_FAIL_NULL(CT_EINVAL, "ct_sequential_new: child %d is NULL (pass n modules)", i);
     }
   ct_module *m = ct__module_alloc(CT_M_SEQUENTIAL);
-  if (!m || !(m->children = ct__calloc((size_t)n, sizeof *m->children, "Sequential's list of children"))) {
+  if (!m) {
     for (int j = 0; j < n; j++) ct_module_free(children[j]);
-    free(m);
     return NULL;
   }
-  memcpy(m->children, children, (size_t)n * sizeof *children);
-  m->n_children = n;
+  for (int i = 0; i < n; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "%d", i); /* nn.Sequential's keys: "0", "1", ... */
+    if (ct__module_add_child(m, name, children[i]) != CT_OK) {
+      for (int j = i + 1; j < n; j++) ct_module_free(children[j]); /* children[i] was freed by the failed add */
+      ct_module_free(m);
+      return NULL;
+    }
+  }
   return m;
 }
 
@@ -160,6 +206,9 @@ int ct__module_input_fits(const ct_module *m, int ndim, const int64_t *shape) {
   int fits = m->kind == CT_M_LINEAR        ? ndim >= 1 && shape[ndim - 1] == m->in
              : m->kind == CT_M_CONV2D      ? ndim == 4 && shape[1] == m->in
              : m->kind == CT_M_BATCHNORM2D ? ndim >= 2 && shape[1] == m->out
+             : m->kind == CT_M_BATCHNORM1D ? (ndim == 2 || ndim == 3) && shape[1] == m->out
+             : m->kind == CT_M_LAYERNORM   ? ndim >= m->norm_ndim &&
+                                               !memcmp(shape + ndim - m->norm_ndim, m->norm_shape, (size_t)m->norm_ndim * sizeof *shape)
                                            : 1;
   if (fits) return 1;
   /* The message, formatted only when it is needed (this runs before every forward). It names the
@@ -180,7 +229,14 @@ int ct__module_input_fits(const ct_module *m, int ndim, const int64_t *shape) {
   else if (m->kind == CT_M_CONV2D)
     ct__error(CT_ESHAPE, "input has %lld channel%s (shape %s), expected %lld; pass an input (N, %lld, H, W), or build the "
               "layer with in_channels = %lld", got, got == 1 ? "" : "s", s, in, in, got);
-  else
+  else if (m->kind == CT_M_BATCHNORM1D)
+    ct__error(CT_ESHAPE, "input has shape %s, expected (N, %lld) or (N, %lld, L) (num_features = %lld)", s, (long long)m->out,
+              (long long)m->out, (long long)m->out);
+  else if (m->kind == CT_M_LAYERNORM) {
+    char ns[160];
+    ct__error(CT_ESHAPE, "input has shape %s, whose last dims are not normalized_shape %s", s,
+              ct__shape_str(m->norm_ndim, m->norm_shape, ns, sizeof ns));
+  } else
     ct__error(CT_ESHAPE, "input has shape %s, expected (N, %lld, *) (num_features = %lld)", s, (long long)m->out,
               (long long)m->out);
   return 0;
@@ -194,10 +250,22 @@ static ct_tensor *forward(ct_module *m, ct_tensor *x) {
   switch (m->kind) {
     case CT_M_LINEAR: return ct_linear(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL);
     case CT_M_CONV2D: return ct_conv2d(x, m->slot[0], m->n_slots > 1 ? m->slot[1] : NULL, &m->conv);
+    case CT_M_BATCHNORM1D:
     case CT_M_BATCHNORM2D:
+      if (m->training && count_batch(m) != CT_OK) return NULL;
       return ct_batch_norm(x, m->slot[2], m->slot[3], m->slot[0], m->slot[1], m->training, m->momentum, m->eps);
     case CT_M_RELU: return ct_relu(x);
+    case CT_M_SIGMOID: return ct_sigmoid(x);
+    case CT_M_TANH: return ct_tanh(x);
+    case CT_M_IDENTITY: return ct__retain_tracked(x);
     case CT_M_MAXPOOL2D: return ct_max_pool2d(x, &m->pool);
+    case CT_M_AVGPOOL2D: return ct_avg_pool2d(x, &m->pool);
+    case CT_M_ADAPTIVEAVGPOOL2D: return ct_adaptive_avg_pool2d(x, m->out_size[0], m->out_size[1]);
+    case CT_M_USER: {
+      ct_tensor *y = m->user_forward(m, x);
+      if (!y && ct_last_status() == CT_OK) ct__error(CT_EINVAL, "the forward function returned NULL without setting an error");
+      return y;
+    }
     case CT_M_FLATTEN: return ct_flatten(x, 1, -1);
     case CT_M_DROPOUT: return ct_dropout(x, m->p, m->training, NULL);
     case CT_M_SEQUENTIAL: {
@@ -221,8 +289,9 @@ static ct_tensor *forward(ct_module *m, ct_tensor *x) {
       }
       return h;
     }
+    default: break;
   }
-  return NULL;
+  return ct__error(CT_EUNSUPPORTED, "no forward for module kind %d", (int)m->kind), NULL;
 }
 
 ct_tensor *ct_module_forward(ct_module *m, ct_tensor *x) {

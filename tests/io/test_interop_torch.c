@@ -161,6 +161,8 @@ static void mlp_cuttle_to_torch(void **state) { (void)state, cuttle_trains_torch
 static void cnn_cuttle_to_torch(void **state) { (void)state, cuttle_trains_torch_loads("cnn"); }
 static void mlp_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle_loads("mlp"); }
 static void cnn_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle_loads("cnn"); }
+static void resnet18_cuttle_to_torch(void **state) { (void)state, cuttle_trains_torch_loads("resnet18"); }
+static void resnet18_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle_loads("resnet18"); }
 
 int main(void) {
   int rc = ct_test_require_python("numpy, torch, safetensors.torch");
@@ -173,6 +175,7 @@ int main(void) {
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   snprintf(script, sizeof script, "%s/tests/io/torch_interop.py", src ? src : ".");
   const struct CMUnitTest tests[] = {cmocka_unit_test(mlp_cuttle_to_torch), cmocka_unit_test(cnn_cuttle_to_torch),
-                                     cmocka_unit_test(mlp_torch_to_cuttle), cmocka_unit_test(cnn_torch_to_cuttle)};
+                                     cmocka_unit_test(mlp_torch_to_cuttle), cmocka_unit_test(cnn_torch_to_cuttle),
+                                     cmocka_unit_test(resnet18_cuttle_to_torch), cmocka_unit_test(resnet18_torch_to_cuttle)};
   return cmocka_run_group_tests(tests, read_data, free_data);
 }

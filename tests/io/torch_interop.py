@@ -31,7 +31,13 @@ MEAN, STD = np.float32(0.2860), np.float32(0.3530)
 
 
 def model(name):
-    """The networks of src/nn/models.c (and bench/pytorch_recipe.py)."""
+    """The networks of src/nn/models.c (and bench/pytorch_recipe.py); resnet18 is torchvision's with
+    a 1-channel conv1, as ct_model_new_for("resnet18", 1, 28, 28, 10) builds it."""
+    if name == "resnet18":
+        import torchvision
+        net = torchvision.models.resnet18(num_classes=10)
+        net.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        return net
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                              nn.Linear(128, 10))
@@ -65,14 +71,17 @@ def logits(net, data):
 def load(name, data, ckpt, theirs_path, out):
     sd = load_file(ckpt)
     params = {k: v for k, v in sd.items() if not k.startswith("optimizer.")}
+    net = model(name)
+    trainable = dict(net.named_parameters())  # the buffers (BatchNorm's) have no Adam state
     for k, v in params.items():
+        if k not in trainable:
+            continue
         for slot in ("exp_avg", "exp_avg_sq"):
             s = sd.get(f"optimizer.state.{k}.{slot}")
             if s is None or s.shape != v.shape:
                 print(f"torch_interop.py: {ckpt} lacks optimizer.state.{k}.{slot} of shape {tuple(v.shape)}",
                       file=sys.stderr)
                 return 1
-    net = model(name)
     net.load_state_dict(params, strict=True)
     ours = logits(net, data)
     theirs = load_file(theirs_path)["logits"]
