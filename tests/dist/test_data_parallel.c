@@ -102,13 +102,34 @@ static void assert_replicas_equal(ct_data_parallel *dp) {
   }
 }
 
+/* A module the user defines (ct_module_new): flatten, fc1, relu, then h + fc2(relu(h)), then fc3. */
+static ct_tensor *residual_forward(ct_module *self, ct_tensor *x) {
+  ct_scope_begin();
+  ct_tensor *h = ct_relu(ct_module_forward(ct_module_child(self, "fc1"), ct_flatten(x, 1, -1)));
+  h = ct_add(h, ct_module_forward(ct_module_child(self, "fc2"), ct_relu(h)));
+  ct_tensor *y = ct_module_forward(ct_module_child(self, "fc3"), h);
+  if (y) ct_scope_keep(y);
+  ct_scope_end();
+  return y;
+}
+
+/* ct_model_new, and "residual": the module above, for (b, 1, 28, 28) inputs and 10 classes. */
+static ct_module *model_new(const char *model, ct_device dev, ct_generator *g) {
+  if (strcmp(model, "residual") != 0) return ct_model_new(model, dev, g);
+  ct_module *m = ct_assert_nonnull(ct_module_new("Residual", residual_forward, NULL, NULL));
+  ct_assert_ok(ct_module_add_child(m, "fc1", ct_linear_new(784, 32, 1, dev, g)));
+  ct_assert_ok(ct_module_add_child(m, "fc2", ct_linear_new(32, 32, 1, dev, g)));
+  ct_assert_ok(ct_module_add_child(m, "fc3", ct_linear_new(32, 10, 1, dev, g)));
+  return m;
+}
+
 /* n replicas on devs with batch b against one device (devs[0]) with batch b, for `steps` steps. */
 static double equivalence_of(const char *model, const char *name, int n, const ct_device *devs, int64_t b, int steps,
                              ct_optim_opts oo, double tol) {
   ct_generator g = ct_generator_new(7), g0 = ct_generator_new(7), g1 = ct_generator_new(7);
-  ct_module *m = ct_assert_nonnull(ct_model_new(model, devs[0], &g));
-  ct_module *ref = ct_assert_nonnull(ct_model_new(model, devs[0], &g0));
-  ct_module *init = ct_assert_nonnull(ct_model_new(model, devs[0], &g1));
+  ct_module *m = ct_assert_nonnull(model_new(model, devs[0], &g));
+  ct_module *ref = ct_assert_nonnull(model_new(model, devs[0], &g0));
+  ct_module *init = ct_assert_nonnull(model_new(model, devs[0], &g1));
   ct_data_parallel *dp = ct_assert_nonnull(ct_data_parallel_new(m, n, devs, NULL));
   assert_int_equal(ct_data_parallel_num_replicas(dp), n);
   assert_true(ct_data_parallel_replica(dp, 0) == m);
@@ -179,6 +200,13 @@ static void test_cpu_cnn(void **state) {
   (void)state;
   ct_device devs[2] = {CT_DEVICE_CPU, CT_DEVICE_CPU};
   equivalence_of("cnn", "SGD lr 0.05 momentum 0.9, cpu x 2, 6 = 3 + 3", 2, devs, 6, 3, SGD, 1e-5);
+}
+
+/* A module the user defines replicates with its names, children and forward. */
+static void test_cpu_user_module(void **state) {
+  (void)state;
+  ct_device devs[2] = {CT_DEVICE_CPU, CT_DEVICE_CPU};
+  equivalence_of("residual", "SGD lr 0.05 momentum 0.9, user module, cpu x 2, 10 = 5 + 5", 2, devs, 10, 10, SGD, 1e-5);
 }
 
 /* The loss of the autocast test: cross-entropy, recording the dtype of each replica's output. */
@@ -524,7 +552,7 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_cpu_three_replicas_uneven),
       cmocka_unit_test(test_cpu_batch_smaller_than_replicas),
-      cmocka_unit_test(test_cpu_cnn),
+      cmocka_unit_test(test_cpu_cnn), cmocka_unit_test(test_cpu_user_module),
       cmocka_unit_test(test_cpu_autocast_replicas),
       cmocka_unit_test(test_batch_requiring_grad),
       cmocka_unit_test(test_shared_generator_threads),

@@ -108,6 +108,29 @@ static void step(ct_module *m, ct_optimizer *opt, ct_ddp *d, int s, int64_t lo, 
   ct_scope_end();
 }
 
+/* A module the user defines (ct_module_new): flatten, fc1, relu, then h + fc2(relu(h)), then fc3. */
+static ct_tensor *residual_forward(ct_module *self, ct_tensor *x) {
+  ct_scope_begin();
+  ct_tensor *h = ct_relu(ct_module_forward(ct_module_child(self, "fc1"), ct_flatten(x, 1, -1)));
+  h = ct_add(h, ct_module_forward(ct_module_child(self, "fc2"), ct_relu(h)));
+  ct_tensor *y = ct_module_forward(ct_module_child(self, "fc3"), h);
+  if (y) ct_scope_keep(y);
+  ct_scope_end();
+  return y;
+}
+
+/* The model of the equivalence runs: the mlp, or (model_name "residual") the user module above. */
+static const char *model_name = "mlp";
+static ct_module *model_new(ct_generator *g) {
+  if (strcmp(model_name, "residual") != 0) return ct_model_new(model_name, CT_DEVICE_CPU, g);
+  ct_module *m = ct_module_new("Residual", residual_forward, NULL, NULL);
+  ct_status s = ct_module_add_child(m, "fc1", ct_linear_new(784, 32, 1, CT_DEVICE_CPU, g));
+  if (s == CT_OK) s = ct_module_add_child(m, "fc2", ct_linear_new(32, 32, 1, CT_DEVICE_CPU, g));
+  if (s == CT_OK) s = ct_module_add_child(m, "fc3", ct_linear_new(32, 10, 1, CT_DEVICE_CPU, g));
+  CHECK(s == CT_OK, "building the residual module: %s", ct_last_error());
+  return m;
+}
+
 /* 1: the equivalence runs with ct_ddp_opts.progress_thread (MPI progress on a thread of its own
  * during backward), which must change nothing but the timing. */
 static int progress_thread;
@@ -116,7 +139,7 @@ static void equivalence(const char *name, ct_optim_opts oo, double bucket_mb, in
   int rank = ct_dist_rank(), world = ct_dist_world_size();
   /* Rank 0 starts from the reference's initialization, every other rank from its own. */
   ct_generator g = ct_generator_new(rank == 0 ? 7 : 100 + (uint64_t)rank);
-  ct_module *m = ct_model_new("mlp", CT_DEVICE_CPU, &g);
+  ct_module *m = model_new(&g);
   ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = bucket_mb, .progress_thread = progress_thread});
   CHECK(d != NULL, "ct_ddp_new");
   if (!d) {
@@ -159,7 +182,7 @@ static void equivalence(const char *name, ct_optim_opts oo, double bucket_mb, in
 
   if (rank == 0) {
     ct_generator g0 = ct_generator_new(7);
-    ct_module *ref = ct_model_new("mlp", CT_DEVICE_CPU, &g0);
+    ct_module *ref = model_new(&g0);
     ct_optimizer *ropt = ct_optimizer_new(ref, &oo);
     for (int s = 0; s < STEPS; s++) step(ref, ropt, NULL, s, 0, B);
     double diff = max_diff(m, ref);
@@ -169,7 +192,7 @@ static void equivalence(const char *name, ct_optim_opts oo, double bucket_mb, in
     CHECK(diff <= tol, "%s: max abs difference %g > %g", name, diff, tol);
     /* The models did train: the parameters moved away from their initialization. */
     ct_generator g1 = ct_generator_new(7);
-    ct_module *init = ct_model_new("mlp", CT_DEVICE_CPU, &g1);
+    ct_module *init = model_new(&g1);
     CHECK(max_diff(m, init) > 1e-3, "%s: the parameters did not move", name);
     ct_module_free(init);
     ct_optimizer_free(ropt);
@@ -434,6 +457,12 @@ int main(void) {
    * 1e-4, ten times the single-process accumulation's difference. */
   equivalence("Adam lr 1e-3 eps 1e-6", (ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 1e-3, .eps = 1e-6}, 0, 1, 1e-5);
   equivalence("Adam defaults (lr 1e-3 eps 1e-8)", (ct_optim_opts){.kind = CT_OPTIM_ADAM}, 0.1, 4, 1e-4);
+  /* a module the user defines: its parameters bucketed and all-reduced by their names (0.05 MiB
+   * buckets split its 26,506 floats in two) */
+  model_name = "residual";
+  equivalence("SGD lr 0.05 momentum 0.9, user module", (ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9},
+              0.05, 2, 1e-5);
+  model_name = "mlp";
   accumulation(0);
   accumulation(1);
   double_backward();

@@ -1,0 +1,344 @@
+/* tests/nn/test_user_module.c: modules that users define (ct_module_new): registration and its
+ * errors, state_dict names and order as torch.nn.Module's, lookup by path, forward, train/eval
+ * and num_batches_tracked, optimizers, checkpoints, memory format, printing; and the ResNets built
+ * from them (torchvision's parameter counts and key counts, the small-input stem). */
+#define _GNU_SOURCE /* open_memstream */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+
+/* y = relu(bn(conv(x)) * scale + x): a residual block with its own parameter and buffer. */
+static ct_tensor *block_forward(ct_module *self, ct_tensor *x) {
+  int *calls = ct_module_ctx(self);
+  if (calls) (*calls)++;
+  ct_scope_begin();
+  ct_tensor *h = ct_module_forward(ct_module_child(self, "conv"), x);
+  h = ct_module_forward(ct_module_child(self, "bn"), h);
+  h = ct_mul(h, ct_module_tensor(self, "scale"));
+  ct_tensor *y = ct_relu(ct_add(h, x));
+  if (y) ct_scope_keep(y);
+  ct_scope_end();
+  return y;
+}
+
+static ct_module *block_new(int channels, int *calls, ct_generator *gen) {
+  ct_module *b = ct_assert_nonnull(ct_module_new("Block", block_forward, calls, NULL));
+  ct_conv2d_opts o = {.padding = {1, 1}};
+  ct_assert_ok(ct_module_register_parameter(b, "scale", ct_full(1, (int64_t[]){1}, 0.5, CT_F32, CT_DEVICE_CPU)));
+  ct_assert_ok(ct_module_register_buffer(b, "steps", ct_zeros(0, NULL, CT_I64, CT_DEVICE_CPU)));
+  ct_assert_ok(ct_module_add_child(b, "conv", ct_conv2d_new(channels, channels, 3, &o, 0, CT_DEVICE_CPU, gen)));
+  ct_assert_ok(ct_module_add_child(b, "bn", ct_batchnorm2d_new(channels, 0, 0, CT_DEVICE_CPU)));
+  return b;
+}
+
+/* Net: stem conv, two blocks in a Sequential, global pool, flatten, fc. */
+static ct_tensor *net_forward(ct_module *self, ct_tensor *x) {
+  ct_scope_begin();
+  ct_tensor *h = ct_module_forward(ct_module_child(self, "stem"), x);
+  h = ct_module_forward(ct_module_child(self, "blocks"), h);
+  h = ct_module_forward(ct_module_child(self, "pool"), h);
+  h = ct_module_forward(ct_module_child(self, "fc"), ct_flatten(h, 1, -1));
+  if (h) ct_scope_keep(h);
+  ct_scope_end();
+  return h;
+}
+
+static ct_module *net_new(int *calls, ct_generator *gen) {
+  ct_module *m = ct_assert_nonnull(ct_module_new("Net", net_forward, NULL, NULL));
+  ct_conv2d_opts o = {.padding = {1, 1}};
+  ct_assert_ok(ct_module_add_child(m, "stem", ct_conv2d_new(1, 4, 3, &o, 1, CT_DEVICE_CPU, gen)));
+  ct_module *blocks[2] = {block_new(4, calls, gen), block_new(4, calls, gen)};
+  ct_assert_ok(ct_module_add_child(m, "blocks", ct_sequential_new(2, blocks)));
+  ct_assert_ok(ct_module_add_child(m, "pool", ct_adaptive_avg_pool2d_new(1, 1)));
+  ct_assert_ok(ct_module_add_child(m, "fc", ct_linear_new(4, 3, 1, CT_DEVICE_CPU, gen)));
+  return m;
+}
+
+static void test_names_and_lookup(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(1);
+  ct_module *m = net_new(NULL, &g);
+  /* torch.nn.Module.state_dict's order: own parameters, own buffers, then each child's */
+  static const char *const want[] = {
+      "stem.weight", "stem.bias", "blocks.0.scale", "blocks.0.steps", "blocks.0.conv.weight", "blocks.0.bn.weight",
+      "blocks.0.bn.bias", "blocks.0.bn.running_mean", "blocks.0.bn.running_var", "blocks.0.bn.num_batches_tracked",
+      "blocks.1.scale", "blocks.1.steps", "blocks.1.conv.weight", "blocks.1.bn.weight", "blocks.1.bn.bias",
+      "blocks.1.bn.running_mean", "blocks.1.bn.running_var", "blocks.1.bn.num_batches_tracked", "fc.weight", "fc.bias"};
+  int nw = (int)(sizeof want / sizeof *want);
+  ct_named_tensor nt[32];
+  assert_int_equal(ct_module_named_tensors(m, 1, nt, 32), nw);
+  for (int i = 0; i < nw; i++) {
+    assert_string_equal(nt[i].name, want[i]);
+    assert_ptr_equal(ct_module_tensor(m, want[i]), nt[i].tensor);
+  }
+  /* parameters only: what an optimizer sees (buffers and num_batches_tracked left out) */
+  int np = ct_module_named_tensors(m, 0, nt, 32);
+  assert_int_equal(np, 12);
+  for (int i = 0; i < np; i++) assert_false(nt[i].is_buffer);
+  assert_int_equal(ct_tensor_dtype(ct_module_tensor(m, "blocks.1.bn.num_batches_tracked")), CT_I64);
+  assert_int_equal(ct_tensor_ndim(ct_module_tensor(m, "blocks.1.bn.num_batches_tracked")), 0);
+  assert_true(ct_requires_grad(ct_module_tensor(m, "blocks.0.scale")));
+  assert_false(ct_requires_grad(ct_module_tensor(m, "blocks.0.steps")));
+  assert_int_equal(ct_module_num_params(m), 4 * 9 + 4 + 2 * (1 + 4 * 4 * 9 + 4 + 4) + 4 * 3 + 3);
+
+  ct_module *blk = ct_assert_nonnull(ct_module_child(m, "blocks.1"));
+  assert_string_equal(ct_module_type(blk), "Block");
+  assert_string_equal(ct_module_type(ct_module_child(m, "blocks.1.bn")), "BatchNorm2d");
+  assert_int_equal(ct_module_num_children(m), 4);
+  const char *nm = NULL;
+  assert_ptr_equal(ct_module_child_at(m, 1, &nm), ct_module_child(m, "blocks"));
+  assert_string_equal(nm, "blocks");
+  assert_null(ct_module_child_at(m, 4, NULL));
+  assert_int_equal(ct_last_status(), CT_EINVAL);
+  assert_null(ct_module_child(m, "blocks.2.conv"));
+  ct_assert_error_contains("no child \"2\"");
+  assert_null(ct_module_tensor(m, "blocks.0.conv.bias"));
+  ct_assert_error_contains("no tensor \"bias\"");
+  assert_null(ct_module_tensor(m, "head.weight"));
+  ct_assert_error_contains("no child \"head\"");
+  assert_null(ct_module_ctx(blk)); /* made with NULL ctx */
+  ct_module_free(m);
+}
+
+static int freed_ctx;
+static void count_free(void *ctx) { freed_ctx += *(int *)ctx; }
+
+static void test_registration_errors(void **state) {
+  (void)state;
+  ct_module *b = ct_assert_nonnull(ct_module_new(NULL, block_forward, NULL, NULL));
+  assert_string_equal(ct_module_type(b), "Module");
+  ct_assert_ok(ct_module_add_child(b, "conv", ct_relu_new()));
+  /* a name taken by a child or a tensor, a '.', an empty name */
+  assert_int_equal(ct_module_add_child(b, "conv", ct_relu_new()), CT_EINVAL);
+  ct_assert_error_contains("already has a child named \"conv\"");
+  assert_int_equal(ct_module_register_parameter(b, "conv", ct_ones(1, (int64_t[]){2}, CT_F32, CT_DEVICE_CPU)), CT_EINVAL);
+  assert_int_equal(ct_module_register_buffer(b, "a.b", ct_ones(1, (int64_t[]){2}, CT_F32, CT_DEVICE_CPU)), CT_EINVAL);
+  ct_assert_error_contains("contains '.'");
+  assert_int_equal(ct_module_add_child(b, "", ct_relu_new()), CT_EINVAL);
+  /* an integer parameter, a parameter that is an op's result */
+  assert_int_equal(ct_module_register_parameter(b, "n", ct_zeros(1, (int64_t[]){2}, CT_I64, CT_DEVICE_CPU)), CT_EDTYPE);
+  ct_tensor *leaf = ct_ones(1, (int64_t[]){2}, CT_F32, CT_DEVICE_CPU);
+  ct_requires_grad_(leaf, 1);
+  assert_int_equal(ct_module_register_parameter(b, "p", ct_mul_scalar(leaf, 2)), CT_EINVAL);
+  ct_assert_error_contains("is the result of an op; register a leaf");
+  ct_tensor_free(leaf);
+  /* a NULL child keeps the failed constructor's error */
+  assert_int_equal(ct_module_add_child(b, "lin", ct_linear_new(0, 3, 1, CT_DEVICE_CPU, NULL)), CT_EINVAL);
+  ct_assert_error_contains("ct_linear_new");
+  /* built-in layers take no new children */
+  ct_module *lin = ct_assert_nonnull(ct_linear_new(2, 2, 1, CT_DEVICE_CPU, NULL));
+  assert_int_equal(ct_module_add_child(lin, "x", ct_relu_new()), CT_EINVAL);
+  ct_assert_error_contains("only modules made with ct_module_new");
+  assert_int_equal(ct_module_named_tensors(b, 1, NULL, 0), 0); /* nothing was half-registered */
+  assert_int_equal(ct_module_num_children(b), 1);
+  ct_module_free(lin);
+  ct_module_free(b);
+  /* a NULL forward is an error, and ctx is freed */
+  int v = 5;
+  freed_ctx = 0;
+  assert_null(ct_module_new("X", NULL, &v, count_free));
+  assert_int_equal(freed_ctx, 5);
+  ct_module *c = ct_assert_nonnull(ct_module_new("X", block_forward, &v, count_free));
+  ct_module_free(c);
+  assert_int_equal(freed_ctx, 10);
+}
+
+/* forward against the same ops by hand; train/eval reach the children; num_batches_tracked counts
+ * training forwards only; an error inside names the modules. */
+static void test_forward_train_eval(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(2);
+  int calls = 0;
+  ct_module *b = block_new(3, &calls, &g);
+  ct_tensor *x = ct_assert_nonnull(ct_randn(4, (int64_t[]){2, 3, 5, 5}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_tensor *conv_w = ct_module_tensor(b, "conv.weight");
+  ct_conv2d_opts o = {.padding = {1, 1}};
+  /* the reference first (batch statistics, as in training mode), then forward */
+  ct_tensor *c = ct_conv2d(x, conv_w, NULL, &o);
+  ct_tensor *mean = ct_mean(c, 3, (int[]){0, 2, 3}, 1), *var = ct_var(c, 3, (int[]){0, 2, 3}, 0, 1);
+  ct_tensor *d = ct_sub(c, mean), *sd = ct_sqrt(ct_add_scalar(var, 1e-5));
+  ct_tensor *ref = ct_relu(ct_add(ct_mul_scalar(ct_div(d, sd), 0.5), x));
+  ct_tensor *y = ct_assert_nonnull(ct_module_forward(b, x));
+  ct_assert_close(y, ref, 1e-5, 1e-5);
+  assert_int_equal(calls, 1);
+  ct_tensor *nbt = ct_module_tensor(b, "bn.num_batches_tracked");
+  assert_int_equal((int64_t)ct_item(nbt), 1);
+  ct_module_train(b, 0);
+  assert_false(ct_module_is_training(b));
+  assert_false(ct_module_is_training(ct_module_child(b, "bn")));
+  ct_tensor *y2 = ct_assert_nonnull(ct_module_forward(b, x));
+  assert_int_equal((int64_t)ct_item(nbt), 1); /* eval: not counted */
+  ct_module_train(b, 1);
+  assert_true(ct_module_is_training(ct_module_child(b, "conv")));
+  /* a wrong input: the error names the user module and the layer */
+  ct_tensor *bad = ct_assert_nonnull(ct_zeros(4, (int64_t[]){2, 4, 5, 5}, CT_F32, CT_DEVICE_CPU));
+  assert_null(ct_module_forward(b, bad));
+  ct_assert_error_contains("ct_module_forward (Block)");
+  ct_assert_error_contains("Conv2d(3, 3, kernel_size=3, padding=1)");
+  ct_tensor *all[] = {x, c, mean, var, d, sd, ref, y, y2, bad};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) ct_tensor_free(all[i]);
+  ct_module_free(b);
+}
+
+/* An optimizer trains every parameter of the tree, the user's own included; a checkpoint saves
+ * and loads the whole tree (buffers, num_batches_tracked and the optimizer state) by its names. */
+static void test_optimizer_and_checkpoint(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(3), g2 = ct_generator_new(99);
+  ct_module *m = net_new(NULL, &g), *other = net_new(NULL, &g2);
+  ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 1e-2}));
+  ct_tensor *x = ct_assert_nonnull(ct_randn(4, (int64_t[]){8, 1, 6, 6}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_tensor *t = ct_assert_nonnull(ct_randint(1, (int64_t[]){8}, 0, 3, CT_I64, CT_DEVICE_CPU, &g));
+  ct_tensor *scale0 = ct_to(ct_module_tensor(m, "blocks.0.scale"), CT_DEVICE_CPU, CT_COPY);
+  double first = 0, last = 0;
+  for (int s = 0; s < 20; s++) {
+    ct_scope_begin();
+    ct_optimizer_zero_grad(opt);
+    ct_tensor *loss = ct_cross_entropy(ct_module_forward(m, x), t, CT_REDUCTION_MEAN, 0);
+    ct_assert_ok(ct_backward(loss));
+    ct_assert_ok(ct_optimizer_step(opt));
+    if (s == 0) first = ct_item(loss);
+    last = ct_item(loss);
+    ct_scope_end();
+  }
+  assert_true(last < first);
+  assert_true(fabs(ct_item(scale0) - ct_item(ct_module_tensor(m, "blocks.0.scale"))) > 1e-3); /* the user's parameter trained */
+  assert_int_equal((int64_t)ct_item(ct_module_tensor(m, "blocks.1.bn.num_batches_tracked")), 20);
+
+  char *dir = ct_assert_nonnull(ct_test_tmpdir()), path[4200];
+  snprintf(path, sizeof path, "%s/net.safetensors", dir);
+  ct_assert_ok(ct_checkpoint_save(path, m, opt, &(ct_checkpoint_meta){.epoch = 1}));
+  ct_optimizer *opt2 = ct_assert_nonnull(ct_optimizer_new(other, &(ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 1e-2}));
+  ct_assert_ok(ct_checkpoint_load(path, other, opt2, NULL));
+  ct_named_tensor a[32], b[32];
+  int n = ct_module_named_tensors(m, 1, a, 32);
+  assert_int_equal(ct_module_named_tensors(other, 1, b, 32), n);
+  for (int i = 0; i < n; i++) {
+    assert_string_equal(a[i].name, b[i].name);
+    ct_assert_close(a[i].tensor, b[i].tensor, 0, 0);
+  }
+  /* the next step is the same on both: the Adam moments came along */
+  ct_module_train(m, 0), ct_module_train(other, 0);
+  for (int k = 0; k < 2; k++) {
+    ct_module *mm = k ? other : m;
+    ct_optimizer *oo = k ? opt2 : opt;
+    ct_scope_begin();
+    ct_optimizer_zero_grad(oo);
+    ct_assert_ok(ct_backward(ct_cross_entropy(ct_module_forward(mm, x), t, CT_REDUCTION_MEAN, 0)));
+    ct_assert_ok(ct_optimizer_step(oo));
+    ct_scope_end();
+  }
+  for (int i = 0; i < n; i++) ct_assert_close(a[i].tensor, b[i].tensor, 1e-6, 1e-6);
+  ct_test_rmdir(dir);
+  ct_tensor_free(scale0), ct_tensor_free(x), ct_tensor_free(t);
+  ct_optimizer_free(opt), ct_optimizer_free(opt2);
+  ct_module_free(m), ct_module_free(other);
+}
+
+/* channels_last reaches the convs inside user modules; autocast reaches the ops their forward
+ * calls; ct_module_to keeps the handles. */
+static void test_memory_format_autocast_to(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(4);
+  ct_module *m = net_new(NULL, &g);
+  ct_tensor *x = ct_assert_nonnull(ct_randn(4, (int64_t[]){2, 1, 6, 6}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_module_train(m, 0);
+  ct_tensor *y0 = ct_assert_nonnull(ct_module_forward(m, x));
+  ct_tensor *w = ct_module_tensor(m, "blocks.0.conv.weight");
+  ct_assert_ok(ct_module_to_memory_format(m, CT_CHANNELS_LAST));
+  assert_int_equal(ct_tensor_suggest_memory_format(w), CT_CHANNELS_LAST);
+  assert_ptr_equal(ct_module_tensor(m, "blocks.0.conv.weight"), w); /* same handle */
+  ct_tensor *y1 = ct_assert_nonnull(ct_module_forward(m, x));
+  ct_assert_close(y1, y0, 1e-5, 1e-5);
+  ct_assert_ok(ct_autocast_begin(CT_CPU, CT_BF16, 1));
+  ct_tensor *y2 = ct_assert_nonnull(ct_module_forward(m, x));
+  ct_assert_ok(ct_autocast_end());
+  assert_int_equal(ct_tensor_dtype(y2), CT_BF16); /* the fc ran in bfloat16 */
+  ct_assert_close(y2, y0, 5e-2, 5e-2);
+  ct_assert_ok(ct_module_to(m, CT_DEVICE_CPU));
+  assert_ptr_equal(ct_module_tensor(m, "blocks.0.conv.weight"), w);
+  ct_tensor_free(x), ct_tensor_free(y0), ct_tensor_free(y1), ct_tensor_free(y2);
+  ct_module_free(m);
+}
+
+static void test_print(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(5);
+  ct_module *m = net_new(NULL, &g);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ct_module_print(m, f);
+  fclose(f);
+  assert_non_null(strstr(buf, "Net(\n  (stem): Conv2d(1, 4, kernel_size=(3, 3)"));
+  assert_non_null(strstr(buf, "  (blocks): Sequential(\n    (0): Block(\n      (conv): Conv2d(4, 4"));
+  assert_non_null(strstr(buf, "      (bn): BatchNorm2d(4, eps=1e-05, momentum=0.1)"));
+  assert_non_null(strstr(buf, "  (pool): AdaptiveAvgPool2d(output_size=(1, 1))"));
+  assert_non_null(strstr(buf, "  (fc): Linear(in_features=4, out_features=3, bias=True)\n)"));
+  free(buf);
+  ct_module_free(m);
+}
+
+/* torchvision's figures: parameters of resnet18/34/50 (11,689,512, 21,797,672, 25,557,032 with 3
+ * channels and 1000 classes) and state_dict keys (122, 218, 320); the 1-channel, 10-class resnet18
+ * of Fashion-MNIST; the small-input stem. */
+static void test_resnets(void **state) {
+  (void)state;
+  static const struct { int depth; int64_t params; int keys; } want[] = {{18, 11689512, 122}, {34, 21797672, 218},
+                                                                        {50, 25557032, 320}};
+  for (int i = 0; i < 3; i++) {
+    ct_module *r = ct_assert_nonnull(ct_resnet_new(want[i].depth, NULL, CT_DEVICE_CPU, NULL));
+    assert_int_equal(ct_module_num_params(r), want[i].params);
+    assert_int_equal(ct_module_named_tensors(r, 1, NULL, 0), want[i].keys);
+    assert_string_equal(ct_module_type(r), "ResNet");
+    assert_string_equal(ct_module_type(ct_module_child(r, "layer1.0")), want[i].depth == 50 ? "Bottleneck" : "BasicBlock");
+    ct_module_free(r);
+  }
+  ct_generator g = ct_generator_new(6);
+  ct_module *r = ct_assert_nonnull(ct_model_new("resnet18", CT_DEVICE_CPU, &g));
+  assert_int_equal(ct_module_num_params(r), 11689512 - 64 * 2 * 49 - 513 * 990);
+  ct_tensor *w = ct_module_tensor(r, "conv1.weight");
+  assert_int_equal(ct_tensor_shape(w)[1], 1);
+  assert_int_equal(ct_tensor_shape(w)[2], 7);
+  assert_non_null(ct_module_tensor(r, "layer2.0.downsample.1.running_var"));
+  assert_null(ct_module_tensor(r, "layer1.0.downsample.0.weight")); /* layer1 keeps the shape: no downsample */
+  /* kaiming_normal_(fan_out, relu): std sqrt(2 / (64 * 49)) for conv1 */
+  double *v = ct_test_values(w), s2 = 0;
+  for (int k = 0; k < 64 * 49; k++) s2 += v[k] * v[k];
+  free(v);
+  double std = sqrt(s2 / (64 * 49)), want_std = sqrt(2.0 / (64 * 49));
+  assert_true(fabs(std - want_std) < 0.1 * want_std);
+  ct_tensor *x = ct_assert_nonnull(ct_randn(4, (int64_t[]){2, 1, 28, 28}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_tensor *y = ct_assert_nonnull(ct_module_forward(r, x));
+  assert_int_equal(ct_tensor_shape(y)[0], 2);
+  assert_int_equal(ct_tensor_shape(y)[1], 10);
+  ct_tensor_free(y), ct_tensor_free(x);
+  ct_module_free(r);
+
+  ct_module *s = ct_assert_nonnull(ct_resnet_new(18, &(ct_resnet_opts){.in_channels = 3, .num_classes = 100, .small_input = 1},
+                                                 CT_DEVICE_CPU, &g));
+  assert_int_equal(ct_tensor_shape(ct_module_tensor(s, "conv1.weight"))[2], 3);
+  assert_null(ct_module_child(s, "maxpool"));
+  assert_int_equal(ct_module_named_tensors(s, 1, NULL, 0), 122); /* the same keys */
+  x = ct_assert_nonnull(ct_randn(4, (int64_t[]){2, 3, 32, 32}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  y = ct_assert_nonnull(ct_module_forward(s, x));
+  assert_int_equal(ct_tensor_shape(y)[1], 100);
+  ct_tensor_free(y), ct_tensor_free(x);
+  ct_module_free(s);
+  assert_null(ct_resnet_new(20, NULL, CT_DEVICE_CPU, NULL));
+  ct_assert_error_contains("pass 18, 34 or 50");
+  assert_null(ct_model_new("resnet18-big", CT_DEVICE_CPU, NULL));
+  ct_assert_error_contains("unknown model");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_names_and_lookup),       cmocka_unit_test(test_registration_errors),
+      cmocka_unit_test(test_forward_train_eval),     cmocka_unit_test(test_optimizer_and_checkpoint),
+      cmocka_unit_test(test_memory_format_autocast_to), cmocka_unit_test(test_print),
+      cmocka_unit_test(test_resnets),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
