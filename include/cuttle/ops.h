@@ -57,6 +57,20 @@ CT_API ct_tensor *ct_relu(ct_tensor *x);
 CT_API ct_tensor *ct_sigmoid(ct_tensor *x);
 CT_API ct_tensor *ct_tanh(ct_tensor *x);
 CT_API ct_tensor *ct_gelu(ct_tensor *x); /* exact: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) */
+/* SiLU (swish), torch.nn.functional.silu: x * sigmoid(x) = x / (1 + exp(-x)), elementwise, with
+ * the exact derivative s (1 + x (1 - s)), s = sigmoid(x) (aten/src/ATen/native/cpu/Activation.cpp,
+ * silu_kernel and silu_backward_kernel). x: any shape; a floating x gives a result of its dtype
+ * (float16/bfloat16 compute in float32 or wider and round once), an integer or bool x a float32
+ * result. Not in autocast's lists: it runs in its input's dtype inside a region, as in torch. The
+ * caller frees the result. Errors (NULL, ct_last_error() naming silu): CT_EINVAL for a NULL x,
+ * CT_ENOMEM, CT_EUNSUPPORTED on a device without the unary kernel. */
+CT_API ct_tensor *ct_silu(ct_tensor *x);
+/* GELU's tanh approximation, torch.nn.functional.gelu(x, approximate='tanh'):
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), elementwise, with the exact derivative of that
+ * formula (aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl and GeluBackwardKernelImpl with
+ * GeluType::Tanh). Shapes, dtypes, autocast, ownership and errors as ct_silu's (naming gelu_tanh).
+ * ct_gelu is the exact (erf) form, approximate='none'. */
+CT_API ct_tensor *ct_gelu_tanh(ct_tensor *x);
 
 /* ---- reductions over dims: dims has ndims entries (ndims 0 = all dims). keepdim keeps them as 1. */
 CT_API ct_tensor *ct_sum(ct_tensor *x, int ndims, const int *dims, int keepdim);
@@ -130,6 +144,21 @@ CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tenso
  * momentum (r = (1 - m) r + m stat, unbiased variance, as torch); eval: use the running ones. */
 CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps);
+/* Layer normalization, torch.nn.functional.layer_norm(x, x.shape[-normalized_ndim:], weight, bias,
+ * eps) (aten/src/ATen/native/layer_norm.cpp): over each slice of x's last normalized_ndim dims,
+ * y = (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance (divided by the
+ * slice's element count, as torch). x: (*, D1, ..., Dk) with k = normalized_ndim in [1, x's ndim];
+ * weight and bias: (D1, ..., Dk) exactly, or NULL for none (elementwise_affine=False). eps: no
+ * default here, the caller passes it; PyTorch's default (nn.LayerNorm) is 1e-5. Differentiable in
+ * x, weight and bias. dtypes: floating; a float16/bfloat16 x is normalized in float32 and rounded
+ * once, its result keeping x's dtype whatever the parameters' dtype; otherwise the result has the
+ * promoted dtype of x and the parameters. Under autocast it runs in float32 (torch's fp32 list), so
+ * a float16 x there gives a float32 result. The caller frees the result. Errors (NULL,
+ * ct_last_error() naming layer_norm): CT_EINVAL for a NULL x, normalized_ndim outside
+ * [1, x's ndim], or eps < 0 or NaN; CT_ESHAPE naming both shapes for a weight or bias that is not
+ * x's last normalized_ndim dims; CT_EDTYPE for an integer or bool x, weight or bias; CT_EDEVICE for
+ * x, weight and bias on different devices. */
+CT_API ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *weight, ct_tensor *bias, double eps);
 /* Zero elements with probability p and scale the rest by 1/(1-p) when training; x itself (one more
  * reference) otherwise. gen may be NULL for the default generator. */
 CT_API ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen);

@@ -1,5 +1,5 @@
-/* src/ops/norm.c: batch_norm, dropout, softmax and log_softmax.
- * batch_norm and dropout are composed of differentiable ops, so their gradients come from the
+/* src/ops/norm.c: batch_norm, layer_norm, dropout, softmax and log_softmax.
+ * batch_norm, layer_norm and dropout are composed of differentiable ops, so their gradients come from the
  * rules of those ops; softmax has a fused kernel and its own rule. */
 #include <math.h>
 #include <string.h>
@@ -93,6 +93,65 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
   if (y && bias) {
     ct_tensor *b = ct_reshape(bias, x->ndim, cshape), *t = ct_add(y, b);
     ct_tensor_free(b), ct_tensor_free(y);
+    y = t;
+  }
+  return y;
+}
+
+ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *weight, ct_tensor *bias, double eps) {
+  if (!x) return ct__null_arg("layer_norm", "x");
+  CT__AUTOCAST(CT__AUTOCAST_F32, ct_layer_norm(x, normalized_ndim, weight, bias, eps), &x, &weight, &bias);
+  static const char *const names[3] = {"input", "weight", "bias"};
+  char sx[160], sp[160];
+  ct_tensor *all[3] = {x, weight, bias};
+  if (ct__same_device("layer_norm", 3, all, names) != CT_OK) return NULL;
+  const int k = normalized_ndim;
+  if (k < 1 || k > x->ndim)
+    CT_FAIL_NULL(CT_EINVAL, "layer_norm: normalized_ndim must be in [1, %d] for input %s (the number of trailing dims to "
+                 "normalize over), got %d", x->ndim, ct_shape_str(x, sx, sizeof sx), normalized_ndim);
+  for (int i = 0; i < 3; i++)
+    if (all[i] && !ct_dtype_is_floating(all[i]->dtype))
+      CT_FAIL_NULL(CT_EDTYPE, "layer_norm: needs floating tensors, got %s of %s (cast it first, e.g. ct_cast(x, CT_F32))",
+                   names[i], ct_dtype_name(all[i]->dtype));
+  if (!(eps >= 0)) CT_FAIL_NULL(CT_EINVAL, "layer_norm: eps must be >= 0, got %g (PyTorch's default is 1e-5)", eps);
+  const int64_t *ns = x->shape + (x->ndim - k); /* the normalized shape */
+  for (int i = 1; i < 3; i++) {
+    if (!all[i]) continue;
+    int fits = all[i]->ndim == k;
+    for (int d = 0; fits && d < k; d++) fits = all[i]->shape[d] == ns[d];
+    if (!fits) {
+      char se[160];
+      CT_FAIL_NULL(CT_ESHAPE, "layer_norm: %s %s does not match the last %d dim%s of input %s (normalized_ndim %d): expected %s",
+                   names[i], ct_shape_str(all[i], sp, sizeof sp), k, k == 1 ? "" : "s", ct_shape_str(x, sx, sizeof sx), k,
+                   ct__shape_str(k, ns, se, sizeof se));
+    }
+  }
+  if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
+    /* float32 statistics and normalization for a half input, as torch's kernels accumulate in
+     * float: the variance of half values rounded to half would lose its low bits. One rounding at
+     * the end; the output keeps x's dtype whatever the parameters' dtype. */
+    ct_tensor *xf = ct_cast(x, CT_F32);
+    ct_tensor *yf = xf ? ct_layer_norm(xf, k, weight, bias, eps) : NULL;
+    ct_tensor_free(xf);
+    return ct__cast_result(yf, x->dtype);
+  }
+  int dims[CT_MAX_DIMS];
+  for (int d = 0; d < k; d++) dims[d] = x->ndim - k + d;
+  ct_tensor *mean = ct_mean(x, k, dims, 1);
+  ct_tensor *var = mean ? ct_var(x, k, dims, 0, 1) : NULL; /* biased, as torch */
+  ct_tensor *xc = var ? ct_sub(x, mean) : NULL;
+  ct_tensor *ve = xc ? ct_add_scalar(var, eps) : NULL;
+  ct_tensor *sd = ve ? ct_sqrt(ve) : NULL;
+  ct_tensor *y = sd ? ct_div(xc, sd) : NULL;
+  ct_tensor_free(mean), ct_tensor_free(var), ct_tensor_free(xc), ct_tensor_free(ve), ct_tensor_free(sd);
+  if (y && weight) { /* (D1..Dk) broadcasts against x's trailing dims */
+    ct_tensor *t = ct_mul(y, weight);
+    ct_tensor_free(y);
+    y = t;
+  }
+  if (y && bias) {
+    ct_tensor *t = ct_add(y, bias);
+    ct_tensor_free(y);
     y = t;
   }
   return y;

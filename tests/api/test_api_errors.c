@@ -556,6 +556,7 @@ static void test_ops(void **state) {
 #define UNARY_ROW(fn) T(fn, CT_EINVAL, fn(NULL))
   UNARY_ROW(ct_neg); UNARY_ROW(ct_abs); UNARY_ROW(ct_exp); UNARY_ROW(ct_log); UNARY_ROW(ct_sqrt);
   UNARY_ROW(ct_relu); UNARY_ROW(ct_sigmoid); UNARY_ROW(ct_tanh); UNARY_ROW(ct_gelu); UNARY_ROW(ct_norm);
+  UNARY_ROW(ct_silu); UNARY_ROW(ct_gelu_tanh);
   T(ct_norm, CT_EDTYPE, ct_norm(F.i64));
 
   /* reductions */
@@ -654,6 +655,17 @@ static void test_ops(void **state) {
   TA(ct_batch_norm, CT_EDTYPE, "int64", ct_batch_norm(F.i64, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5));
   TA(ct_batch_norm, CT_EINVAL, "eps", ct_batch_norm(F.x4, NULL, NULL, NULL, NULL, 1, 0.1, -1e-5));
   TA(ct_batch_norm, CT_EINVAL, "eps", ct_batch_norm(F.x4, NULL, NULL, NULL, NULL, 1, 0.1, NAN));
+  T(ct_layer_norm, CT_EINVAL, ct_layer_norm(NULL, 1, NULL, NULL, 1e-5));
+  TA(ct_layer_norm, CT_EINVAL, "normalized_ndim", ct_layer_norm(F.a, 0, NULL, NULL, 1e-5));
+  TA(ct_layer_norm, CT_EINVAL, "normalized_ndim", ct_layer_norm(F.a, 3, NULL, NULL, 1e-5));
+  TA(ct_layer_norm, CT_EINVAL, "normalized_ndim", ct_layer_norm(F.a, -1, NULL, NULL, 1e-5));
+  TA(ct_layer_norm, CT_ESHAPE, "(4,)", ct_layer_norm(F.a, 1, F.r1, NULL, 1e-5));  /* weight (4) for (2, 3) */
+  TA(ct_layer_norm, CT_ESHAPE, "bias", ct_layer_norm(F.a, 2, NULL, F.b3, 1e-5)); /* bias (3) for dims (2, 3) */
+  TA(ct_layer_norm, CT_EDEVICE, "weight", ct_layer_norm(F.a, 2, F.fake, NULL, 1e-5));
+  TA(ct_layer_norm, CT_EDTYPE, "int64", ct_layer_norm(F.i64, 1, NULL, NULL, 1e-5));
+  TA(ct_layer_norm, CT_EDTYPE, "weight", ct_layer_norm(F.a, 1, F.i64, NULL, 1e-5));
+  TA(ct_layer_norm, CT_EINVAL, "eps", ct_layer_norm(F.a, 1, NULL, NULL, -1e-5));
+  TA(ct_layer_norm, CT_EINVAL, "eps", ct_layer_norm(F.a, 1, NULL, NULL, NAN));
   T(ct_dropout, CT_EINVAL, ct_dropout(NULL, 0.5, 1, NULL));
   T(ct_dropout, CT_EINVAL, ct_dropout(F.a, -0.5, 1, NULL));
   T(ct_dropout, CT_EINVAL, ct_dropout(F.a, NAN, 1, NULL));

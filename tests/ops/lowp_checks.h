@@ -1,7 +1,9 @@
 /* tests/ops/lowp_checks.h: what the op table cannot see about float16 and bfloat16 (mixed
  * precision), on one device (lp_dev): reductions accumulate in float32, softmax, log_softmax and
- * cross_entropy compute in float32 inside (logits of 20 would overflow half's exp), and batch norm
- * of a half input keeps float32 running statistics computed in float32. Used by test_ops_cpu.c
+ * cross_entropy compute in float32 inside (logits of 20 would overflow half's exp), batch norm
+ * of a half input keeps float32 running statistics computed in float32, layer norm normalizes a
+ * half input in float32, and silu and gelu_tanh stay finite where exp(-x) and x^3 overflow half.
+ * Used by test_ops_cpu.c
  * and tests/opencl/test_opencl_ops.c. Needs testutil.h (cmocka) included before it. */
 #ifndef CUTTLE_TESTS_LOWP_CHECKS_H
 #define CUTTLE_TESTS_LOWP_CHECKS_H
@@ -119,8 +121,69 @@ static void lp_test_batch_norm_f32_stats(void **state) {
   }
 }
 
+/* Layer norm of a half input, as batch norm's: normalized in float32 and rounded once, the output
+ * in the input's dtype (with float32 weight and bias, a module's parameters, too); the input is
+ * offset by 100 so that statistics from half arithmetic would be visibly off. Against the same
+ * values in float32, within u. */
+static void lp_test_layer_norm_f32_stats(void **state) {
+  (void)state;
+  const int64_t sh[3] = {2, 3, 8}, psh[2] = {3, 8};
+  double v[48], wv[24], bv[24];
+  for (int i = 0; i < 48; i++) v[i] = 98 + 0.5 * ((i * 7) % 11); /* exact in both halves */
+  for (int i = 0; i < 24; i++) wv[i] = 0.5 + 0.125 * (i % 9), bv[i] = 0.125 * (i % 7) - 0.5;
+  for (int k = 0; k < 2; k++) {
+    ct_dtype dt = lp_dtypes[k];
+    double u = lp_u(dt);
+    ct_tensor *xh = lp_tensor(v, 3, sh, dt), *x32 = lp_tensor(v, 3, sh, CT_F32);
+    ct_tensor *w = lp_tensor(wv, 2, psh, CT_F32), *b = lp_tensor(bv, 2, psh, CT_F32);
+    ct_tensor *yh = ct_assert_nonnull(ct_layer_norm(xh, 1, NULL, NULL, 1e-5));
+    ct_tensor *y32 = ct_assert_nonnull(ct_layer_norm(x32, 1, NULL, NULL, 1e-5));
+    assert_int_equal(ct_tensor_dtype(yh), dt);
+    ct_assert_close(yh, y32, u, u); /* normalized values of order 1, rounded once */
+    ct_tensor *ywh = ct_assert_nonnull(ct_layer_norm(xh, 2, w, b, 1e-5));
+    ct_tensor *yw32 = ct_assert_nonnull(ct_layer_norm(x32, 2, w, b, 1e-5));
+    assert_int_equal(ct_tensor_dtype(ywh), dt);
+    ct_assert_close(ywh, yw32, u, u);
+    ct_tensor_free(xh), ct_tensor_free(x32), ct_tensor_free(w), ct_tensor_free(b);
+    ct_tensor_free(yh), ct_tensor_free(y32), ct_tensor_free(ywh), ct_tensor_free(yw32);
+  }
+}
+
+/* silu and gelu_tanh far out in the tails, in a half dtype: exp(-x) at x = -20 and x^3 at 100
+ * overflow float16 (and x^3 at 1e4 would overflow it many times over), so a kernel computing in the
+ * half dtype would give inf or NaN. Values and gradients (with g = 1) must be finite and within u
+ * (relative, and the subnormal spacing absolute) of the float64 op on the same values. */
+static void lp_test_activation_tails(void **state) {
+  (void)state;
+  const double v[8] = {-10000, -100, -20, -3, 3, 20, 100, 10000};
+  const int64_t n = 8;
+  ct_tensor *(*const fns[2])(ct_tensor *) = {ct_silu, ct_gelu_tanh};
+  for (int k = 0; k < 2; k++)
+    for (int f = 0; f < 2; f++) {
+      ct_dtype dt = lp_dtypes[k];
+      double u = lp_u(dt);
+      ct_tensor *xh = lp_tensor(v, 1, &n, dt), *x64 = lp_tensor(v, 1, &n, CT_F64);
+      ct_assert_ok(ct_requires_grad_(xh, 1)), ct_assert_ok(ct_requires_grad_(x64, 1));
+      ct_tensor *yh = ct_assert_nonnull(fns[f](xh)), *y64 = ct_assert_nonnull(fns[f](x64));
+      assert_int_equal(ct_tensor_dtype(yh), dt);
+      double *yv = ct_test_values(yh);
+      for (int i = 0; i < 8; i++) assert_true(isfinite(yv[i]));
+      assert_true(yv[7] == lp_round(dt, 10000) && yv[0] == 0); /* x and 0 to any precision */
+      ct_assert_close(yh, y64, 1e-7, u);
+      ct_tensor *sh = ct_assert_nonnull(ct_sum(yh, 0, NULL, 0)), *s64 = ct_assert_nonnull(ct_sum(y64, 0, NULL, 0));
+      ct_assert_ok(ct_backward(sh)), ct_assert_ok(ct_backward(s64));
+      assert_int_equal(ct_tensor_dtype(ct_grad(xh)), dt);
+      double *gv = ct_test_values(ct_grad(xh));
+      for (int i = 0; i < 8; i++) assert_true(isfinite(gv[i]));
+      ct_assert_close(ct_grad(xh), ct_grad(x64), 1e-7, u);
+      free(yv), free(gv);
+      ct_tensor_free(sh), ct_tensor_free(s64), ct_tensor_free(yh), ct_tensor_free(y64), ct_tensor_free(xh), ct_tensor_free(x64);
+    }
+}
+
 #define LP_TESTS                                                                                  \
   cmocka_unit_test(lp_test_sum_accumulates_f32), cmocka_unit_test(lp_test_softmax_no_half_overflow), \
-      cmocka_unit_test(lp_test_batch_norm_f32_stats)
+      cmocka_unit_test(lp_test_batch_norm_f32_stats), cmocka_unit_test(lp_test_layer_norm_f32_stats), \
+      cmocka_unit_test(lp_test_activation_tails)
 
 #endif

@@ -64,6 +64,8 @@ static double oc_neg(double x) { return -x; }
 static double oc_relu(double x) { return !(x <= 0) ? x : 0; } /* NaN passes, as in torch */
 static double oc_sigmoid(double x) { return 1 / (1 + exp(-x)); }
 static double oc_gelu(double x) { return x * 0.5 * erfc(-x / sqrt(2.0)); }
+static double oc_silu(double x) { return x / (1 + exp(-x)); }
+static double oc_gelu_tanh(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 /* ---- runners and references, by family */
 static ct_tensor *run_binary(ct_tensor *const *in, const op_case *c) { return c->f2(in[0], in[1]); }
@@ -258,6 +260,15 @@ static void ref_bn(const oc_arr *in, oc_arr *out, const op_case *c) {
   }
 }
 
+/* layer_norm: x, then weight and bias when n_in says so (n_in 2: weight only). i[0] normalized_ndim,
+ * d[0] eps. */
+static ct_tensor *run_ln(ct_tensor *const *in, const op_case *c) {
+  return ct_layer_norm(in[0], c->i[0], c->n_in > 1 ? in[1] : NULL, c->n_in > 2 ? in[2] : NULL, c->d[0]);
+}
+static void ref_ln(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_ref_layer_norm(&in[0], c->i[0], c->n_in > 1 ? &in[1] : NULL, c->n_in > 2 ? &in[2] : NULL, c->d[0], out);
+}
+
 /* dropout in its deterministic regimes (p = 0, or eval): the identity. d[0] p, i[0] training */
 static ct_tensor *run_dropout(ct_tensor *const *in, const op_case *c) { return ct_dropout(in[0], c->d[0], c->i[0], NULL); }
 static void ref_identity(const oc_arr *in, oc_arr *out, const op_case *c) {
@@ -395,6 +406,7 @@ static const op_case op_cases[] = {
     UN("neg", ct_neg, oc_neg, OC_ANY), UN("abs", ct_abs, fabs, OC_ANY), UN("exp", ct_exp, exp, OC_ANY),
     UN("log", ct_log, log, OC_POS), UN("sqrt", ct_sqrt, sqrt, OC_POS), UN("relu", ct_relu, oc_relu, OC_ANY),
     UN("sigmoid", ct_sigmoid, oc_sigmoid, OC_ANY), UN("tanh", ct_tanh, tanh, OC_ANY), UN("gelu", ct_gelu, oc_gelu, OC_ANY),
+    UN("silu", ct_silu, oc_silu, OC_ANY), UN("gelu_tanh", ct_gelu_tanh, oc_gelu_tanh, OC_ANY),
     RED("sum_all", 0, 0, 0, 0, 0, 0), RED("sum_dim1", 0, 1, 1, 0, 0, 0), RED("sum_dims02_keepdim", 0, 2, 0, 2, 1, 0),
     RED("sum_dim_neg1", 0, 1, -1, 0, 0, 0), RED("mean_all", 1, 0, 0, 0, 0, 0), RED("mean_dim1_keepdim", 1, 1, 1, 0, 1, 0),
     RED("mean_dims02", 1, 2, 0, 2, 0, 0), RED("var_all", 2, 0, 0, 0, 0, 1), RED("var_dim1_corr0_keepdim", 2, 1, 1, 0, 1, 0),
@@ -449,6 +461,17 @@ static const op_case op_cases[] = {
     {"batch_norm_eval", 5, {IN(OC_ANY, 2, 3, 4), IN(OC_ANY, 3), IN(OC_POS, 3), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 31,
      .i = {2}, .d = {0.1, 1e-5}},
     {"batch_norm_train_noaffine", 1, {IN(OC_ANY, 3, 2, 4)}, run_bn, ref_bn, 1, .i = {3}, .d = {0.1, 1e-3}},
+    /* BatchNorm1d's two inputs in training: (N, C), statistics over N, and (N, C, L), over N and L */
+    {"batch_norm_train_nc", 3, {IN(OC_ANY, 8, 3), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 7, .i = {0}, .d = {0.1, 1e-5}},
+    {"batch_norm_train_ncl", 3, {IN(OC_ANY, 4, 3, 5), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 7, .i = {0}, .d = {0.1, 1e-5}},
+    /* layer_norm over the last dim (a transformer's LayerNorm(d)) and over the last two, with and
+     * without weight and bias */
+    {"layer_norm_last_dim", 3, {IN(OC_ANY, 4, 6), IN(OC_ANY, 6), IN(OC_ANY, 6)}, run_ln, ref_ln, 7, .i = {1}, .d = {1e-5}},
+    {"layer_norm_last_dim_3d", 3, {IN(OC_ANY, 2, 3, 5), IN(OC_ANY, 5), IN(OC_ANY, 5)}, run_ln, ref_ln, 7, .i = {1}, .d = {1e-5}},
+    {"layer_norm_2dims", 3, {IN(OC_ANY, 3, 4, 5), IN(OC_ANY, 4, 5), IN(OC_ANY, 4, 5)}, run_ln, ref_ln, 7, .i = {2}, .d = {1e-5}},
+    {"layer_norm_weight_only", 2, {IN(OC_ANY, 5, 4), IN(OC_ANY, 4)}, run_ln, ref_ln, 3, .i = {1}, .d = {1e-5}},
+    {"layer_norm_noaffine", 1, {IN(OC_ANY, 3, 8)}, run_ln, ref_ln, 1, .i = {1}, .d = {1e-5}},
+    {"layer_norm_2dims_noaffine_eps", 1, {IN(OC_ANY, 2, 3, 4)}, run_ln, ref_ln, 1, .i = {2}, .d = {1e-2}},
     {"dropout_p0_train", 1, {IN(OC_ANY, 3, 4)}, run_dropout, ref_identity, 1, .i = {1}, .d = {0.0}},
     {"dropout_eval", 1, {IN(OC_ANY, 3, 4)}, run_dropout, ref_identity, 1, .i = {0}, .d = {0.5}},
     {"softmax_dim1", 1, {IN(OC_ANY, 3, 4, 2)}, run_softmax, ref_softmax, 1, .i = {1, 0}},

@@ -263,6 +263,25 @@ static void oc_ref_batch_norm(const oc_arr *x, const oc_arr *rm, const oc_arr *r
   }
 }
 
+/* ---- layer norm over the last k dims of x: each slice of D = prod(those dims) elements
+ * normalized by its mean and biased variance, then scaled by w and shifted by b (each D elements,
+ * row-major over those dims, or NULL). */
+static void oc_ref_layer_norm(const oc_arr *x, int k, const oc_arr *w, const oc_arr *b, double eps, oc_arr *out) {
+  int64_t D = 1;
+  for (int d = x->ndim - k; d < x->ndim; d++) D *= x->shape[d];
+  oc_alloc(out, x->ndim, x->shape);
+  for (int64_t r = 0; D > 0 && r < x->numel / D; r++) {
+    const double *xs = x->v + r * D;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < D; j++) mean += xs[j];
+    mean /= (double)D;
+    for (int64_t j = 0; j < D; j++) var += (xs[j] - mean) * (xs[j] - mean);
+    var /= (double)D;
+    for (int64_t j = 0; j < D; j++)
+      out->v[r * D + j] = (xs[j] - mean) / sqrt(var + eps) * (w ? w->v[j] : 1) + (b ? b->v[j] : 0);
+  }
+}
+
 /* ---- softmax over dim */
 static void oc_ref_softmax(const oc_arr *x, int dim, int log_, oc_arr *out) {
   int d = dim < 0 ? dim + x->ndim : dim;

@@ -78,6 +78,15 @@ static ct_tensor *r_mse_loss(ct_dtype a, ct_dtype b) { return ct_mse_loss(MK(a, 
 static ct_tensor *r_batch_norm(ct_dtype a, ct_dtype b) {
   return ct_batch_norm(MK(a, 4, 3, 2, 2), MK(CT_F32, 3), MK(CT_F32, 3), MK(b, 3), MK(b, 3), 1, 0.1, 1e-5);
 }
+static ct_tensor *r_layer_norm(ct_dtype a, ct_dtype b) { return ct_layer_norm(MK(a, 2, 3, 4), 1, MK(b, 4), MK(b, 4), 1e-5); }
+static ct_tensor *r_layer_norm_noaffine(ct_dtype a, ct_dtype b) {
+  return (void)b, ct_layer_norm(MK(a, 2, 3, 4), 2, NULL, NULL, 1e-5);
+}
+static ct_tensor *r_silu(ct_dtype a, ct_dtype b) { return (void)b, ct_silu(MK(a, 3, 4)); }
+static ct_tensor *r_gelu(ct_dtype a, ct_dtype b) { return (void)b, ct_gelu(MK(a, 3, 4)); }
+static ct_tensor *r_gelu_tanh(ct_dtype a, ct_dtype b) { return (void)b, ct_gelu_tanh(MK(a, 3, 4)); }
+static ct_tensor *r_sigmoid(ct_dtype a, ct_dtype b) { return (void)b, ct_sigmoid(MK(a, 3, 4)); }
+static ct_tensor *r_tanh(ct_dtype a, ct_dtype b) { return (void)b, ct_tanh(MK(a, 3, 4)); }
 static ct_tensor *r_sum(ct_dtype a, ct_dtype b) { return (void)b, ct_sum(MK(a, 3, 4), 1, (int[]){1}, 0); }
 static ct_tensor *r_mean(ct_dtype a, ct_dtype b) { return (void)b, ct_mean(MK(a, 3, 4), 0, NULL, 0); }
 static ct_tensor *r_exp(ct_dtype a, ct_dtype b) { return (void)b, ct_exp(MK(a, 3, 4)); }
@@ -109,9 +118,9 @@ typedef struct {
 } row;
 
 /* The policy of the issue: lower precision for matmul (batched too), linear and conv2d; float32
- * for softmax, log_softmax, cross_entropy, mse_loss, batch_norm, sum, mean, exp, log, norm; the
- * widest input type for add, cat and where; float64 and integer inputs untouched; other ops as
- * they are. The want_off column is PyTorch's result without autocast (torch.result_type: a 0-dim
+ * for softmax, log_softmax, cross_entropy, mse_loss, batch_norm, layer_norm, sum, mean, exp, log,
+ * norm; the widest input type for add, cat and where; float64 and integer inputs untouched; other
+ * ops (relu, silu, gelu, gelu_tanh, sigmoid, tanh, mul) as they are. The want_off column is PyTorch's result without autocast (torch.result_type: a 0-dim
  * tensor of the same category does not widen a dimensioned one). */
 static const row rows[] = {
     {"matmul f32", r_matmul, CT_F32, CT_F32, CT_F32, LOW},
@@ -127,6 +136,11 @@ static const row rows[] = {
     {"cross_entropy half", r_cross_entropy, HALF, 0, CT_F16, CT_F32},
     {"mse_loss half", r_mse_loss, HALF, HALF, CT_F16, CT_F32},
     {"batch_norm half", r_batch_norm, HALF, HALF, CT_F16, CT_F32},
+    {"layer_norm half", r_layer_norm, HALF, HALF, CT_F16, CT_F32},
+    {"layer_norm half, f32 weight and bias", r_layer_norm, HALF, CT_F32, CT_F16, CT_F32},
+    {"layer_norm half, no affine", r_layer_norm_noaffine, HALF, 0, CT_F16, CT_F32},
+    {"layer_norm f32", r_layer_norm, CT_F32, CT_F32, CT_F32, CT_F32},
+    {"layer_norm f64 (untouched)", r_layer_norm, CT_F64, CT_F64, CT_F64, CT_F64},
     {"sum half", r_sum, HALF, 0, CT_F16, CT_F32},
     {"sum bf16", r_sum, CT_BF16, 0, CT_BF16, CT_F32},
     {"sum int64 (untouched)", r_sum_int, 0, 0, CT_I64, CT_I64},
@@ -147,6 +161,16 @@ static const row rows[] = {
     {"where half, 0-dim f32", r_where_0dim, HALF, CT_F32, CT_F16, CT_F32},
     {"mul half * 0-dim f32 (not in the policy)", r_mul_0dim, HALF, CT_F32, CT_F16, LOW},
     {"relu f32 (not in the policy)", r_relu, CT_F32, 0, CT_F32, CT_F32},
+    /* the activations are in no list of torch's: a half input stays in its own dtype (float16 in a
+     * bfloat16 region too), a float32 one is not lowered */
+    {"silu half (not in the policy)", r_silu, HALF, 0, CT_F16, LOW},
+    {"silu f16 in any region (not in the policy)", r_silu, CT_F16, 0, CT_F16, CT_F16},
+    {"silu f32 (not in the policy)", r_silu, CT_F32, 0, CT_F32, CT_F32},
+    {"gelu half (not in the policy)", r_gelu, HALF, 0, CT_F16, LOW},
+    {"gelu_tanh half (not in the policy)", r_gelu_tanh, HALF, 0, CT_F16, LOW},
+    {"gelu_tanh f32 (not in the policy)", r_gelu_tanh, CT_F32, 0, CT_F32, CT_F32},
+    {"sigmoid half (not in the policy)", r_sigmoid, HALF, 0, CT_F16, LOW},
+    {"tanh half (not in the policy)", r_tanh, HALF, 0, CT_F16, LOW},
 };
 
 /* The states the table runs under. */
