@@ -27,7 +27,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   cd build-asan
   # Leak checking is on by default with ASan on Linux; the OpenMP runtime's own threads are exempt.
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_NUM_THREADS=1
-  run_ctest --output-on-failure -j "$(nproc)" -E 'train_e2e'
+  run_ctest --output-on-failure -j "$(nproc)" -E 'train_e2e|test_cli_exercise'
 else
   ./scripts/build.sh build
   ./scripts/python_env.sh build

@@ -6,7 +6,7 @@
  * lists of aten/src/ATen/autocast_mode.cpp):
  *  - lower precision (the region's dtype, float16 or bfloat16): ct_matmul (batched too),
  *    ct_linear, ct_conv2d, ct_conv2d_relu_max_pool2d;
- *  - float32: ct_softmax, ct_log_softmax, ct_cross_entropy, ct_mse_loss, ct_batch_norm, ct_sum,
+ *  - float32: ct_softmax, ct_log_softmax, ct_cross_entropy, ct_mse_loss, ct_batch_norm, ct_layer_norm, ct_sum,
  *    ct_mean, ct_exp, ct_log, ct_norm;
  *  - the widest input type: ct_add, ct_cat and ct_where with mixed inputs (float32 when any
  *    floating input is float32, or when float16 meets bfloat16);

@@ -33,10 +33,22 @@ CT_API ct_module *ct_conv2d_new(int64_t in_channels, int64_t out_channels, int k
  * it kept one) loads, leaving the count as it is. */
 CT_API ct_module *ct_batchnorm2d_new(int64_t num_features, double eps, double momentum, ct_device dev);
 CT_API ct_module *ct_batchnorm1d_new(int64_t num_features, double eps, double momentum, ct_device dev);
-/* Activations, no parameters: torch.nn.ReLU, Sigmoid, Tanh. Errors: CT_ENOMEM. */
+/* torch.nn.LayerNorm(normalized_shape, eps, elementwise_affine): ct_layer_norm over the last ndim
+ * dims of its input, whose sizes must be normalized_shape (ndim in [1, 8]); with elementwise_affine
+ * the parameters "weight" (1) and "bias" (0) of normalized_shape, float32. eps 0 = 1e-5. Errors:
+ * CT_EINVAL for ndim outside [1, 8], a NULL or non-positive shape or eps < 0, CT_EDEVICE,
+ * CT_ENOMEM. */
+CT_API ct_module *ct_layernorm_new(int ndim, const int64_t *normalized_shape, double eps, int elementwise_affine,
+                                   ct_device dev);
+/* Activations, no parameters: torch.nn.ReLU, Sigmoid, Tanh, SiLU (x sigmoid(x), ct_silu), and
+ * GELU: the exact x Phi(x) (approximate 0, PyTorch's approximate='none', ct_gelu) or the tanh
+ * approximation (approximate 1, approximate='tanh', ct_gelu_tanh). Errors: CT_ENOMEM; CT_EINVAL for
+ * approximate not 0 or 1. */
 CT_API ct_module *ct_relu_new(void);
 CT_API ct_module *ct_sigmoid_new(void);
 CT_API ct_module *ct_tanh_new(void);
+CT_API ct_module *ct_silu_new(void);
+CT_API ct_module *ct_gelu_new(int approximate);
 /* torch.nn.MaxPool2d and AvgPool2d (count_include_pad=True): ct_max_pool2d's and ct_avg_pool2d's
  * options, checked here (CT_EINVAL for NULL opts, a kernel < 1, a negative stride, padding outside
  * [0, kernel / 2]); a zero stride is the kernel size. */

@@ -165,6 +165,39 @@ ct_module *ct_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w) {
 ct_module *ct_identity_new(void) { return ct__module_alloc(CT_M_IDENTITY); }
 ct_module *ct_sigmoid_new(void) { return ct__module_alloc(CT_M_SIGMOID); }
 ct_module *ct_tanh_new(void) { return ct__module_alloc(CT_M_TANH); }
+ct_module *ct_silu_new(void) { return ct__module_alloc(CT_M_SILU); }
+
+ct_module *ct_gelu_new(int approximate) {
+  if (approximate != 0 && approximate != 1)
+    CT_FAIL_NULL(CT_EINVAL, "ct_gelu_new: approximate must be 0 (PyTorch's 'none') or 1 ('tanh'), got %d", approximate);
+  ct_module *m = ct__module_alloc(CT_M_GELU);
+  if (m) m->approximate = approximate;
+  return m;
+}
+
+ct_module *ct_layernorm_new(int ndim, const int64_t *normalized_shape, double eps, int elementwise_affine, ct_device dev) {
+  const char *op = "ct_layernorm_new";
+  if (ndim < 1 || ndim > CT_MAX_DIMS || !normalized_shape)
+    CT_FAIL_NULL(CT_EINVAL, "%s: normalized_shape must have 1 to %d dims, got %d%s", op, CT_MAX_DIMS, ndim,
+                 normalized_shape ? "" : " and a NULL shape");
+  for (int d = 0; d < ndim; d++)
+    if (normalized_shape[d] < 1)
+      CT_FAIL_NULL(CT_EINVAL, "%s: normalized_shape[%d] must be >= 1, got %lld", op, d, (long long)normalized_shape[d]);
+  if (!(eps >= 0)) CT_FAIL_NULL(CT_EINVAL, "%s: eps must be >= 0, got %g (0 takes the default, 1e-5)", op, eps);
+  if (!ct__check_new(op, ndim, normalized_shape, CT_F32, dev)) return NULL;
+  ct_module *m = ct__module_alloc(CT_M_LAYERNORM);
+  if (!m) return NULL;
+  m->norm_ndim = ndim;
+  memcpy(m->norm_shape, normalized_shape, (size_t)ndim * sizeof *normalized_shape);
+  m->eps = eps > 0 ? eps : 1e-5;
+  for (int i = 0; elementwise_affine && i < 2; i++) {
+    ct_tensor *t = ct_full(ndim, normalized_shape, i == 0 ? 1.0 : 0.0, CT_F32, dev);
+    if (t) ct_requires_grad_(t, 1);
+    if (!t || ct__module_add(m, i == 0 ? "weight" : "bias", t, 0) != CT_OK)
+      return ct__error_prefix("%s", op), ct_module_free(m), NULL;
+  }
+  return m;
+}
 
 ct_module *ct_dropout_new(double p) {
   if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "ct_dropout_new: p must be in [0, 1], got %g", p);
@@ -257,6 +290,10 @@ static ct_tensor *forward(ct_module *m, ct_tensor *x) {
     case CT_M_RELU: return ct_relu(x);
     case CT_M_SIGMOID: return ct_sigmoid(x);
     case CT_M_TANH: return ct_tanh(x);
+    case CT_M_SILU: return ct_silu(x);
+    case CT_M_GELU: return m->approximate ? ct_gelu_tanh(x) : ct_gelu(x);
+    case CT_M_LAYERNORM:
+      return ct_layer_norm(x, m->norm_ndim, m->n_slots ? m->slot[0] : NULL, m->n_slots ? m->slot[1] : NULL, m->eps);
     case CT_M_IDENTITY: return ct__retain_tracked(x);
     case CT_M_MAXPOOL2D: return ct_max_pool2d(x, &m->pool);
     case CT_M_AVGPOOL2D: return ct_avg_pool2d(x, &m->pool);

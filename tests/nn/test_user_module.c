@@ -333,12 +333,75 @@ static void test_resnets(void **state) {
   ct_assert_error_contains("unknown model");
 }
 
+/* The layer modules of issue 19 run their ops, with PyTorch's state_dict names and reprs. */
+static void test_layers(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(8);
+  ct_tensor *x = ct_assert_nonnull(ct_randn(4, (int64_t[]){2, 3, 6, 6}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_pool2d_opts p2 = {.kernel = {2, 2}};
+  struct { ct_module *m; ct_tensor *want; const char *repr; } rows[] = {
+      {ct_sigmoid_new(), ct_sigmoid(x), "Sigmoid()"},
+      {ct_tanh_new(), ct_tanh(x), "Tanh()"},
+      {ct_silu_new(), ct_silu(x), "SiLU()"},
+      {ct_gelu_new(0), ct_gelu(x), "GELU(approximate='none')"},
+      {ct_gelu_new(1), ct_gelu_tanh(x), "GELU(approximate='tanh')"},
+      {ct_identity_new(), ct_tensor_retain(x), "Identity()"},
+      {ct_avg_pool2d_new(&p2), ct_avg_pool2d(x, &p2), "AvgPool2d(kernel_size=2, stride=2, padding=0)"},
+      {ct_adaptive_avg_pool2d_new(4, 3), ct_adaptive_avg_pool2d(x, 4, 3), "AdaptiveAvgPool2d(output_size=(4, 3))"},
+  };
+  for (int i = 0; i < 8; i++) {
+    ct_module *m = ct_assert_nonnull(rows[i].m);
+    ct_tensor *y = ct_assert_nonnull(ct_module_forward(m, x));
+    ct_assert_close(y, rows[i].want, 0, 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ct_module_print(m, f);
+    fclose(f);
+    if (strncmp(buf, rows[i].repr, strlen(rows[i].repr)) != 0) fprintf(stderr, "repr %s, expected %s\n", buf, rows[i].repr);
+    assert_memory_equal(buf, rows[i].repr, strlen(rows[i].repr));
+    free(buf);
+    ct_tensor_free(y), ct_tensor_free(rows[i].want);
+    ct_module_free(m);
+  }
+  /* LayerNorm: weight 1 and bias 0 of normalized_shape; forward is ct_layer_norm with them */
+  ct_module *ln = ct_assert_nonnull(ct_layernorm_new(2, (int64_t[]){6, 6}, 0, 1, CT_DEVICE_CPU));
+  ct_named_tensor nt[4];
+  assert_int_equal(ct_module_named_tensors(ln, 1, nt, 4), 2);
+  assert_string_equal(nt[0].name, "weight");
+  assert_int_equal(ct_tensor_ndim(nt[0].tensor), 2);
+  ct_tensor *y = ct_assert_nonnull(ct_module_forward(ln, x));
+  ct_tensor *want = ct_layer_norm(x, 2, NULL, NULL, 1e-5);
+  ct_assert_close(y, want, 1e-6, 1e-6);
+  ct_tensor_free(y), ct_tensor_free(want);
+  ct_tensor *bad = ct_zeros(2, (int64_t[]){3, 5}, CT_F32, CT_DEVICE_CPU);
+  assert_null(ct_module_forward(ln, bad));
+  ct_assert_error_contains("not normalized_shape (6, 6)");
+  ct_module_free(ln);
+  ln = ct_assert_nonnull(ct_layernorm_new(1, (int64_t[]){6}, 0, 0, CT_DEVICE_CPU));
+  assert_int_equal(ct_module_named_tensors(ln, 1, NULL, 0), 0); /* elementwise_affine=False */
+  ct_module_free(ln);
+  /* BatchNorm1d on (N, C) and (N, C, L), not on (N, C, H, W) */
+  ct_module *bn = ct_assert_nonnull(ct_batchnorm1d_new(3, 0, 0, CT_DEVICE_CPU));
+  assert_int_equal(ct_module_named_tensors(bn, 1, nt, 4), 5); /* with num_batches_tracked */
+  assert_string_equal(nt[3].name, "running_var");
+  ct_tensor *x2 = ct_randn(2, (int64_t[]){8, 3}, 1, 2, CT_F32, CT_DEVICE_CPU, &g), *x3 = ct_randn(3, (int64_t[]){8, 3, 4}, 1, 2, CT_F32, CT_DEVICE_CPU, &g);
+  ct_tensor *y2 = ct_assert_nonnull(ct_module_forward(bn, x2)), *y3 = ct_assert_nonnull(ct_module_forward(bn, x3));
+  assert_int_equal((int64_t)ct_item(ct_module_tensor(bn, "num_batches_tracked")), 2);
+  assert_null(ct_module_forward(bn, x));
+  ct_assert_error_contains("expected (N, 3) or (N, 3, L)");
+  ct_tensor_free(x2), ct_tensor_free(x3), ct_tensor_free(y2), ct_tensor_free(y3), ct_tensor_free(bad);
+  ct_module_free(bn);
+  assert_null(ct_gelu_new(3));
+  ct_tensor_free(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names_and_lookup),       cmocka_unit_test(test_registration_errors),
       cmocka_unit_test(test_forward_train_eval),     cmocka_unit_test(test_optimizer_and_checkpoint),
       cmocka_unit_test(test_memory_format_autocast_to), cmocka_unit_test(test_print),
-      cmocka_unit_test(test_resnets),
+      cmocka_unit_test(test_resnets),                cmocka_unit_test(test_layers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

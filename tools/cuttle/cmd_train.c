@@ -147,7 +147,7 @@ static int data_option(int ch, ct_cli_data_opts *d) {
   "--skip-bad-images imagefolder: leave out (and count) an image that does not decode, instead of failing\n"
 
 static int usage_train(FILE *f) {
-  fprintf(f, "usage: cuttle train [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
+  fprintf(f, "usage: cuttle train [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
              "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
              "                    [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--augment]\n"
              "                    [--val-split F] [--image-size H[,W]] [--gray] [--skip-bad-images]\n"
@@ -157,6 +157,9 @@ static int usage_train(FILE *f) {
              "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N]\n"
              "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
              "          --schedule cosine --workers 2 --seed 0 --accumulate 1 --bucket-mb 25 --timeout 60\n"
+             "--model NAME      mlp, cnn (cuttle's recipes), or torchvision's resnet18, resnet34, resnet50 (state_dict\n"
+             "                  keys as torchvision's; in_channels and num_classes from the data); NAME-small, e.g.\n"
+             "                  resnet18-small: the 3x3 stride-1 stem without max-pool, for 28x28 and 32x32 images\n"
              DATA_HELP
              "--augment         train split: RandomCrop(image size, padding=4) and RandomHorizontalFlip(0.5)\n"
              "--save FILE       save a checkpoint after every epoch (written atomically: FILE is always whole)\n"
@@ -887,7 +890,7 @@ static int parse_eval_options(int argc, char **argv, eval_config *c) {
       default:
         if (data_option(ch, &c->data)) break;
         fprintf(ch == 'h' ? stdout : stderr,
-                "usage: cuttle eval --checkpoint FILE [--model mlp|cnn] [--device auto|cpu|cuda:N|opencl:N] [--data-dir DIR]\n"
+                "usage: cuttle eval --checkpoint FILE [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--data-dir DIR]\n"
                 "                   [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--val-split F]\n"
                 "                   [--seed N] [--image-size H[,W]] [--gray] [--skip-bad-images] [--timeout S]\n"
                 "Evaluates on the test split (DIR/val or DIR/test, or --val-split's share drawn with --seed) with\n"
