@@ -381,6 +381,37 @@ opencl() {
 export -f opencl
 step opencl 10 GPU opencl
 
+# ---- 9. issue 19 on the GPU: torchvision's resnet18 on Fashion-MNIST to its accuracy target (>= 93%,
+# with --augment), and the teaching text's mixed-precision exercise word for word on CIFAR-10-format
+# files written here (no CIFAR on the node: random pixels, so its accuracy means nothing; the step
+# proves the command runs on cuda:0 and measures it)
+resnet18_fmnist() {
+  ct "$BIN/cuttle" train --model resnet18 --augment --epochs 12 --batch-size 128 --seed 0 --device cuda:0 \
+    --data-dir "$DATA" --no-progress --metrics "$LOGS/resnet18_fmnist.jsonl" || return 1
+  acc=$(tail -n1 "$LOGS/resnet18_fmnist.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
+  ips=$(tail -n1 "$LOGS/resnet18_fmnist.jsonl" | sed -n 's/.*"images_per_s": *\([0-9.]*\).*/\1/p')
+  awk -v a="$acc" -v ips="$ips" 'BEGIN { printf "RESULT: resnet18 --augment, 12 epochs: test_acc %.2f%% (target 93), %.0f images/s\n",
+    a * 100, ips; exit a >= 0.93 ? 0 : 1 }'
+}
+exercise() {
+  d="$WORK/cifar-10-batches-bin"; mkdir -p "$d"
+  "$PYWRAP" - "$d" <<'PYEOF' || return 1
+import os, random, sys
+random.seed(0)
+for name, n in [("data_batch_%d.bin" % i, 1000) for i in range(1, 6)] + [("test_batch.bin", 1000)]:
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        for _ in range(n):
+            f.write(bytes([random.randrange(10)]) + os.urandom(3072))
+PYEOF
+  ct "$BIN/cuttle" train --model resnet50 --data "cifar10:$d" --optimizer adam --lr 3e-4 --amp f16 --epochs 10 \
+    --device cuda:0 --no-progress --metrics "$LOGS/exercise.jsonl" || return 1
+  ips=$(tail -n1 "$LOGS/exercise.jsonl" | sed -n 's/.*"images_per_s": *\([0-9.]*\).*/\1/p')
+  echo "RESULT: resnet50 cifar10 (5000 random images) adam 3e-4 --amp f16, 10 epochs on cuda:0: $ips images/s in the last epoch"
+}
+export -f resnet18_fmnist exercise
+step train_resnet18_fmnist 240 GPU resnet18_fmnist
+step exercise_resnet50_f16 120 GPU exercise
+
 [ $LIST = 1 ] && { echo "steps:$ALL_STEPS"; exit 0; }
 
 # ---------------------------------------------------------------- results
