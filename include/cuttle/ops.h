@@ -116,8 +116,9 @@ CT_API ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
  * is ResNet's global average pooling. The output is row-major (a channels_last x gives a row-major
  * result). Differentiable. The caller frees the result. Errors (NULL, ct_last_error() naming the
  * op): CT_EINVAL for a NULL x or an output size below 1, CT_ESHAPE for x not 4-D, CT_EDTYPE for an
- * integer x, CT_EUNSUPPORTED on a device without the kernel where out_h does not divide H or out_w
- * W (there the op runs as avg_pool2d with kernel and stride H / out_h, W / out_w). */
+ * integer x. The CPU, CUDA and OpenCL backends have the kernel; a backend without it runs the op as
+ * avg_pool2d with kernel and stride H / out_h, W / out_w where out_h divides H and out_w W, and
+ * fails with CT_EUNSUPPORTED elsewhere. */
 CT_API ct_tensor *ct_adaptive_avg_pool2d(ct_tensor *x, int64_t out_h, int64_t out_w);
 /* max_pool2d(relu(x)) as one op: the same values and gradients as the two ops in a row (ties go to
  * the first element, a window whose maximum is 0 passes no gradient, a NaN propagates), but one

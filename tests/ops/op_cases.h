@@ -455,6 +455,9 @@ static const op_case op_cases[] = {
     ADAPTIVE("adaptive_avg_pool2d_1x1", IN(OC_ANY, 2, 3, 5, 7), 1, 1),
     ADAPTIVE("adaptive_avg_pool2d_6x6_to_3x2", IN(OC_ANY, 1, 2, 6, 6), 3, 2),
     ADAPTIVE("adaptive_avg_pool2d_5x7_to_3x4", IN(OC_ANY, 2, 2, 5, 7), 3, 4),
+    /* non-divisible: 10 -> 3 (windows of 4 overlapping by 1), 7 -> 4 (windows of 2 and 3) and 5 -> 2 */
+    ADAPTIVE("adaptive_avg_pool2d_10x10_to_3x3", IN(OC_ANY, 1, 2, 10, 10), 3, 3),
+    ADAPTIVE("adaptive_avg_pool2d_7x5_to_4x2", IN(OC_ANY, 2, 1, 7, 5), 4, 2),
     POOL("avg_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 3, 2, 2, 1, 1),
     {"batch_norm_train", 3, {IN(OC_ANY, 4, 3, 2, 2), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 7, .i = {0}, .d = {0.1, 1e-5}},
     {"batch_norm_train_running_stats", 3, {IN(OC_ANY, 4, 3, 5), IN(OC_ANY, 3), IN(OC_POS, 3)}, run_bn, ref_bn, 0, .i = {1}, .d = {0.2, 1e-5}},

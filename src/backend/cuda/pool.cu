@@ -1,4 +1,5 @@
-/* src/backend/cuda/pool.cu: 2-D max and average pooling, NCHW, and their backward.
+/* src/backend/cuda/pool.cu: 2-D max and average pooling, NCHW, and their backward; adaptive average
+ * pooling (at the end) and its backward.
  *
  * Own kernels rather than cuDNN: the vtable's backward gets (gy, argmax) and not x and y, which is
  * what cudnnPoolingBackward needs, and the argmax layout must match the CPU's.
@@ -160,3 +161,89 @@ ct_status ct__cuda_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *
   CT_CUDA_LAUNCHED("pool_backward_kernel");
   return CT_OK;
 }
+
+/* ---- adaptive average pooling, as the CPU's (src/backend/cpu/pool.c) and ATen's
+ * (aten/src/ATen/native/AdaptiveAveragePooling.cpp): output cell o of O along an input side of I
+ * averages [adaptive_lo(o, O, I), adaptive_hi(o, O, I)) = [floor(o I / O), ceil((o + 1) I / O));
+ * neighbouring windows may overlap. Read the other way (adaptive_lo(i, I, O), adaptive_hi(i, I, O)),
+ * the rule gives the output cells whose windows hold input i, so the backward gathers (no atomics,
+ * the same sums every run). Summed in C: float for float32/float16/bfloat16, double for float64. */
+static __device__ __forceinline__ int64_t adaptive_lo(int64_t o, int64_t O, int64_t I) { return o * I / O; }
+static __device__ __forceinline__ int64_t adaptive_hi(int64_t o, int64_t O, int64_t I) { return ((o + 1) * I + O - 1) / O; }
+
+/* one thread per y element (nc, oh, ow) of y (NC, OH, OW) from x (NC, H, W) */
+template <typename S, typename C>
+__global__ void adaptive_avg_fwd_kernel(S *__restrict__ y, const S *__restrict__ x, int64_t NC, int64_t H, int64_t W, int64_t OH,
+                                        int64_t OW) {
+  int64_t n = NC * OH * OW;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t ow = i % OW, oh = (i / OW) % OH, nc = i / (OW * OH);
+    int64_t h0 = adaptive_lo(oh, OH, H), h1 = adaptive_hi(oh, OH, H), w0 = adaptive_lo(ow, OW, W), w1 = adaptive_hi(ow, OW, W);
+    const S *xp = x + nc * H * W;
+    C s = 0;
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t w = w0; w < w1; w++) s += ct_cast<C>(xp[h * W + w]);
+    y[i] = ct_cast<S>(s / (C)((h1 - h0) * (w1 - w0)));
+  }
+}
+
+/* one thread per gx element (nc, h, w): the sum of gy / the window's size over the cells whose window holds it */
+template <typename S, typename C>
+__global__ void adaptive_avg_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy, int64_t NC, int64_t H, int64_t W, int64_t OH,
+                                        int64_t OW) {
+  int64_t n = NC * H * W;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t w = i % W, h = (i / W) % H, nc = i / (W * H);
+    int64_t oh0 = adaptive_lo(h, H, OH), oh1 = adaptive_hi(h, H, OH), ow0 = adaptive_lo(w, W, OW), ow1 = adaptive_hi(w, W, OW);
+    const S *gp = gy + nc * OH * OW;
+    C s = 0;
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+      int64_t rows = adaptive_hi(oh, OH, H) - adaptive_lo(oh, OH, H);
+      for (int64_t ow = ow0; ow < ow1; ow++) {
+        int64_t cols = adaptive_hi(ow, OW, W) - adaptive_lo(ow, OW, W);
+        s += ct_cast<C>(gp[oh * OW + ow]) / (C)(rows * cols);
+      }
+    }
+    gx[i] = ct_cast<S>(s);
+  }
+}
+
+/* The launch of either direction: `out` (contiguous, written whole) from `in` (made contiguous
+ * first where it is not); big is (N, C, H, W), small (N, C, OH, OW). */
+static ct_status adaptive_launch(int backward, ct_tensor *out, ct_tensor *in, const ct_tensor *big, const ct_tensor *small) {
+  const char *what = backward ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool2d";
+  ct__cuda_ctx *ctx = ct__cuda_ctx_of(out);
+  if (!ctx) return ct_last_status();
+  if (big->ndim != 4 || small->ndim != 4)
+    return ct__error(CT_ESHAPE, "cuda: %s wants (N, C, H, W) tensors, got %d and %d dims", what, big->ndim, small->ndim);
+  if (!ct_tensor_is_contiguous(out)) return ct__error(CT_EINVAL, "cuda: %s wants a contiguous output", what);
+  if (out->dtype != in->dtype)
+    return ct__error(CT_EDTYPE, "cuda: %s wants tensors of one dtype, got %s and %s", what, ct_dtype_name(out->dtype),
+                     ct_dtype_name(in->dtype));
+  if (!ct_dtype_is_floating(out->dtype)) /* before the temporary: the dispatch's error returns at once */
+    return ct__error(CT_EDTYPE, "cuda: %s wants a floating dtype, not %s", what, ct_dtype_name(out->dtype));
+  int64_t NC = big->shape[0] * big->shape[1], H = big->shape[2], W = big->shape[3], OH = small->shape[2], OW = small->shape[3];
+  int64_t n = ct_tensor_numel(out);
+  if (n == 0) return CT_OK;
+  ct__be_tmp ic;
+  CT_TRY(ct__be_tmp_contiguous(&ic, in));
+  unsigned grid = ct__cuda_blocks(ctx, n);
+  ct_status s = CT_OK;
+  if (backward) {
+    CT_CUDA_DISPATCH_FLOAT(out->dtype, S, C, what, adaptive_avg_bwd_kernel<S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                                 (S *)ct__ptr(out), (const S *)ct__ptr(&ic.t), NC, H, W, OH, OW));
+  } else {
+    CT_CUDA_DISPATCH_FLOAT(out->dtype, S, C, what, adaptive_avg_fwd_kernel<S, C><<<grid, CT_CUDA_THREADS, 0, ctx->compute>>>(
+                                 (S *)ct__ptr(out), (const S *)ct__ptr(&ic.t), NC, H, W, OH, OW));
+  }
+  cudaError_t e = cudaGetLastError();
+  ct__be_tmp_free(&ic);
+  if (e != cudaSuccess) s = ct__error(CT_EBACKEND, "cuda: launch of %s failed: %s", what, cudaGetErrorString(e));
+  return s;
+}
+
+/* x: (N, C, H, W) any strides -> y: (N, C, OH, OW) contiguous */
+ct_status ct__cuda_adaptive_avg_pool2d(ct_tensor *y, ct_tensor *x) { return adaptive_launch(0, y, x, x, y); }
+
+/* gy: (N, C, OH, OW) any strides -> gx: (N, C, H, W) contiguous, overwritten */
+ct_status ct__cuda_adaptive_avg_pool2d_backward(ct_tensor *gx, ct_tensor *gy) { return adaptive_launch(1, gx, gy, gx, gy); }

@@ -1,5 +1,6 @@
-/* src/backend/opencl/pool.c: the launchers of 2-D max and average pooling and their backward
- * (kernels/pool.cl), with the CPU backend's semantics (src/backend/cpu/pool.c's generic path).
+/* src/backend/opencl/pool.c: the launchers of 2-D max and average pooling, adaptive average
+ * pooling, and their backward (kernels/pool.cl), with the CPU backend's semantics
+ * (src/backend/cpu/pool.c's generic path).
  * x: (N, C, H, W) -> y: (N, C, Ho, Wo), any floating dtype. Max pooling's argmax is int64, the
  * flat index h W + w into x's plane (the vtable's pool2d_argmax_dtype is NULL, which means that),
  * and -1 for a window CT_POOL_MAX_RELU passes no gradient through. The backward is a gather over
@@ -60,4 +61,33 @@ ct_status ct__ocl_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
   }
   ct__be_tmp_free(&gyt), ct__be_tmp_free(&amt);
   return s;
+}
+
+/* Adaptive average pooling (kernels/pool.cl's adaptive_avg_pool2d): `big` (N, C, H, W) and `small`
+ * (N, C, OH, OW) of one floating dtype; `out` is written whole, `in` is read (made contiguous first
+ * where it is not). The forward launches over y, the backward over gx. */
+static ct_status adaptive(const char *kernel, ct_tensor *out, ct_tensor *in, const ct_tensor *big, const ct_tensor *small) {
+  if (out->dtype != in->dtype)
+    return ct__error(CT_EDTYPE, "opencl: %s wants tensors of one dtype, got %s and %s", kernel, ct_dtype_name(out->dtype),
+                     ct_dtype_name(in->dtype));
+  ct__be_tmp it;
+  CT_TRY(ct__be_tmp_contiguous(&it, in));
+  ct__ocl_buf ob, ib;
+  ct_status s;
+  if ((s = ct__ocl_buf_of(out, &ob)) == CT_OK && (s = ct__ocl_buf_of(&it.t, &ib)) == CT_OK) {
+    cl_long H = big->shape[2], W = big->shape[3], OH = small->shape[2], OW = small->shape[3];
+    ct__ocl_arg args[] = {CT_OCL_ARG(ob.mem), CT_OCL_ARG(ob.off), CT_OCL_ARG(ib.mem), CT_OCL_ARG(ib.off), CT_OCL_ARG(ib.dt),
+                          CT_OCL_ARG(H),      CT_OCL_ARG(W),      CT_OCL_ARG(OH),     CT_OCL_ARG(OW)};
+    s = ct__ocl_launch(out->device.index, kernel, (size_t)ct_tensor_numel(out), 9, args);
+  }
+  ct__be_tmp_free(&it);
+  return s;
+}
+
+// x: (N, C, H, W) -> y: (N, C, OH, OW), y contiguous
+ct_status ct__ocl_adaptive_avg_pool2d(ct_tensor *y, ct_tensor *x) { return adaptive("adaptive_avg_pool2d", y, x, x, y); }
+
+// gy: (N, C, OH, OW) -> gx: (N, C, H, W), gx contiguous (overwritten)
+ct_status ct__ocl_adaptive_avg_pool2d_backward(ct_tensor *gx, ct_tensor *gy) {
+  return adaptive("adaptive_avg_pool2d_backward", gx, gy, gx, gy);
 }

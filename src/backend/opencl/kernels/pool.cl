@@ -1,5 +1,6 @@
-/* src/backend/opencl/kernels/pool.cl: 2-D max and average pooling and their backward
- * (src/backend/opencl/pool.c), over contiguous (N, C, H, W) of any floating dtype, in REAL.
+/* src/backend/opencl/kernels/pool.cl: 2-D max and average pooling, adaptive average pooling, and
+ * their backward (src/backend/opencl/pool.c), over contiguous (N, C, H, W) of any floating dtype,
+ * in REAL.
  *
  * The semantics are the CPU's (src/backend/cpu/pool.c): windows in row-major order, ties keep the
  * first element, a NaN wins over numbers and a later NaN over an earlier one; average pooling
@@ -59,5 +60,46 @@ __kernel void pool2d_backward(__global uchar *gx, long gxoff, __global const uch
       if (kind == 1) s += ld(gy, gyoff + q, dt) / (REAL)(g.kh * g.kw);
       else if (am[amoff + q] == flat) s += ld(gy, gyoff + q, dt);
     }
+  st(gx, gxoff + idx, dt, s);
+}
+
+/* ---- adaptive average pooling, as the CPU's (src/backend/cpu/pool.c) and ATen's
+ * (aten/src/ATen/native/AdaptiveAveragePooling.cpp): output cell o of O along an input side of I
+ * averages [adaptive_lo(o, O, I), adaptive_hi(o, O, I)) = [floor(o I / O), ceil((o + 1) I / O));
+ * neighbouring windows may overlap. Read the other way (adaptive_lo(i, I, O), adaptive_hi(i, I, O)),
+ * the same rule gives the output cells whose windows hold input i. */
+long adaptive_lo(long o, long O, long I) { return o * I / O; }
+long adaptive_hi(long o, long O, long I) { return ((o + 1) * I + O - 1) / O; }
+
+/* y (N, C, OH, OW) from x (N, C, H, W): one work-item per output, summed in row-major order. */
+__kernel void adaptive_avg_pool2d(__global uchar *y, long yoff, __global const uchar *x, long xoff, int dt, long H, long W,
+                                  long OH, long OW) {
+  long idx = get_global_id(0);
+  long ow = idx % OW, oh = (idx / OW) % OH, plane = idx / (OW * OH);
+  long h0 = adaptive_lo(oh, OH, H), h1 = adaptive_hi(oh, OH, H), w0 = adaptive_lo(ow, OW, W), w1 = adaptive_hi(ow, OW, W);
+  long base = xoff + plane * H * W;
+  REAL s = 0;
+  for (long h = h0; h < h1; h++)
+    for (long w = w0; w < w1; w++) s += ld(x, base + h * W + w, dt);
+  st(y, yoff + idx, dt, s / (REAL)((h1 - h0) * (w1 - w0)));
+}
+
+/* gx (N, C, H, W) from gy (N, C, OH, OW): one work-item per input element, the sum over the output
+ * cells whose window holds it, in increasing (oh, ow) order, of gy / the window's size; a gather, so
+ * no atomics and the same sums every run. */
+__kernel void adaptive_avg_pool2d_backward(__global uchar *gx, long gxoff, __global const uchar *gy, long gyoff, int dt, long H,
+                                           long W, long OH, long OW) {
+  long idx = get_global_id(0);
+  long w = idx % W, h = (idx / W) % H, plane = idx / (W * H);
+  long oh0 = adaptive_lo(h, H, OH), oh1 = adaptive_hi(h, H, OH), ow0 = adaptive_lo(w, W, OW), ow1 = adaptive_hi(w, W, OW);
+  long obase = gyoff + plane * OH * OW;
+  REAL s = 0;
+  for (long oh = oh0; oh < oh1; oh++) {
+    long rows = adaptive_hi(oh, OH, H) - adaptive_lo(oh, OH, H);
+    for (long ow = ow0; ow < ow1; ow++) {
+      long cols = adaptive_hi(ow, OW, W) - adaptive_lo(ow, OW, W);
+      s += ld(gy, obase + oh * OW + ow, dt) / (REAL)(rows * cols);
+    }
+  }
   st(gx, gxoff + idx, dt, s);
 }
