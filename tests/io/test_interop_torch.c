@@ -1,11 +1,14 @@
-/* tests/io/test_interop_torch.c: checkpoints shared with PyTorch, both ways, for the mlp and the
- * cnn, checked on real data:
+/* tests/io/test_interop_torch.c: checkpoints shared with PyTorch, both ways, for the mlp, the cnn
+ * and torchvision's resnet18 (1-channel conv1, 10 classes; Debian's torchvision), checked on real
+ * data:
  *  - cuttle trains the model for STEPS Adam steps on the first STEPS batches of BATCH Fashion-MNIST
  *    training images and saves a checkpoint (model and Adam state); PyTorch builds the same
  *    nn.Sequential, loads the model part with load_state_dict(strict=True), and both sides compare
  *    their logits of the test set's first NTEST images;
  *  - PyTorch trains the same way and saves its state_dict with safetensors.torch; cuttle loads it
- *    with ct_checkpoint_load and compares its logits with PyTorch's.
+ *    with ct_checkpoint_load and compares its logits with PyTorch's;
+ *  - `cuttle eval --model resnet18` on the file PyTorch saved counts as many correct test images
+ *    (of 10000) as PyTorch does.
  * Each comparison prints the max abs difference it measured and fails above TOL. The PyTorch side is
  * tests/io/torch_interop.py, run by $CUTTLE_PYTHON (the build folder's venv, see
  * scripts/python_env.sh). A missing torch or safetensors is a failure, not a skip, unless
@@ -164,6 +167,37 @@ static void cnn_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle
 static void resnet18_cuttle_to_torch(void **state) { (void)state, cuttle_trains_torch_loads("resnet18"); }
 static void resnet18_torch_to_cuttle(void **state) { (void)state, torch_trains_cuttle_loads("resnet18"); }
 
+/* `cuttle eval --model resnet18` on torchvision's resnet18 saved by PyTorch: the same number of
+ * correct answers on the 10000 test images as PyTorch counts with the same file. */
+static void resnet18_cuttle_eval_cli(void **state) {
+  (void)state;
+  char *dir = ct_assert_nonnull(ct_test_tmpdir()), ck[4200], lg[4200], cmd[32768], out[16384];
+  snprintf(ck, sizeof ck, "%s/torch.safetensors", dir);
+  snprintf(lg, sizeof lg, "%s/torch_logits.safetensors", dir);
+  snprintf(cmd, sizeof cmd, "'%s' '%s' train resnet18 '%s' '%s' '%s'", ct_test_python(), script, data_dir, ck, lg);
+  fflush(stdout);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "'%s' '%s' correct resnet18 '%s' '%s'", ct_test_python(), script, data_dir, ck), 0);
+  const char *p = strstr(out, "correct ");
+  assert_non_null(p);
+  long theirs = strtol(p + 8, NULL, 10);
+  const char *bin = getenv("CUTTLE_BINARY_DIR");
+  int rc = ct_test_run(out, sizeof out, "'%s/cuttle' eval --model resnet18 --checkpoint '%s' --device cpu --data-dir '%s'",
+                       bin ? bin : ".", ck, data_dir);
+  printf("%s", out);
+  assert_int_equal(rc, 0);
+  long ours = -1;
+  for (const char *q = out; (q = strstr(q, " correct")) != NULL; q++) {
+    const char *b = q;
+    while (b > out && b[-1] >= '0' && b[-1] <= '9') b--;
+    if (b < q) ours = strtol(b, NULL, 10);
+  }
+  printf("resnet18: PyTorch counts %ld of 10000 correct, cuttle eval %ld\n", theirs, ours);
+  assert_true(theirs > 1000);
+  assert_int_equal(ours, theirs);
+  ct_test_rmdir(dir);
+}
+
 int main(void) {
   int rc = ct_test_require_python("numpy, torch, safetensors.torch");
   if (rc != 0) return rc;
@@ -176,6 +210,7 @@ int main(void) {
   snprintf(script, sizeof script, "%s/tests/io/torch_interop.py", src ? src : ".");
   const struct CMUnitTest tests[] = {cmocka_unit_test(mlp_cuttle_to_torch), cmocka_unit_test(cnn_cuttle_to_torch),
                                      cmocka_unit_test(mlp_torch_to_cuttle), cmocka_unit_test(cnn_torch_to_cuttle),
-                                     cmocka_unit_test(resnet18_cuttle_to_torch), cmocka_unit_test(resnet18_torch_to_cuttle)};
+                                     cmocka_unit_test(resnet18_cuttle_to_torch), cmocka_unit_test(resnet18_torch_to_cuttle),
+                                     cmocka_unit_test(resnet18_cuttle_eval_cli)};
   return cmocka_run_group_tests(tests, read_data, free_data);
 }

@@ -12,6 +12,9 @@ Fashion-MNIST test set's first 256 images, read here from the same IDX files cut
   python3 torch_interop.py train MODEL DATA CKPT LOGITS
       train MODEL (seed 7) for STEPS Adam steps on the first STEPS batches of BATCH training
       images, save its state_dict to CKPT and its logits of the test images to LOGITS {"logits"}.
+  python3 torch_interop.py correct MODEL DATA CKPT
+      load the state_dict CKPT into MODEL and print "correct N": its right answers on the 10000 test
+      images, which `cuttle eval --model MODEL --checkpoint CKPT` must count too.
 DATA is the folder of the four (gzipped or plain) IDX files.
 """
 import gzip
@@ -96,6 +99,18 @@ def load(name, data, ckpt, theirs_path, out):
     return 0 if diff <= TOL else 1
 
 
+def correct(name, data, ckpt):
+    """Load the state_dict CKPT into MODEL and print how many of the 10000 test images it classifies
+    correctly: "correct N" (what `cuttle eval` counts on the same file)."""
+    net = model(name)
+    net.load_state_dict(load_file(ckpt), strict=True)
+    x, y = images(data, "test", 10000)
+    with torch.no_grad():
+        pred = torch.cat([net.eval()(x[i:i + 500]).argmax(1) for i in range(0, 10000, 500)])
+    print(f"correct {(pred == y).sum().item()}")
+    return 0
+
+
 def train(name, data, ckpt, logits_path):
     torch.manual_seed(7)
     net = model(name)
@@ -121,6 +136,8 @@ def main():
     torch.set_num_threads(1)
     if mode == "load":
         return load(name, data, sys.argv[4], sys.argv[5], sys.argv[6])
+    if mode == "correct":
+        return correct(name, data, sys.argv[4])
     return train(name, data, sys.argv[4], sys.argv[5])
 
 
