@@ -17,6 +17,7 @@ static ct_tensor *then(ct_module *self, const char *name, ct_tensor *h) {
   if (!h) return NULL;
   ct_module *c = ct_module_child(self, name);
   ct_tensor *y = c ? ct_module_forward(c, h) : NULL;
+  if (!y) ct__error_prefix("%s", name); /* the child's name in the path: "layer2: child 0, BasicBlock: conv1: ..." */
   ct_tensor_free(h);
   return y;
 }
