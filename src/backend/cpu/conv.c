@@ -1,13 +1,18 @@
-/* src/backend/cpu/conv.c: 2-D convolution by im2col + GEMM, one image per thread.
+/* src/backend/cpu/conv.c: 2-D convolution by im2col + GEMM, one image (or one block of images,
+ * when the output is small) per thread.
  *
  * x: (N, C, H, W), w: (O, C/G, kH, kW) -> y: (N, O, Ho, Wo), L = Ho Wo, K = C/G kH kW. For image n,
  * cols_n is (C kH kW, L): row (c, i, j) holds x[n, c, ho s - p + i d, wo s - p + j d] (0 outside),
  * and for group g
  *   y_n,g (O/G, L) = W_g (O/G, K) @ cols_n,g,
  *   dW_g += dy_n,g @ cols_n,g^T,   dcols_n,g = W_g^T @ dy_n,g, then col2im.
- * Images are spread over OpenMP threads and each GEMM runs single-threaded inside its thread
+ * Small outputs (L < BLOCK_MAX_L) run B images at a time: their cols_n side by side in one (C kH kW,
+ * B L) matrix, so each GEMM above has B L columns (or, for dW, a sum of B L products) instead of L;
+ * see block_images. The per-image steps are the blocks of B = 1.
+ * Blocks are spread over OpenMP threads and each GEMM runs single-threaded inside its thread
  * (OpenBLAS's OpenMP build does that inside a parallel region), so each thread's cols_n stays in
- * its cache and no (O, N L) staging matrix or transpose is needed (measured in docs/perf.md).
+ * its cache and no (O, N L) staging matrix or transpose is needed (measured in docs/perf.md); a
+ * block of B > 1 images has its outputs in a per-thread (O, B L) and copies them to y.
  * The backward recomputes cols_n into the same cache-resident scratch rather than reading back a
  * copy the forward kept: keeping them cost a (C kH kW, N L) matrix written to and read from memory
  * every step and measured 5% slower on the cnn once im2col copied whole rows (docs/perf.md).
@@ -179,33 +184,71 @@ char *ct__conv_scratch(int slot, size_t n) {
   return p;
 }
 
+/* Small outputs: blocks of images. Below BLOCK_MAX_L output pixels an image's GEMMs are narrow (N
+ * = L: 4 in resnet18's layer3 and 1 in its layer4 at 28x28, with K up to 4608) and OpenBLAS spends
+ * its time packing the weights, the whole (O, K) streamed again for every image; the weight
+ * gradient's GEMM, a sum of only L products, reads and writes all of dW per image. There B images
+ * go together, B L >= BLOCK_COLS columns: one packing of the weights and one pass over dW serve
+ * them all. B is capped so that every thread gets a block (the blocks are spread over the threads
+ * as the images are, each GEMM single-threaded: one block at a time with OpenBLAS's threads
+ * measured slower on 2 cores, docs/perf.md) and so that a block's im2col matrix stays within
+ * BLOCK_ELEMS elements. B depends on the shapes and the thread count only, not on the dtype, so
+ * that the fused conv + relu + pool (conv_relu_pool.c), halves included, blocks its images as
+ * conv2d does and gets the same sums. */
+enum { BLOCK_MAX_L = 100, BLOCK_COLS = 256, BLOCK_ELEMS = 4 << 20 };
+
+static int64_t block_images(const geom *g, int64_t L, int64_t Kall) {
+  if (L <= 0 || L >= BLOCK_MAX_L) return 1;
+  int64_t nt = omp_get_max_threads(), B = (BLOCK_COLS + L - 1) / L, per = (g->N + nt - 1) / nt;
+  if (B > per) B = per;
+  if (Kall > 0 && B * Kall * L > BLOCK_ELEMS) B = BLOCK_ELEMS / (Kall * L);
+  return B > 1 ? B : 1;
+}
+
 ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
                                  const ct_conv2d_opts *o) {
   c->g = geometry(x, w, Ho, Wo, o);
   c->dt = x->dtype, c->es = (int64_t)ct_dtype_size(c->dt);
   c->L = Ho * Wo, c->K = c->g.C / c->g.G * c->g.kh * c->g.kw, c->Og = c->g.O / c->g.G, c->Kall = c->g.C * c->g.kh * c->g.kw;
+  c->B = block_images(&c->g, c->L, c->Kall), c->ld = c->B * c->L;
   c->xp = ct__ptr(x), c->wp = ct__ptr(w), c->bp = b ? ct__ptr(b) : NULL, c->bdt = b ? b->dtype : c->dt;
-  c->bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * c->Kall * c->L * c->es));
+  c->bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * c->Kall * c->ld * c->es));
   return c->bufs ? CT_OK : CT_ENOMEM;
 }
 
-void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn) {
+void ct__conv_forward_block(const ct_conv_fw *c, int64_t n0, int64_t nb, int tid, char *ys) {
   const geom *g = &c->g;
-  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og;
-  char *cols = c->bufs + tid * c->Kall * L * es;
-  im2col(c->dt, g, c->xp + n * g->C * g->H * g->W * es, cols, L);
+  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og, ld = c->ld, NL = nb * L, CHW = g->C * g->H * g->W;
+  char *cols = c->bufs + tid * c->Kall * ld * es;
+  for (int64_t b = 0; b < nb; b++) im2col(c->dt, g, c->xp + (n0 + b) * CHW * es, cols + b * L * es, ld);
   /* y starts as the bias and the GEMM adds to it (beta = 1): OpenBLAS would otherwise spend a
    * pass zeroing C for beta = 0 and a second pass would add the bias */
   for (int64_t oc = 0; c->bp && oc < g->O; oc++) {
     double bias = ct__load(c->bp + oc * ct_dtype_size(c->bdt), c->bdt);
     if (c->dt == CT_F32)
-      for (int64_t l = 0; l < L; l++) ((float *)yn)[oc * L + l] = (float)bias;
+      for (int64_t l = 0; l < NL; l++) ((float *)ys)[oc * ld + l] = (float)bias;
     else
-      for (int64_t l = 0; l < L; l++) ((double *)yn)[oc * L + l] = bias;
+      for (int64_t l = 0; l < NL; l++) ((double *)ys)[oc * ld + l] = bias;
   }
   for (int64_t gi = 0; gi < g->G; gi++)
-    ct__conv_gemm(c->dt, 0, 0, Og, L, K, c->wp + gi * Og * K * es, K, cols + gi * K * L * es, L, c->bp ? 1.0 : 0.0,
-         yn + gi * Og * L * es, L);
+    ct__conv_gemm(c->dt, 0, 0, Og, NL, K, c->wp + gi * Og * K * es, K, cols + gi * K * ld * es, ld, c->bp ? 1.0 : 0.0,
+         ys + gi * Og * ld * es, ld);
+}
+
+/* Between a block's (O, nb L), rows ld apart, and y's (nb, O, L) layout: image b's row oc is the L
+ * elements at oc ld + b L in the one and at (b O + oc) L in the other. to_y: from the block's (src)
+ * into y's layout (dst); else from y's layout into the block's. */
+static void block_copy(int64_t es, int to_y, int64_t nb, int64_t O, int64_t L, int64_t ld, const char *src, char *dst) {
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t oc = 0; oc < O; oc++) {
+      int64_t blk = (oc * ld + b * L) * es, img = (b * O + oc) * L * es;
+      const char *s = src + (to_y ? blk : img);
+      char *d = dst + (to_y ? img : blk);
+      if (es == 4)
+        for (int64_t l = 0; l < L; l++) ((uint32_t *)d)[l] = ((const uint32_t *)s)[l];
+      else
+        for (int64_t l = 0; l < L; l++) ((uint64_t *)d)[l] = ((const uint64_t *)s)[l];
+    }
 }
 
 ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
@@ -213,8 +256,18 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
   ct_status s = ct__conv_forward_setup(&c, x, w, b, y->shape[2], y->shape[3], o);
   if (s != CT_OK) return s;
   char *yp = ct__ptr(y);
+  int64_t B = c.B, N = c.g.N, O = c.g.O, L = c.L, es = c.es;
+  /* a block of one image is computed in place; a larger one in a per-thread (O, B L) and scattered */
+  char *stage = B > 1 ? ct__conv_scratch(CT_CONV_SCRATCH_BLOCK, (size_t)(omp_get_max_threads() * O * c.ld * es)) : NULL;
+  if (B > 1 && !stage) return CT_ENOMEM;
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < c.g.N; n++) ct__conv_forward_image(&c, n, omp_get_thread_num(), yp + n * c.g.O * c.L * c.es);
+  for (int64_t n0 = 0; n0 < N; n0 += B) {
+    int tid = omp_get_thread_num();
+    int64_t nb = N - n0 < B ? N - n0 : B;
+    char *yn = yp + n0 * O * L * es, *ys = B > 1 ? stage + tid * O * c.ld * es : yn;
+    ct__conv_forward_block(&c, n0, nb, tid, ys);
+    if (B > 1) block_copy(es, 1, nb, O, L, c.ld, ys, yn);
+  }
   return CT_OK;
 }
 
@@ -241,41 +294,49 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
   ct_dtype dt = c->dt = x->dtype;
   int64_t es = c->es = (int64_t)ct_dtype_size(dt), L = c->L = Ho * Wo, nt = c->nt = omp_get_max_threads();
   c->K = g.C / g.G * g.kh * g.kw, c->Og = g.O / g.G, c->Kall = g.C * g.kh * g.kw, c->wsz = g.O * c->K;
+  c->B = block_images(&g, L, c->Kall), c->ld = c->B * L;
   c->xp = ct__ptr(x), c->wp = ct__ptr(w);
   c->gxp = gx ? ct__ptr(gx) : NULL;
-  c->cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * c->Kall * L * es)) : NULL;
-  c->dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)(nt * c->Kall * L * es)) : NULL;
+  c->cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * c->Kall * c->ld * es)) : NULL;
+  c->dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)(nt * c->Kall * c->ld * es)) : NULL;
   c->acc = gw ? ct__conv_scratch(CT_CONV_SCRATCH_WGRAD, (size_t)(nt * c->wsz * es)) : NULL;
   c->bacc = gb ? (double *)ct__conv_scratch(CT_CONV_SCRATCH_BGRAD, (size_t)(nt * g.O) * sizeof(double)) : NULL;
   if ((gw && !c->cols) || (gx && !c->dcols) || (gw && !c->acc) || (gb && !c->bacc)) return CT_ENOMEM;
   if (c->bacc) memset(c->bacc, 0, (size_t)(nt * g.O) * sizeof(double));
   if (c->acc) memset(c->acc, 0, (size_t)(nt * c->wsz * es));
-  /* dcols starts at zero and col2im zeroes every element it reads, so each image's input-gradient
+  /* dcols starts at zero and col2im zeroes every element it reads, so each block's input-gradient
    * GEMM can add into it (beta = 1) and OpenBLAS skips its pass zeroing C (5% of a cnn step); the
-   * elements col2im never reads (taps outside the image) collect sums nobody reads */
-  if (c->dcols) memset(c->dcols, 0, (size_t)(nt * c->Kall * L * es));
+   * elements col2im never reads (taps outside the image) collect sums nobody reads. Image b of a
+   * block always has columns [b L, b L + L) (rows ld apart, a short last block too), so those
+   * elements are the same ones in every block. */
+  if (c->dcols) memset(c->dcols, 0, (size_t)(nt * c->Kall * c->ld * es));
   return CT_OK;
 }
 
-void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char *gyn) {
+void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int tid, const char *dys) {
   const geom *g = &c->g;
   ct_dtype dt = c->dt;
-  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og;
-  if (c->bacc) /* the bias gradient: dy_n's row sums, while dy_n is in this thread's cache */
-    for (int64_t oc = 0; oc < g->O; oc++) c->bacc[tid * g->O + oc] += row_sum(dt, gyn + oc * L * es, L);
-  if (c->acc) { /* dW_g += dy_n,g (Og, L) @ cols_n,g^T (L, K), into this thread's accumulator */
-    char *cn = c->cols + tid * c->Kall * L * es;
-    im2col(dt, g, c->xp + n * g->C * g->H * g->W * es, cn, L);
+  int64_t es = c->es, L = c->L, K = c->K, Og = c->Og, ld = c->ld, NL = nb * L, CHW = g->C * g->H * g->W;
+  if (c->bacc) /* the bias gradient: each image's row sums of dy, while dy is in this thread's cache */
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t oc = 0; oc < g->O; oc++) c->bacc[tid * g->O + oc] += row_sum(dt, dys + (oc * ld + b * L) * es, L);
+  if (c->acc) { /* dW_g += dy_g (Og, nb L) @ cols_g^T (nb L, K), into this thread's accumulator */
+    char *cn = c->cols + tid * c->Kall * ld * es;
+    for (int64_t b = 0; b < nb; b++) im2col(dt, g, c->xp + (n0 + b) * CHW * es, cn + b * L * es, ld);
     for (int64_t gi = 0; gi < g->G; gi++)
-      ct__conv_gemm(dt, 0, 1, Og, K, L, gyn + gi * Og * L * es, L, cn + gi * K * L * es, L, 1.0,
+      ct__conv_gemm(dt, 0, 1, Og, K, NL, dys + gi * Og * ld * es, ld, cn + gi * K * ld * es, ld, 1.0,
            c->acc + (tid * c->wsz + gi * Og * K) * es, K);
   }
-  if (c->gxp) { /* dcols_n,g (K, L) = W_g^T (K, Og) @ dy_n,g (Og, L), then col2im into gx_n */
-    char *dc = c->dcols + tid * c->Kall * L * es, *gxn = c->gxp + n * g->C * g->H * g->W * es;
+  if (c->gxp) { /* dcols_g (K, nb L) = W_g^T (K, Og) @ dy_g (Og, nb L), then col2im into each gx_n */
+    char *dc = c->dcols + tid * c->Kall * ld * es;
     for (int64_t gi = 0; gi < g->G; gi++)
-      ct__conv_gemm(dt, 1, 0, K, L, Og, c->wp + gi * Og * K * es, K, gyn + gi * Og * L * es, L, 1.0, dc + gi * K * L * es, L);
-    memset(gxn, 0, (size_t)(g->C * g->H * g->W * es));
-    col2im(dt, g, dc, L, gxn);
+      ct__conv_gemm(dt, 1, 0, K, NL, Og, c->wp + gi * Og * K * es, K, dys + gi * Og * ld * es, ld, 1.0,
+           dc + gi * K * ld * es, ld);
+    for (int64_t b = 0; b < nb; b++) {
+      char *gxn = c->gxp + (n0 + b) * CHW * es;
+      memset(gxn, 0, (size_t)(CHW * es));
+      col2im(dt, g, dc + b * L * es, ld, gxn);
+    }
   }
 }
 
@@ -306,8 +367,19 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, gy->shape[2], gy->shape[3], o);
   if (s != CT_OK) return s;
   const char *gyp = ct__ptr(gy);
+  int64_t B = c.B, N = c.g.N, O = c.g.O, L = c.L, es = c.es;
+  /* a block of one image reads dy in place; a larger one gathers its images' into (O, B L) */
+  char *stage = B > 1 ? ct__conv_scratch(CT_CONV_SCRATCH_BLOCK, (size_t)(c.nt * O * c.ld * es)) : NULL;
+  if (B > 1 && !stage) return CT_ENOMEM;
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < c.g.N; n++) ct__conv_backward_image(&c, n, omp_get_thread_num(), gyp + n * c.g.O * c.L * c.es);
+  for (int64_t n0 = 0; n0 < N; n0 += B) {
+    int tid = omp_get_thread_num();
+    int64_t nb = N - n0 < B ? N - n0 : B;
+    const char *gyn = gyp + n0 * O * L * es;
+    char *dys = B > 1 ? stage + tid * O * c.ld * es : NULL;
+    if (dys) block_copy(es, 0, nb, O, L, c.ld, gyn, dys);
+    ct__conv_backward_block(&c, n0, nb, tid, dys ? dys : gyn);
+  }
   ct__conv_backward_finish(&c, gw, gb);
   return CT_OK;
 }

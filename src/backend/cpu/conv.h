@@ -1,8 +1,11 @@
-/* src/backend/cpu/conv.h: the CPU convolution's per-image steps, shared by conv2d (conv.c) and the
+/* src/backend/cpu/conv.h: the CPU convolution's per-block steps, shared by conv2d (conv.c) and the
  * fused conv2d + relu + max pooling (conv_relu_pool.c). Internal to the CPU backend.
- * A forward or backward is: setup (geometry, scratch), then one call per image from inside an
- * OpenMP loop (tid = omp_get_thread_num()), then, for the backward, finish (sums the per-thread
- * gradient accumulators into gw and gb). */
+ * A forward or backward is: setup (geometry, scratch, and B, the images per block: 1, or more
+ * when the output is small, conv.c), then one call per block of B images (the last one may be
+ * shorter) from inside an OpenMP loop (tid = omp_get_thread_num()), then, for the backward, finish
+ * (sums the per-thread gradient accumulators into gw and gb). A block's outputs and output
+ * gradients are an (O, nb L) matrix with rows ld = B L apart, image b in columns [b L, b L + L):
+ * for B = 1, image n's (O, L) of y or dy itself. */
 #ifndef CUTTLE_CPU_CONV_H
 #define CUTTLE_CPU_CONV_H
 
@@ -17,6 +20,7 @@ enum {
   CT_CONV_SCRATCH_BGRAD,
   CT_CONV_SCRATCH_FUSED,
   CT_CONV_SCRATCH_FUSED_GRAD,
+  CT_CONV_SCRATCH_BLOCK, /* conv2d's (O, B L) per thread for blocks of more than one image */
   CT_CONV_SCRATCH_SLOTS
 };
 /* Per calling thread, grown only, kept for the thread's life; NULL (CT_ENOMEM set) when out of memory. */
@@ -36,7 +40,7 @@ typedef struct {
 typedef struct {
   geom g;
   ct_dtype dt, bdt;
-  int64_t es, L, K, Og, Kall;
+  int64_t es, L, K, Og, Kall, B, ld; /* B images per block, ld = B L */
   const char *xp, *wp, *bp;
   char *bufs;
 } ct_conv_fw;
@@ -44,13 +48,13 @@ typedef struct {
 /* x, w contiguous of one dtype (f32/f64), b NULL or (O). CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
                                  const ct_conv2d_opts *o);
-/* y_n (O, Ho Wo) = b + conv of image n, written at yn */
-void ct__conv_forward_image(const ct_conv_fw *c, int64_t n, int tid, char *yn);
+/* The block of images [n0, n0 + nb), nb <= B: its outputs (O, nb L) = b + conv, written at ys (rows ld apart) */
+void ct__conv_forward_block(const ct_conv_fw *c, int64_t n0, int64_t nb, int tid, char *ys);
 
 typedef struct {
   geom g;
   ct_dtype dt;
-  int64_t es, L, K, Og, Kall, wsz, nt;
+  int64_t es, L, K, Og, Kall, wsz, nt, B, ld; /* B images per block, ld = B L */
   const char *xp, *wp;
   char *gxp, *cols, *dcols, *acc;
   double *bacc;
@@ -60,9 +64,9 @@ typedef struct {
  * output's size. Zeroes the accumulators. CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
                                   int64_t Ho, int64_t Wo, const ct_conv2d_opts *o);
-/* image n's share, with its output gradient dy_n (O, Ho Wo) at gyn: gx_n written, gw and gb
- * accumulated per thread */
-void ct__conv_backward_image(const ct_conv_bw *c, int64_t n, int tid, const char *gyn);
+/* the block [n0, n0 + nb)'s share, with its output gradients (O, nb L) at dys (rows ld apart): each
+ * gx_n written, gw and gb accumulated per thread */
+void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int tid, const char *dys);
 void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb);
 
 #endif

@@ -1,11 +1,13 @@
 /* src/backend/cpu/conv_relu_pool.c: conv2d, relu and MaxPool2d(2) fused, float32, float16 and bfloat16.
- * Per image, the conv output y_n (O, Hc Wc) goes to a per-thread buffer that stays in cache, and
- * is pooled from there (relu(max) with the window position of the winner, pool.c); the backward
- * rebuilds dy_n from the pooled gradient and the positions in the same kind of buffer and runs the
- * conv's per-image backward on it (conv.c). The conv output and its gradient, (N, O, Hc, Wc) each,
- * never reach memory: for the cnn's first layer that is 12.8 MB written and read back twice per
- * step of 128 images (docs/perf.md). The halves run the same float32 steps on per-image widened
- * copies and keep their window positions two a byte (fused_forward_half below). */
+ * Per image (per block of images, when the conv output is small: conv.h), the conv output y_n (O,
+ * Hc Wc) goes to a per-thread buffer that stays in cache, and is pooled from there (relu(max) with
+ * the window position of the winner, pool.c); the backward rebuilds dy_n from the pooled gradient
+ * and the positions in the same kind of buffer and runs the conv's per-block backward on it
+ * (conv.c). The blocks are conv2d's, so the sums are conv2d's, bit for bit. The conv output and its
+ * gradient, (N, O, Hc, Wc) each, never reach memory: for the cnn's first layer that is 12.8 MB
+ * written and read back twice per step of 128 images (docs/perf.md). The halves run the same
+ * float32 steps on per-block widened copies and keep their window positions two a byte
+ * (fused_forward_half below). */
 #include <omp.h>
 #include <string.h>
 #include "backend/cpu/conv.h"
@@ -19,10 +21,10 @@ static void conv_size(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_op
 }
 
 /* ---- float16 and bfloat16 (ct__supports(CT_K_conv2d_relu_pool2x2) in memory.c): x, w, b, y, gy and the
- * gradients all of one half dtype, computed in float32 per image. Image n's x_n is widened into a
- * per-thread buffer (C H W floats, cache-resident like the conv output) and the weights once into a
- * shared one (O K floats), so the f32 per-image steps of conv.c run unchanged on them; pooled
- * outputs and input gradients are rounded once, per plane or image, on the way out. No full-size
+ * gradients all of one half dtype, computed in float32 per image (per block). A block's x is widened
+ * into a per-thread buffer (B C H W floats, cache-resident like the conv output) and the weights
+ * once into a shared one (O K floats), so the f32 per-block steps of conv.c run unchanged on them;
+ * pooled outputs and input gradients are rounded once, per plane or block, on the way out. No full-size
  * float32 copy of an activation or gradient is made: that is the point of this path under autocast
  * (issue 11: the float32 casts were 6x the float32 step's peak). Pooling the float32 conv output
  * and rounding after gives the same values as rounding the conv output first and pooling (rounding
@@ -71,9 +73,10 @@ static ct_status fused_forward_half(ct_tensor *y, ct_tensor *argmax, ct_tensor *
   ct_status s = ct__conv_forward_setup(&c, x, w, b, Hc, Wc, o);
   if (s != CT_OK) return s;
   c.dt = CT_F32, c.es = 4; /* the bias is read with its own dtype (c.bdt) */
-  c.bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * c.Kall * L) * sizeof(float));
-  /* [wf: O K] then per thread [conv output: O L | x_n: C H W | one pooled plane: P | its positions] */
-  int64_t PB = (P + 1) / 2, per = O * L + CHW + P + (P + 3) / 4; /* (P + 3) / 4 floats: a plane's P positions */
+  int64_t B = c.B, ld = c.ld;
+  c.bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * c.Kall * ld) * sizeof(float));
+  /* [wf: O K] then per thread [conv output: O B L | the block's x: B C H W | one pooled plane: P | its positions] */
+  int64_t PB = (P + 1) / 2, per = O * ld + B * CHW + P + (P + 3) / 4; /* (P + 3) / 4 floats: a plane's P positions */
   float *bufs = (float *)ct__conv_scratch(CT_CONV_SCRATCH_FUSED, (size_t)(wn + nt * per) * sizeof(float));
   if (!c.bufs || !bufs) return CT_ENOMEM;
   widen_weights(bufs, w, lp);
@@ -82,19 +85,22 @@ static ct_status fused_forward_half(ct_tensor *y, ct_tensor *argmax, ct_tensor *
   uint16_t *yp = ct__ptr(y);
   uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < c.g.N; n++) {
+  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
     int tid = omp_get_thread_num();
-    float *yc = bufs + wn + tid * per, *xf = yc + O * L, *pf = xf + CHW;
+    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    float *yc = bufs + wn + tid * per, *xf = yc + O * ld, *pf = xf + B * CHW;
     uint8_t *pos = (uint8_t *)(pf + P);
-    widen(xf, xp + n * CHW, CHW, lp);
-    ct_conv_fw ci = c; /* image n alone, read from xf */
-    ci.xp = (const char *)xf, ci.g.N = 1;
-    ct__conv_forward_image(&ci, 0, tid, (char *)yc);
-    for (int64_t oc = 0; oc < O; oc++) {
-      ct__maxpool2x2_plane_f32(yc + oc * L, Hc, Wc, pf, pos, Hp, Wp, 1);
-      narrow(yp + (n * O + oc) * P, pf, P, lp);
-      pack_positions(ap + (n * O + oc) * PB, pos, P);
-    }
+    widen(xf, xp + n0 * CHW, nb * CHW, lp);
+    ct_conv_fw ci = c; /* the block alone, read from xf */
+    ci.xp = (const char *)xf, ci.g.N = nb;
+    ct__conv_forward_block(&ci, 0, nb, tid, (char *)yc);
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t oc = 0; oc < O; oc++) {
+        int64_t n = n0 + b;
+        ct__maxpool2x2_plane_f32(yc + oc * ld + b * L, Hc, Wc, pf, pos, Hp, Wp, 1);
+        narrow(yp + (n * O + oc) * P, pf, P, lp);
+        pack_positions(ap + (n * O + oc) * PB, pos, P);
+      }
   }
   return CT_OK;
 }
@@ -107,15 +113,16 @@ static ct_status fused_backward_half(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb
   ct_conv_bw c;
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o);
   if (s != CT_OK) return s;
-  int64_t nt = c.nt, rows = nt * c.Kall * L;
+  int64_t nt = c.nt, B = c.B, ld = c.ld, rows = nt * c.Kall * ld;
   /* the setup sized and zeroed its scratch for 2-byte elements: regrow for float32 and zero again
    * (the accumulators and dcols are added into, see conv.c) */
   c.dt = CT_F32, c.es = 4;
   c.cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)rows * sizeof(float)) : NULL;
   c.dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)rows * sizeof(float)) : NULL;
   c.acc = gw ? ct__conv_scratch(CT_CONV_SCRATCH_WGRAD, (size_t)(nt * c.wsz) * sizeof(float)) : NULL;
-  /* [wf: O K] then per thread [conv output gradient: O L | x_n | gx_n: C H W each | a gy plane: P | its positions] */
-  int64_t PB = (P + 1) / 2, per = O * L + 2 * CHW + P + (P + 3) / 4;
+  /* [wf: O K] then per thread [conv output gradient: O B L | the block's x | its gx: B C H W each | a gy plane: P |
+   * its positions] */
+  int64_t PB = (P + 1) / 2, per = O * ld + 2 * B * CHW + P + (P + 3) / 4;
   float *bufs = (float *)ct__conv_scratch(CT_CONV_SCRATCH_FUSED_GRAD, (size_t)(wn + nt * per) * sizeof(float));
   if ((gw && (!c.cols || !c.acc)) || (gx && !c.dcols) || !bufs) return CT_ENOMEM;
   if (c.acc) memset(c.acc, 0, (size_t)(nt * c.wsz) * sizeof(float));
@@ -126,21 +133,24 @@ static ct_status fused_backward_half(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb
   uint16_t *gxp = gx ? ct__ptr(gx) : NULL;
   const uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < c.g.N; n++) {
+  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
     int tid = omp_get_thread_num();
-    float *gc = bufs + wn + tid * per, *xf = gc + O * L, *gxf = xf + CHW, *gf = gxf + CHW;
+    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    float *gc = bufs + wn + tid * per, *xf = gc + O * ld, *gxf = xf + B * CHW, *gf = gxf + B * CHW;
     uint8_t *pos = (uint8_t *)(gf + P);
-    for (int64_t oc = 0; oc < O; oc++) {
-      widen(gf, gyp + (n * O + oc) * P, P, lp);
-      unpack_positions(pos, ap + (n * O + oc) * PB, P);
-      ct__maxpool2x2_plane_backward_f32(gc + oc * L, Hc, Wc, gf, pos, Hp, Wp);
-    }
-    ct_conv_bw ci = c; /* image n alone: x_n from xf, gx_n into gxf */
-    ci.g.N = 1;
-    if (gw) widen(xf, xp + n * CHW, CHW, lp), ci.xp = (const char *)xf;
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t oc = 0; oc < O; oc++) {
+        int64_t n = n0 + b;
+        widen(gf, gyp + (n * O + oc) * P, P, lp);
+        unpack_positions(pos, ap + (n * O + oc) * PB, P);
+        ct__maxpool2x2_plane_backward_f32(gc + oc * ld + b * L, Hc, Wc, gf, pos, Hp, Wp);
+      }
+    ct_conv_bw ci = c; /* the block alone: its x from xf, its gx into gxf */
+    ci.g.N = nb;
+    if (gw) widen(xf, xp + n0 * CHW, nb * CHW, lp), ci.xp = (const char *)xf;
     ci.gxp = gx ? (char *)gxf : NULL;
-    ct__conv_backward_image(&ci, 0, tid, (const char *)gc);
-    if (gx) narrow(gxp + n * CHW, gxf, CHW, lp);
+    ct__conv_backward_block(&ci, 0, nb, tid, (const char *)gc);
+    if (gx) narrow(gxp + n0 * CHW, gxf, nb * CHW, lp);
   }
   /* conv.c's finish would store float32 sums into gw: sum the per-thread accumulators here and
    * round once into the half gw; the bias gradient goes through ct__store in gb's dtype as there */
@@ -172,17 +182,22 @@ ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor
   ct_conv_fw c;
   ct_status s = ct__conv_forward_setup(&c, x, w, b, Hc, Wc, o);
   if (s != CT_OK) return s;
-  char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED, (size_t)(omp_get_max_threads() * O * L) * sizeof(float));
+  int64_t B = c.B, ld = c.ld;
+  char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED, (size_t)(omp_get_max_threads() * O * ld) * sizeof(float));
   if (!bufs) return CT_ENOMEM;
   float *yp = ct__ptr(y);
   uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < c.g.N; n++) {
+  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
     int tid = omp_get_thread_num();
-    float *yc = (float *)bufs + tid * O * L;
-    ct__conv_forward_image(&c, n, tid, (char *)yc);
-    for (int64_t oc = 0; oc < O; oc++)
-      ct__maxpool2x2_plane_f32(yc + oc * L, Hc, Wc, yp + (n * O + oc) * Hp * Wp, ap + (n * O + oc) * Hp * Wp, Hp, Wp, 1);
+    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    float *yc = (float *)bufs + tid * O * ld;
+    ct__conv_forward_block(&c, n0, nb, tid, (char *)yc);
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t oc = 0; oc < O; oc++) {
+        int64_t p = ((n0 + b) * O + oc) * Hp * Wp;
+        ct__maxpool2x2_plane_f32(yc + oc * ld + b * L, Hc, Wc, yp + p, ap + p, Hp, Wp, 1);
+      }
   }
   return CT_OK;
 }
@@ -196,17 +211,22 @@ ct_status ct__cpu_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_
   ct_conv_bw c;
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o);
   if (s != CT_OK) return s;
-  char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED_GRAD, (size_t)(c.nt * O * L) * sizeof(float));
+  int64_t B = c.B, ld = c.ld;
+  char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED_GRAD, (size_t)(c.nt * O * ld) * sizeof(float));
   if (!bufs) return CT_ENOMEM;
   const float *gyp = ct__ptr(gy);
   const uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < c.g.N; n++) {
+  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
     int tid = omp_get_thread_num();
-    float *gc = (float *)bufs + tid * O * L;
-    for (int64_t oc = 0; oc < O; oc++)
-      ct__maxpool2x2_plane_backward_f32(gc + oc * L, Hc, Wc, gyp + (n * O + oc) * Hp * Wp, ap + (n * O + oc) * Hp * Wp, Hp, Wp);
-    ct__conv_backward_image(&c, n, tid, (const char *)gc);
+    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    float *gc = (float *)bufs + tid * O * ld;
+    for (int64_t b = 0; b < nb; b++)
+      for (int64_t oc = 0; oc < O; oc++) {
+        int64_t p = ((n0 + b) * O + oc) * Hp * Wp;
+        ct__maxpool2x2_plane_backward_f32(gc + oc * ld + b * L, Hc, Wc, gyp + p, ap + p, Hp, Wp);
+      }
+    ct__conv_backward_block(&c, n0, nb, tid, (const char *)gc);
   }
   ct__conv_backward_finish(&c, gw, gb);
   return CT_OK;
