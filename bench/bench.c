@@ -22,13 +22,15 @@ static const struct {
     {"matmul-sweep", ct_bench_matmul_sweep, "n x n matmul from n = 16 up: CPU vs GPU, compute only and with copies"},
     {"norms", ct_bench_norms, "1000 matmul norms: one ct_item each vs kept on the device, with the copy ledger"},
     {"bandwidth", ct_bench_bandwidth, "host<->device copy bandwidth, pageable vs pinned, 4 KiB to 1 GiB"},
-    {"train", ct_bench_train, "mlp/cnn training on Fashion-MNIST: images/s and accuracy, optionally vs PyTorch"},
+    {"train", ct_bench_train, "mlp/cnn/resnet training on Fashion-MNIST: images/s and accuracy, optionally vs PyTorch"},
     {"two-devices", ct_bench_two_devices, "two matmuls on two devices at once vs one after the other on one"},
     {"data-parallel", ct_bench_data_parallel, "a training step on several devices (ct_data_parallel) vs one device"},
     {"amp-memory", ct_bench_amp_memory, "peak allocated bytes of one training step: float32 vs autocast f16/bf16"},
     {"ddp-overlap", ct_bench_ddp_overlap, "under mpirun: the share of DDP's all-reduce time hidden behind backward"},
     {"allreduce", ct_bench_allreduce, "under mpirun: all-reduce bus bandwidth, cuttle vs MPI_Allreduce, 4 KiB to 256 MiB"},
     {"conv-format", ct_bench_conv_format, "the cnn's conv layers, NCHW vs channels_last (NHWC), fwd and fwd+bwd, per device"},
+    {"memory", ct_bench_memory, "peak bytes of one resnet18 training step (allocator and RSS), optionally vs PyTorch"},
+    {"decode", ct_bench_decode, "image-folder PNG/JPEG decode throughput: images/s per reader and per loader worker"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 

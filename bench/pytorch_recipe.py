@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """The same training recipes as `cuttle train`, in PyTorch, for the peer comparison in
 docs/perf.md: Fashion-MNIST from the Debian IDX files, normalized with mean 0.2860 and std 0.3530,
-the mlp or cnn of cuttle (same layers, same state_dict keys), Adam, cross-entropy, shuffled
-batches. Prints one JSON line per epoch: epoch, train_loss, test_acc, images_per_s, seconds.
+the mlp or cnn of cuttle (same layers, same state_dict keys), or torchvision's resnet18, resnet34 or
+resnet50 with num_classes=10 and conv1 = Conv2d(1, 64, 7, 2, 3, bias=False) (what cuttle's
+ct_model_new_for("resnet18", 1, 28, 28, 10, ...) builds; "resnet18-small" etc.: conv1 =
+Conv2d(1, 64, 3, 1, 1, bias=False) and no max-pool; conv1 initialized as torchvision initializes
+its convolutions, kaiming_normal_ fan_out), Adam, cross-entropy, shuffled batches. --max-steps N
+ends each epoch after N optimizer steps, --test-limit N evaluates on the first N test images.
+Prints one JSON line per epoch: epoch, train_loss, test_acc, images_per_s, seconds, images,
+cpu_seconds (time.process_time() over the training loop: all threads' CPU time).
 With --compile the model is wrapped in torch.compile; one forward and backward on the first batch
 (no optimizer step, the gradients then dropped) compiles it before the timed loop, its time given
 as compile_seconds. On a failure of torch.compile the script prints {"error": ...} and exits 3."""
@@ -34,7 +40,21 @@ def load(data_dir, split):
     return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y)
 
 
+def resnet(name, in_channels=1, num_classes=10):
+    import torchvision
+    small = name.endswith("-small")
+    net = getattr(torchvision.models, name[:-len("-small")] if small else name)(num_classes=num_classes)
+    net.conv1 = (nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False) if small else
+                 nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False))
+    nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    if small:
+        net.maxpool = nn.Identity()
+    return net
+
+
 def model(name):
+    if name.startswith("resnet"):
+        return resnet(name)
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                              nn.Linear(128, 10))
@@ -54,6 +74,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N training images only (0: all)")
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    ap.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
+    ap.add_argument("--max-steps", type=int, default=0, help="end each epoch after N optimizer steps (0: none)")
+    ap.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test images only (0: all)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -62,9 +85,12 @@ def main():
     xte, yte = load(a.data_dir, "test")
     if a.limit:
         xtr, ytr = xtr[:a.limit], ytr[:a.limit]
+    if a.test_limit:
+        xte, yte = xte[:a.test_limit], yte[:a.test_limit]
     xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)
     net = model(a.model).to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=a.lr)
+    opt = (torch.optim.Adam(net.parameters(), lr=a.lr) if a.optimizer == "adam" else
+           torch.optim.SGD(net.parameters(), lr=a.lr))
     loss_fn = nn.CrossEntropyLoss()
     compile_secs = 0.0
     if a.compile:
@@ -84,9 +110,11 @@ def main():
         perm = torch.randperm(len(xtr), device=dev)
         if dev.type == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         total, seen = torch.zeros((), device=dev), 0
-        for i in range(0, len(xtr), a.batch_size):
+        for step, i in enumerate(range(0, len(xtr), a.batch_size)):
+            if a.max_steps and step >= a.max_steps:
+                break
             idx = perm[i:i + a.batch_size]
             x, y = xtr[idx], ytr[idx]
             opt.zero_grad()
@@ -97,12 +125,13 @@ def main():
             seen += len(idx)
         if dev.type == "cuda":
             torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
+        secs, cpu = time.perf_counter() - t0, time.process_time() - c0
         net.eval()
         with torch.no_grad():
             correct = sum((net(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, len(xte), 1000))
         print(json.dumps({"epoch": epoch + 1, "train_loss": round(total.item() / seen, 6), "test_acc": correct / len(xte),
-                          "images_per_s": round(seen / secs, 1), "seconds": round(secs, 3), "device": str(dev),
+                          "images_per_s": round(seen / secs, 1), "seconds": round(secs, 3),
+                          "images": seen, "cpu_seconds": round(cpu, 3), "device": str(dev),
                           "threads": a.threads, "torch": torch.__version__, "model": a.model, "compiled": a.compile,
                           "compile_seconds": round(compile_secs, 3)}), flush=True)
 

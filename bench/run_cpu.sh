@@ -4,13 +4,20 @@
 #   cuttle bench gemm, overhead, matmul-sweep (CPU), norms (CPU), train --pytorch for mlp and cnn.
 # EPOCHS (default 1) sets the training epochs, THREADS (default: online cores) the threads of both
 # cuttle and PyTorch, QUICK=1 passes --quick everywhere (a smoke test, not a measurement).
+# MODELS (default "mlp cnn") names the train recipes (resnet18 etc. too), MAX_STEPS=N ends each
+# epoch of them after N steps (--max-steps; default: whole epochs).
 # PyTorch comes from Debian's python3-torch, installed with apt-get when /usr/bin/python3 cannot
-# import torch. Run from anywhere; exits non-zero when a benchmark failed, after running the rest.
+# import torch; PYTHON=/path/to/python picks another interpreter (a venv with PyTorch 2.x and
+# torchvision, which the resnets need), used as it is: nothing is installed for it.
+# Run from anywhere; exits non-zero when a benchmark failed, after running the rest.
 set -u
 cd "$(dirname "$0")/.."
 epochs="${EPOCHS:-1}"
 threads="${THREADS:-$(nproc)}"
 quick=""; [ "${QUICK:-0}" = 1 ] && quick="--quick"
+models="${MODELS:-mlp cnn}"
+steps=""; [ -n "${MAX_STEPS:-}" ] && steps="--max-steps $MAX_STEPS"
+python="${PYTHON:-/usr/bin/python3}"
 out=bench/results
 cli=build-bench/cuttle
 mkdir -p "$out"
@@ -19,13 +26,14 @@ status=0
 if [ ! -x "$cli" ]; then
   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=OFF && cmake --build build-bench -j "$(nproc)" --target cuttle_cli || exit 1
 fi
-if ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
+if [ -z "${PYTHON:-}" ] && ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
   echo "== installing python3-torch (PyTorch for the peer comparison)"
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3-torch || {
     echo "cannot install python3-torch: train runs without --pytorch"; }
 fi
-pytorch=""; /usr/bin/python3 -c "import torch" >/dev/null 2>&1 && pytorch="--pytorch"
+pytorch=""; "$python" -c "import torch" >/dev/null 2>&1 && pytorch="--pytorch --python $python"
+[ -n "$pytorch" ] || echo "$python cannot import torch: train runs without --pytorch"
 
 run() { # run NAME ARGS...: cuttle bench ARGS, the table to the terminal and $out/NAME.txt
   name="$1"; shift
@@ -36,13 +44,14 @@ run() { # run NAME ARGS...: cuttle bench ARGS, the table to the terminal and $ou
   [ $rc -eq 0 ] || { echo "   FAILED (rc=$rc): cuttle bench $*"; status=1; }
 }
 
-{ uname -a; lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)'; } >"$out/machine.txt"
+{ uname -a; lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)'
+  [ -n "$pytorch" ] && "$python" -c "import torch; print('torch', torch.__version__)"; } >"$out/machine.txt"
 run gemm_cpu gemm --device cpu $quick
 run overhead_cpu overhead --device cpu $quick
 run matmul_sweep_cpu matmul-sweep --device cpu $quick
 run norms_cpu norms --device cpu $quick
-for m in mlp cnn; do
-  run "train_${m}_cpu" train --model "$m" --device cpu --epochs "$epochs" --threads "$threads" --no-progress $pytorch $quick
+for m in $models; do
+  run "train_${m}_cpu" train --model "$m" --device cpu --epochs "$epochs" --threads "$threads" --no-progress $pytorch $steps $quick
 done
 echo "results in $out/ (machine: $out/machine.txt)"
 exit $status

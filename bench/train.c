@@ -1,18 +1,28 @@
-/* bench/train.c: `cuttle bench train`: the training recipes of `cuttle train` (mlp, cnn; Adam at
- * lr 1e-3, constant; batch 128; shuffled Fashion-MNIST; seed 0) timed per epoch, images/s over the
+/* bench/train.c: `cuttle bench train`: the training recipes of `cuttle train` (mlp, cnn, and
+ * torchvision's resnet18/34/50 with a 1-channel conv1 and 10 classes, or their "-small" form with
+ * a 3x3 stride-1 stem and no max-pool; Adam at lr 1e-3 (or --optimizer, --lr), constant; batch 128; shuffled
+ * Fashion-MNIST; seed 0) timed per epoch, images/s over the
  * training loop and the test accuracy after it, through the very loop `cuttle train` runs
  * (tools/cuttle/train_loop.c). With --pytorch the same recipe runs in PyTorch
  * (bench/pytorch_recipe.py, one JSON line per epoch) with the same number of threads, and the table
  * puts the two side by side with the ratio of their images/s; --pytorch-compile adds PyTorch with
  * the model in torch.compile (compiled before the timed loop; a failure of torch.compile fills its
  * cells with "failed" without failing the bench). The "cuttle loader wait" column is the share of
- * cuttle's epoch time spent in ct_loader_next waiting for the next batch. */
+ * cuttle's epoch time spent in ct_loader_next waiting for the next batch. --max-steps N ends each
+ * epoch after N optimizer steps on both sides (a resnet run of a few hundred steps rather than a
+ * whole epoch), --test-limit N evaluates on the first N test images on both sides, --losses prints
+ * cuttle's loss of every step to stderr ("step S loss L", the batch's mean cross-entropy), to compare
+ * one device's losses with another's for the same seed; --optimizer sgd (plain SGD) and --lr change the
+ * recipe on both sides. Below the table, the CPU seconds of each side's training loop (all its
+ * threads: CLOCK_PROCESS_CPUTIME_ID in cuttle, time.process_time() in PyTorch) per image, a figure
+ * the other processes of a shared machine disturb less than the wall clock. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cblas.h>
 #include "bench.h"
@@ -23,35 +33,73 @@
 #endif
 
 typedef struct {
-  double ips, acc, secs, loss, wait, compile_secs;
+  double ips, acc, secs, loss, wait, compile_secs, cpu; /* cpu: CPU seconds of the training loop, all threads */
+  int64_t seen;
   int ok;
 } epoch_result;
 
 typedef struct {
-  const char *device, *data_dir, *python, *script;
-  int epochs, threads, workers, pytorch, pytorch_compile, progress;
-  int64_t limit;
+  const char *device, *data_dir, *python, *script, *optimizer;
+  double lr;
+  int epochs, threads, workers, pytorch, pytorch_compile, progress, losses;
+  int64_t limit, max_steps, test_limit, batch;
 } train_opts;
+
+/* The per-step hook of cuttle's epoch: --max-steps and --losses. */
+typedef struct {
+  const train_opts *o;
+  ct_cli_running running;
+  int64_t steps;
+  double last_sum;
+  int64_t last_seen;
+} step_hook;
+
+static int after_step(void *ctx) {
+  step_hook *h = ctx;
+  h->steps++;
+  if (h->o->losses) {
+    double sum = ct_item(h->running.loss_sum); /* waits for the device: only with --losses */
+    int64_t b = h->running.seen - h->last_seen;
+    fprintf(stderr, "step %lld loss %.6f\n", (long long)h->steps, b > 0 ? (sum - h->last_sum) / (double)b : NAN);
+    h->last_sum = sum, h->last_seen = h->running.seen;
+  }
+  return h->o->max_steps && h->steps >= h->o->max_steps;
+}
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* One recipe in cuttle: fills res[0..epochs-1]; returns 0 or 1 (after printing why). */
 static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_dataset *train, ct_dataset *test,
                       epoch_result *res) {
   ct_generator gen = ct_generator_new(0);
-  ct_module *m = ct_model_new(model, dev, &gen);
-  ct_optim_opts oo = {.kind = CT_OPTIM_ADAM, .lr = 1e-3};
+  ct_module *m = ct_model_new_for(model, 1, 28, 28, 10, dev, &gen);
+  ct_optim_opts oo = {.kind = strcmp(o->optimizer, "sgd") == 0 ? CT_OPTIM_SGD : CT_OPTIM_ADAM, .lr = o->lr};
   ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
-  ct_loader_opts lo = {.batch_size = 128, .shuffle = 1, .seed = 0, .num_workers = o->workers, .device = dev};
+  ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers, .device = dev};
   ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
   int status = loader ? 0 : 1;
   if (status) fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());
   for (int e = 0; e < o->epochs && !status; e++) {
-    ct_cli_epoch_opts eo = {.progress = o->progress, .epoch = e + 1, .epochs = o->epochs,
-                            .per_epoch = ct_dataset_len(train)};
+    /* a previous epoch ended by --max-steps leaves its rest unread: start epoch e afresh */
+    if (ct_loader_set_epoch(loader, e) != CT_OK) {
+      status = 1;
+      break;
+    }
+    step_hook h = {.o = o};
+    int64_t n = ct_dataset_len(train), per_epoch = o->max_steps && o->max_steps * o->batch < n ? o->max_steps * o->batch : n;
+    ct_cli_epoch_opts eo = {.progress = o->progress, .epoch = e + 1, .epochs = o->epochs, .per_epoch = per_epoch,
+                            .after_step = after_step, .ctx = &h, .running = &h.running};
     ct_cli_epoch_stats es;
+    double c0 = cpu_now();
     if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
       status = 1;
       break;
     }
+    double cpu = cpu_now() - c0;
     if (o->progress) fputc('\n', stderr);
     double acc = ct_cli_evaluate(m, test, dev, o->workers);
     if (acc < 0) {
@@ -61,7 +109,8 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
     }
     res[e] = (epoch_result){.ips = es.seen / es.seconds, .acc = acc, .secs = es.seconds,
                             .loss = es.seen ? es.loss_sum / es.seen : 0,
-                            .wait = es.seconds > 0 ? es.loader_wait / es.seconds : 0, .ok = 1};
+                            .wait = es.seconds > 0 ? es.loader_wait / es.seconds : 0, .ok = 1,
+                            .cpu = cpu, .seen = es.seen};
   }
   ct_loader_free(loader);
   ct_optimizer_free(opt);
@@ -72,9 +121,14 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
 /* One recipe in PyTorch (in torch.compile when compiled), through popen; fills res; returns 0 or 1
  * (after printing why). */
 static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int compiled, epoch_result *res) {
-  char devname[32], cmd[2048], limit[48] = "";
+  char devname[32], cmd[2048], limit[160] = "";
   ct_device_str(dev, devname, sizeof devname);
-  if (o->limit) snprintf(limit, sizeof limit, " --limit %lld", (long long)o->limit);
+  int k = snprintf(limit, sizeof limit, " --batch-size %lld", (long long)o->batch);
+  if (strcmp(o->optimizer, "adam") != 0) k += snprintf(limit + k, sizeof limit - (size_t)k, " --optimizer %s", o->optimizer);
+  if (o->lr != 1e-3) k += snprintf(limit + k, sizeof limit - (size_t)k, " --lr %.17g", o->lr);
+  if (o->limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --limit %lld", (long long)o->limit);
+  if (o->max_steps) k += snprintf(limit + k, sizeof limit - (size_t)k, " --max-steps %lld", (long long)o->max_steps);
+  if (o->test_limit) snprintf(limit + k, sizeof limit - (size_t)k, " --test-limit %lld", (long long)o->test_limit);
   snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s%s",
            o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
            o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "",
@@ -95,7 +149,11 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
     epoch_result *r = &res[epoch - 1];
     *r = (epoch_result){.ips = ct_bench_json_number(line, "images_per_s"), .acc = ct_bench_json_number(line, "test_acc"),
                         .secs = ct_bench_json_number(line, "seconds"), .loss = ct_bench_json_number(line, "train_loss"),
-                        .compile_secs = ct_bench_json_number(line, "compile_seconds"), .ok = 1};
+                        .compile_secs = ct_bench_json_number(line, "compile_seconds"), .ok = 1,
+                        .cpu = ct_bench_json_number(line, "cpu_seconds"),
+                        .seen = 0};
+    double images = ct_bench_json_number(line, "images"); /* an older recipe has neither */
+    if (!isnan(images)) r->seen = (int64_t)images;
     got++;
   }
   int rc = pclose(p);
@@ -109,14 +167,20 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: cuttle bench train [--model mlp|cnn|all] [--device cpu|cuda:N|opencl:N|auto] [--epochs N] [--threads N]\n"
+  fprintf(f, "usage: cuttle bench train [--model MODEL|all] [--device cpu|cuda:N|opencl:N|auto] [--epochs N] [--threads N]\n"
              "                          [--workers N] [--data-dir DIR] [--pytorch] [--pytorch-compile] [--python PATH]\n"
-             "                          [--script FILE] [--limit N] [--no-progress] [--quick] [--csv FILE]\n"
-             "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2\n"
+             "                          [--script FILE] [--limit N] [--max-steps N] [--test-limit N] [--batch-size N]\n"
+             "                          [--losses] [--optimizer adam|sgd] [--lr X] [--no-progress] [--quick] [--csv FILE]\n"
+             "MODEL: mlp, cnn, resnet18, resnet34, resnet50 (torchvision's, conv1 taking 1 channel, 10 classes),\n"
+             "       resnet18-small, resnet34-small, resnet50-small (3x3 stride-1 stem, no max-pool); all: mlp and cnn\n"
+             "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2 --batch-size 128\n"
+             "          --optimizer adam --lr 1e-3 (sgd: plain SGD, no momentum)\n"
              "          --python python3 --script %s/bench/pytorch_recipe.py\n"
              "--pytorch: the same recipe in PyTorch eager on the same device; --pytorch-compile: also (or only,\n"
              "          without --pytorch) with the model in torch.compile (a failing compile says so in its cells)\n"
-             "--limit N trains on the first N training images only (both sides); --quick: --limit 6000, 1 epoch\n",
+             "--limit N trains on the first N training images only (both sides); --quick: --limit 6000, 1 epoch\n"
+             "--max-steps N ends each epoch after N optimizer steps (both sides); --test-limit N evaluates on the\n"
+             "          first N test images (both sides); --losses prints cuttle's loss of every step to stderr\n",
           CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
@@ -126,6 +190,12 @@ static int usage(FILE *f) {
 static int load_sets(const train_opts *o, ct_dataset **full, ct_dataset **train, ct_dataset **test) {
   *full = ct_fashion_mnist_load(o->data_dir, CT_SPLIT_TRAIN);
   *test = *full ? ct_fashion_mnist_load(o->data_dir, CT_SPLIT_TEST) : NULL;
+  if (*test && o->test_limit && o->test_limit < ct_dataset_len(*test)) {
+    ct_dataset *t = ct_dataset_from_u8(ct_dataset_pixels(*test), ct_dataset_labels(*test), o->test_limit, 1, 28, 28,
+                                       10, CT_FASHION_MNIST_MEAN, CT_FASHION_MNIST_STD);
+    ct_dataset_free(*test);
+    *test = t;
+  }
   *train = *full;
   if (*test && o->limit && o->limit < ct_dataset_len(*full))
     *train = ct_dataset_from_u8(ct_dataset_pixels(*full), ct_dataset_labels(*full), o->limit, 1, 28, 28, 10,
@@ -168,6 +238,9 @@ static void add_rows(ct_bench_table *t, const char *model, const train_opts *o, 
 /* model in cuttle, then (as asked) in PyTorch eager and in torch.compile, its rows added to t; res
  * holds 3 x epochs results. 0, or 1 when cuttle or PyTorch eager failed (a failing torch.compile
  * is a result, said in its cells, not the bench's failure). */
+enum { NOTES = 4096 };
+static char notes[NOTES]; /* printed below the table */
+
 static int bench_model(ct_bench_table *t, const char *model, ct_device dev, const train_opts *o, ct_dataset *train,
                        ct_dataset *test, epoch_result *res) {
   epoch_result *cu = res, *py = res + o->epochs, *pc = res + 2 * o->epochs;
@@ -178,12 +251,30 @@ static int bench_model(ct_bench_table *t, const char *model, ct_device dev, cons
   memset(pc, 0, sizeof *pc * (size_t)o->epochs);
   int pc_failed = o->pytorch_compile && run_pytorch(model, dev, o, 1, pc);
   add_rows(t, model, o, cu, py, py_failed, pc, pc_failed);
+  for (int e = 0; e < o->epochs; e++) {
+    char line[256];
+    int k = snprintf(line, sizeof line, "%s epoch %d: CPU seconds of the training loop: cuttle %.2f (%.2f ms/image)", model,
+                     e + 1, cu[e].cpu, cu[e].seen ? 1e3 * cu[e].cpu / (double)cu[e].seen : NAN);
+    if (o->pytorch && !py_failed && !isnan(py[e].cpu) && py[e].seen > 0)
+      snprintf(line + k, sizeof line - (size_t)k, ", pytorch %.2f (%.2f ms/image)", py[e].cpu,
+               1e3 * py[e].cpu / (double)py[e].seen);
+    snprintf(notes + strlen(notes), NOTES - strlen(notes), "%s\n", line);
+  }
   return py_failed;
+}
+
+/* The models both sides build: ct_model_new_for's names, and the PyTorch recipe's. */
+static int known_model(const char *m) {
+  static const char *names[] = {"mlp", "cnn", "resnet18", "resnet34", "resnet50",
+                                "resnet18-small", "resnet34-small", "resnet50-small"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(m, names[i]) == 0) return 1;
+  return 0;
 }
 
 int ct_bench_train(int argc, char **argv) {
   train_opts o = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py", .epochs = 1,
-                  .workers = 2, .progress = 1};
+                  .workers = 2, .progress = 1, .batch = 128, .optimizer = "adam", .lr = 1e-3};
   const char *model_arg = "all";
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   o.threads = online > 0 ? (int)online : 1;
@@ -199,6 +290,12 @@ int ct_bench_train(int argc, char **argv) {
                                {.name = "limit", .kind = CT_BENCH_I64, .dst = &o.limit},
                                {.name = "no-progress", .kind = CT_BENCH_FLAG, .dst = &o.progress, .value = 0},
                                {.name = "pytorch-compile", .kind = CT_BENCH_FLAG, .dst = &o.pytorch_compile, .value = 1},
+                               {.name = "max-steps", .kind = CT_BENCH_I64, .dst = &o.max_steps},
+                               {.name = "test-limit", .kind = CT_BENCH_I64, .dst = &o.test_limit},
+                               {.name = "batch-size", .kind = CT_BENCH_I64, .dst = &o.batch},
+                               {.name = "losses", .kind = CT_BENCH_FLAG, .dst = &o.losses, .value = 1},
+                               {.name = "optimizer", .dst = &o.optimizer},
+                               {.name = "lr", .kind = CT_BENCH_DOUBLE, .dst = &o.lr},
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
@@ -207,10 +304,13 @@ int ct_bench_train(int argc, char **argv) {
   const char *models[2];
   int nmodels = 0;
   if (strcmp(model_arg, "all") == 0) models[0] = "mlp", models[1] = "cnn", nmodels = 2;
-  else if (strcmp(model_arg, "mlp") == 0 || strcmp(model_arg, "cnn") == 0) models[0] = model_arg, nmodels = 1;
-  if (!nmodels || o.epochs < 1 || o.epochs > 1000 || o.threads < 1 || o.workers < 0 || o.limit < 0) {
-    fprintf(stderr, "cuttle bench train: --model is mlp, cnn or all; --epochs in 1..1000, --threads >= 1, "
-                    "--workers >= 0, --limit >= 0\n");
+  else if (known_model(model_arg)) models[0] = model_arg, nmodels = 1;
+  if (!nmodels || o.epochs < 1 || o.epochs > 1000 || o.threads < 1 || o.workers < 0 || o.limit < 0 ||
+      o.max_steps < 0 || o.test_limit < 0 || o.batch < 1 || !(o.lr > 0) ||
+      (strcmp(o.optimizer, "adam") != 0 && strcmp(o.optimizer, "sgd") != 0)) {
+    fprintf(stderr, "cuttle bench train: --model is mlp, cnn, resnet18, resnet34, resnet50 (each resnet also -small) "
+                    "or all; --epochs in 1..1000, --threads >= 1, --workers >= 0, --limit, --max-steps, --test-limit "
+                    ">= 0, --batch-size >= 1, --lr > 0, --optimizer adam or sgd\n");
     return 2;
   }
   ct_device dev;
@@ -220,10 +320,13 @@ int ct_bench_train(int argc, char **argv) {
   openblas_set_num_threads(o.threads);
   ct_dataset *full, *train, *test;
   if (load_sets(&o, &full, &train, &test)) return 1;
-  char devname[32], title[256];
+  char devname[32], title[384];
   ct_device_str(dev, devname, sizeof devname);
-  snprintf(title, sizeof title, "train: Adam lr 1e-3, batch 128, %lld training images/epoch, on %s, %d threads, %d loader workers",
-           (long long)ct_dataset_len(train), devname, o.threads, o.workers);
+  char steps[64] = "";
+  if (o.max_steps) snprintf(steps, sizeof steps, " (at most %lld steps/epoch)", (long long)o.max_steps);
+  snprintf(title, sizeof title, "train: %s lr %g, batch %lld, %lld training images/epoch%s, %lld test images, on %s, "
+           "%d threads, %d loader workers", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
+           (long long)ct_dataset_len(test), devname, o.threads, o.workers);
   const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "cuttle loader wait",
                          "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
                          "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};
@@ -235,6 +338,8 @@ int ct_bench_train(int argc, char **argv) {
     status = bench_model(t, models[i], dev, &o, train, test, res);
   }
   ct_bench_table_print(t, stdout);
+  fputs(notes, stdout);
+  fflush(stdout); /* before the CSV's message on stderr */
   if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   free(res);
