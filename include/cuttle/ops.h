@@ -142,7 +142,10 @@ CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tenso
 /* ---- normalization and regularization */
 /* x: (N, C, *). weight, bias: (C) or NULL. running_mean, running_var: (C) or NULL.
  * training: normalize with the batch statistics and update the running ones in place with
- * momentum (r = (1 - m) r + m stat, unbiased variance, as torch); eval: use the running ones. */
+ * momentum (r = (1 - m) r + m stat, unbiased variance, as torch); eval: use the running ones.
+ * A contiguous float32/float64 x runs on the backend's batch norm kernels where it has them (the
+ * CPU: one tape node that keeps x and two (C) statistics for the backward, as torch's), else the
+ * op is composed of mean, var and elementwise ops (the same values, more memory kept for backward). */
 CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps);
 /* Layer normalization, torch.nn.functional.layer_norm(x, x.shape[-normalized_ndim:], weight, bias,

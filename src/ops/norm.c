@@ -1,6 +1,8 @@
 /* src/ops/norm.c: batch_norm, layer_norm, dropout, softmax and log_softmax.
- * batch_norm, layer_norm and dropout are composed of differentiable ops, so their gradients come from the
- * rules of those ops; softmax has a fused kernel and its own rule. */
+ * layer_norm and dropout are composed of differentiable ops, so their gradients come from the rules
+ * of those ops; softmax has a fused kernel and its own rule; batch_norm has kernels of its own
+ * (batch_norm, batch_norm_backward) and one tape node where the backend has them and they take its
+ * tensors, else it is composed of mean, var and elementwise ops as layer_norm is. */
 #include <math.h>
 #include <string.h>
 #include "autograd/node.h"
@@ -15,6 +17,68 @@ static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
   ct_status st = sum ? ct_copy_(r, sum) : ct_last_status();
   ct_tensor_free(rs), ct_tensor_free(ss), ct_tensor_free(sum);
   return st;
+}
+
+/* The batch norm kernels' backward: saved are x, save_mean, save_invstd and w (x's dtype; NULL without
+ * weight); iv[0] is training. */
+static ct_status bw_batch_norm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->saved[0], *mean = n->saved[1], *invstd = n->saved[2], *w = n->saved[3];
+  ct_tensor *gc = ct_contiguous(g);
+  if (!gc) return ct_last_status();
+  if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
+  if (n->in[1]) grads[1] = ct__alloc(1, &x->shape[1], x->dtype, x->device);
+  if (n->in[2]) grads[2] = ct__alloc(1, &x->shape[1], x->dtype, x->device);
+  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
+                    ? ct_last_status()
+                    : CT_KERNEL_CALL(g->storage->backend, batch_norm_backward, "batch_norm backward", x, grads[0], grads[1],
+                                     grads[2], gc, x, w, mean, invstd, (int)n->iv[0]);
+  ct_tensor_free(gc);
+  return s;
+}
+
+/* 1 when batch_norm runs on its kernels (the checks of ct_batch_norm passed): the backend has both,
+ * x is float32 or float64 and contiguous, weight and bias keep x's dtype (promote to it), the
+ * running statistics have x's dtype and, in training, come both or neither (the composition's
+ * behaviour for one of them stays its own), and, in eval, need no gradient (the kernels give none).
+ * Else the front-end composes (other memory formats such as channels_last, mixed dtypes, other
+ * backends), as before the kernels came. */
+static int bn_kernel_takes(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b, int training) {
+  const ct_backend *be = x->storage->backend;
+  if (!ct__has_kernel(be, CT_K_batch_norm) || !ct__has_kernel(be, CT_K_batch_norm_backward)) return 0;
+  if ((x->dtype != CT_F32 && x->dtype != CT_F64) || !ct_tensor_is_contiguous(x)) return 0;
+  if ((w && ct_promote_types(x->dtype, w->dtype) != x->dtype) || (b && ct_promote_types(x->dtype, b->dtype) != x->dtype))
+    return 0;
+  if ((rm && rm->dtype != x->dtype) || (rv && rv->dtype != x->dtype)) return 0;
+  if (training) return !rm == !rv;
+  return !(ct_grad_enabled() && (rm->requires_grad || rv->requires_grad));
+}
+
+/* batch_norm on its kernels, recorded as one node on (x, weight, bias) */
+static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *weight, ct_tensor *bias, int training,
+                            double momentum, double eps) {
+  const ct_backend *be = x->storage->backend;
+  int64_t C = x->shape[1];
+  ct_tensor *w = weight ? ct_cast(weight, x->dtype) : NULL, *b = bias ? ct_cast(bias, x->dtype) : NULL;
+  ct_tensor *y = (!weight || w) && (!bias || b) ? ct__alloc(x->ndim, x->shape, x->dtype, x->device) : NULL;
+  ct_tensor *mean = y ? ct__alloc(1, &C, x->dtype, x->device) : NULL;
+  ct_tensor *invstd = mean ? ct__alloc(1, &C, x->dtype, x->device) : NULL;
+  ct_status s = invstd ? CT_KERNEL_CALL(be, batch_norm, "batch_norm", x, y, mean, invstd, x, w, b, rm, rv, training, momentum, eps)
+                       : ct_last_status();
+  ct_node *n = NULL;
+  if (s == CT_OK) s = ct__record(y, "batch_norm", bw_batch_norm, 3, (ct_tensor *[]){x, w, b}, &n);
+  if (s == CT_OK && n) {
+    n->iv[0] = training != 0;
+    s = ct__save_detached(n, 0, x);
+    if (s == CT_OK) s = ct__save_detached(n, 1, mean);
+    if (s == CT_OK) s = ct__save_detached(n, 2, invstd);
+    if (s == CT_OK && w) s = ct__save_detached(n, 3, w);
+  }
+  ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(mean), ct_tensor_free(invstd);
+  if (s != CT_OK) {
+    ct_tensor_free(y);
+    return NULL;
+  }
+  return y;
 }
 
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
@@ -59,6 +123,8 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
   if (training && count <= 1)
     CT_FAIL_NULL(CT_ESHAPE, "batch_norm: expected more than 1 value per channel when training, got input %s",
                  ct_shape_str(x, sx, sizeof sx));
+  if (bn_kernel_takes(x, running_mean, running_var, weight, bias, training))
+    return bn_kernel(x, running_mean, running_var, weight, bias, training, momentum, eps);
   ct_tensor *mean, *var;
   if (training) {
     mean = ct_mean(x, nd, dims, 1);

@@ -6,7 +6,7 @@
 
 /* The kernels of core/kernels.def, ct__cpu_<name>, each in the file of its family (elementwise.c,
  * reduce.c, matmul.c, conv.c, conv_nhwc.c, conv_relu_pool.c, pool.c, pool_nhwc.c, softmax.c,
- * random.c, index.c, optim.c, amp.c, memory.c). */
+ * norm.c, random.c, index.c, optim.c, amp.c, memory.c). */
 #define CT_KERNEL(name, params) ct_status ct__cpu_##name params;
 #include "core/kernels.def"
 
