@@ -15,24 +15,10 @@
 #include <sys/stat.h>
 #include "testutil.h"
 #include "../data/image_fixture.h"
+#include "cifar_fixture.h"
 
 static char cuttle[4096];
 static char *tmp;
-
-/* dir/name: `records` CIFAR records of label_bytes label bytes (label r % classes), seeded pixels. */
-static void write_cifar(const char *dir, const char *name, int salt, int records, int label_bytes, int classes) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  img_mkdirs(path);
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  for (int r = 0; r < records; r++) {
-    if (label_bytes == 2) fputc((r % classes) % 20, f);
-    fputc(r % classes, f);
-    for (int k = 0; k < 3072; k++) fputc((salt * 101 + r * 31 + k * 7 + (r % classes) * 50 * (k < 1024)) % 256, f);
-  }
-  fclose(f);
-}
 
 static char *path_in(const char *rel) {
   static char p[4][4200];

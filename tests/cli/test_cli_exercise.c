@@ -18,19 +18,7 @@
 #include <string.h>
 #include "testutil.h"
 #include "../data/image_fixture.h"
-
-static void write_cifar(const char *dir, const char *name, int salt, int records) {
-  char path[8192];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  img_mkdirs(path);
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  for (int r = 0; r < records; r++) {
-    fputc((salt + r) % 10, f);
-    for (int k = 0; k < 3072; k++) fputc((salt * 101 + r * 31 + k * 7 + ((salt + r) % 10) * 50 * (k < 1024)) % 256, f);
-  }
-  fclose(f);
-}
+#include "cifar_fixture.h"
 
 static void exercise(void **state) {
   (void)state;
@@ -41,9 +29,9 @@ static void exercise(void **state) {
   snprintf(dir, sizeof dir, "%s/cifar-10-batches-bin", tmp);
   for (int b = 1; b <= 5; b++) {
     snprintf(name, sizeof name, "data_batch_%d.bin", b);
-    write_cifar(dir, name, 2 * b, 2);
+    write_cifar(dir, name, 2 * b, 2, 1, 10);
   }
-  write_cifar(dir, "test_batch.bin", 0, 4);
+  write_cifar(dir, "test_batch.bin", 0, 4, 1, 10);
   snprintf(ck, sizeof ck, "%s/resnet50.safetensors", tmp);
   int rc = ct_test_run(out, sizeof out,
                        "%s train --model resnet50 --data cifar10:%s --optimizer adam --lr 3e-4 --amp f16 --epochs 10 --save %s",

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include "testutil.h"
+#include "residual_module.h"
 #include "core/internal.h" /* ct__fault_inject_alloc */
 
 #define STEPS 50
@@ -102,25 +103,10 @@ static void assert_replicas_equal(ct_data_parallel *dp) {
   }
 }
 
-/* A module the user defines (ct_module_new): flatten, fc1, relu, then h + fc2(relu(h)), then fc3. */
-static ct_tensor *residual_forward(ct_module *self, ct_tensor *x) {
-  ct_scope_begin();
-  ct_tensor *h = ct_relu(ct_module_forward(ct_module_child(self, "fc1"), ct_flatten(x, 1, -1)));
-  h = ct_add(h, ct_module_forward(ct_module_child(self, "fc2"), ct_relu(h)));
-  ct_tensor *y = ct_module_forward(ct_module_child(self, "fc3"), h);
-  if (y) ct_scope_keep(y);
-  ct_scope_end();
-  return y;
-}
-
-/* ct_model_new, and "residual": the module above, for (b, 1, 28, 28) inputs and 10 classes. */
+/* ct_model_new, and "residual": tests/support/residual_module.h's module the user defines. */
 static ct_module *model_new(const char *model, ct_device dev, ct_generator *g) {
   if (strcmp(model, "residual") != 0) return ct_model_new(model, dev, g);
-  ct_module *m = ct_assert_nonnull(ct_module_new("Residual", residual_forward, NULL, NULL));
-  ct_assert_ok(ct_module_add_child(m, "fc1", ct_linear_new(784, 32, 1, dev, g)));
-  ct_assert_ok(ct_module_add_child(m, "fc2", ct_linear_new(32, 32, 1, dev, g)));
-  ct_assert_ok(ct_module_add_child(m, "fc3", ct_linear_new(32, 10, 1, dev, g)));
-  return m;
+  return residual_new(dev, g);
 }
 
 /* n replicas on devs with batch b against one device (devs[0]) with batch b, for `steps` steps. */

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include "cuttle.h"
+#include "../support/residual_module.h"
 #ifdef CUTTLE_WITH_MPI
 #include "dist/dist_internal.h" /* ct__dist_announcements_sent */
 #include "nn/module.h" /* to give one rank a float64 parameter, which no public constructor makes */
@@ -108,26 +109,13 @@ static void step(ct_module *m, ct_optimizer *opt, ct_ddp *d, int s, int64_t lo, 
   ct_scope_end();
 }
 
-/* A module the user defines (ct_module_new): flatten, fc1, relu, then h + fc2(relu(h)), then fc3. */
-static ct_tensor *residual_forward(ct_module *self, ct_tensor *x) {
-  ct_scope_begin();
-  ct_tensor *h = ct_relu(ct_module_forward(ct_module_child(self, "fc1"), ct_flatten(x, 1, -1)));
-  h = ct_add(h, ct_module_forward(ct_module_child(self, "fc2"), ct_relu(h)));
-  ct_tensor *y = ct_module_forward(ct_module_child(self, "fc3"), h);
-  if (y) ct_scope_keep(y);
-  ct_scope_end();
-  return y;
-}
-
-/* The model of the equivalence runs: the mlp, or (model_name "residual") the user module above. */
+/* The model of the equivalence runs: the mlp, or (model_name "residual") the module the user defines
+ * of tests/support/residual_module.h. */
 static const char *model_name = "mlp";
 static ct_module *model_new(ct_generator *g) {
   if (strcmp(model_name, "residual") != 0) return ct_model_new(model_name, CT_DEVICE_CPU, g);
-  ct_module *m = ct_module_new("Residual", residual_forward, NULL, NULL);
-  ct_status s = ct_module_add_child(m, "fc1", ct_linear_new(784, 32, 1, CT_DEVICE_CPU, g));
-  if (s == CT_OK) s = ct_module_add_child(m, "fc2", ct_linear_new(32, 32, 1, CT_DEVICE_CPU, g));
-  if (s == CT_OK) s = ct_module_add_child(m, "fc3", ct_linear_new(32, 10, 1, CT_DEVICE_CPU, g));
-  CHECK(s == CT_OK, "building the residual module: %s", ct_last_error());
+  ct_module *m = residual_new(CT_DEVICE_CPU, g);
+  CHECK(m != NULL, "building the residual module: %s", ct_last_error());
   return m;
 }
 
