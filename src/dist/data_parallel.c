@@ -114,15 +114,12 @@ static void free_replica_module(ct_module *c) { ct_module_free(c); }
 static ct_module *clone(ct_module *src, ct_device dev) {
   ct_module *c = ct__module_alloc(src->kind);
   if (!c) return NULL;
-  c->training = src->training;
-  c->in = src->in, c->out = src->out, c->kernel = src->kernel;
-  c->conv = src->conv, c->pool = src->pool;
-  c->p = src->p, c->eps = src->eps, c->momentum = src->momentum;
-  c->approximate = src->approximate, c->norm_ndim = src->norm_ndim;
-  memcpy(c->out_size, src->out_size, sizeof c->out_size);
-  memcpy(c->norm_shape, src->norm_shape, sizeof c->norm_shape);
-  /* a user module's forward and ctx are shared, not owned: free_ctx stays NULL in the replica */
-  c->user_forward = src->user_forward, c->ctx = src->ctx;
+  /* every setting as it is (training flag, sizes, options, a user module's forward and ctx); the
+   * owned lists start empty and fill below, and a replica borrows its source's ctx (no free_ctx) */
+  *c = *src;
+  c->n_slots = c->cap_slots = 0, c->slot_name = NULL, c->slot = NULL, c->slot_is_buffer = NULL;
+  c->n_children = c->cap_children = 0, c->child_name = NULL, c->children = NULL;
+  c->type_name = NULL, c->free_ctx = NULL;
   if (src->type_name && !(c->type_name = strdup(src->type_name)))
     return ct__error(CT_ENOMEM, "out of memory copying a module's type name"), free_replica_module(c), NULL;
   for (int i = 0; i < src->n_slots; i++) {

@@ -131,15 +131,6 @@ static void visit(walk *w, const ct_module *m, const char *path) {
       }
       return;
     case CT_M_ADAPTIVEAVGPOOL2D:
-      if (!w->known) return;
-      if (w->ndim != 4) {
-        char s[160];
-        ct__error(CT_ESHAPE, "input has shape %s, expected (N, C, H, W)", ct__shape_str(w->ndim, w->shape, s, sizeof s));
-        mismatch(w, path, m);
-        return (void)(w->known = 0);
-      }
-      w->shape[2] = m->out_size[0], w->shape[3] = m->out_size[1];
-      return;
     case CT_M_AVGPOOL2D:
     case CT_M_MAXPOOL2D: {
       if (!w->known) return;
@@ -148,6 +139,10 @@ static void visit(walk *w, const ct_module *m, const char *path) {
         ct__error(CT_ESHAPE, "input has shape %s, expected (N, C, H, W)", ct__shape_str(w->ndim, w->shape, s, sizeof s));
         mismatch(w, path, m);
         return (void)(w->known = 0);
+      }
+      if (m->kind == CT_M_ADAPTIVEAVGPOOL2D) {
+        w->shape[2] = m->out_size[0], w->shape[3] = m->out_size[1];
+        return;
       }
       int64_t ho = window_out(w->shape[2], m->pool.padding[0], m->pool.kernel[0], m->pool.stride[0]);
       int64_t wo = window_out(w->shape[3], m->pool.padding[1], m->pool.kernel[1], m->pool.stride[1]);
