@@ -21,6 +21,11 @@ enum {
   CT_CONV_SCRATCH_FUSED,
   CT_CONV_SCRATCH_FUSED_GRAD,
   CT_CONV_SCRATCH_BLOCK, /* conv2d's (O, B L) per thread for blocks of more than one image */
+  CT_CONV_SCRATCH_TAPS,  /* a small output's tap list and gather table (conv.c) */
+  CT_CONV_SCRATCH_WPACK, /* the weights of the live taps only, when some taps are dead (conv.c) */
+  CT_CONV_SCRATCH_PAD,   /* a zero-bordered input plane per thread for the gather table (conv.c) */
+  CT_CONV_SCRATCH_DENSE_W,  /* the dense path's (O L, C H W) weight matrix (conv_dense.c) */
+  CT_CONV_SCRATCH_DENSE_GW, /* and its gradient */
   CT_CONV_SCRATCH_SLOTS
 };
 /* Per calling thread, grown only, kept for the thread's life; NULL (CT_ENOMEM set) when out of memory. */
@@ -37,15 +42,31 @@ typedef struct {
   int sh, sw, ph, pw, dh, dw;
 } geom;
 
+/* How a setup lays out the rows of im2col (conv.c). A small output (L < 100 pixels, on an input
+ * plane that is small once padded) is gathered through a table: table[r L + l] is the offset of
+ * output pixel l's input under tap taps[r] (i kW + j) in the plane padded with zeros to
+ * (H + 2 pH, W + 2 pW), copied into pad (pad_n elements per thread). A tap that reads only padding
+ * for every output pixel (a 3x3 conv on a 1x1 map has 8 such) is dead: for float32 and float64,
+ * only the T live taps get rows, K = C/G T, and the weights are packed to (O, C/G, T) (wp); the
+ * weight gradient is scattered back with zeros at the dead taps. Other outputs have table NULL and
+ * all T = kH kW taps. */
+typedef struct {
+  int64_t T, pad_n;
+  const int32_t *taps, *table;
+  char *pad;
+} ct_conv_taps;
+
 typedef struct {
   geom g;
+  ct_conv_taps tp;
   ct_dtype dt, bdt;
-  int64_t es, L, K, Og, Kall, B, ld; /* B images per block, ld = B L */
+  int64_t es, L, K, Og, Kall, B, ld; /* B images per block, ld = B L; K = C/G T, Kall = C T */
   const char *xp, *wp, *bp;
   char *bufs;
 } ct_conv_fw;
 
-/* x, w contiguous of one dtype (f32/f64), b NULL or (O). CT_ENOMEM when the scratch cannot be had. */
+/* x, w contiguous of one dtype (f32/f64, or a half whose caller widens: then no tap is dropped
+ * and wp is w's), b NULL or (O). CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
                                  const ct_conv2d_opts *o);
 /* The block of images [n0, n0 + nb), nb <= B: its outputs (O, nb L) = b + conv, written at ys (rows ld apart) */
@@ -53,8 +74,9 @@ void ct__conv_forward_block(const ct_conv_fw *c, int64_t n0, int64_t nb, int tid
 
 typedef struct {
   geom g;
+  ct_conv_taps tp;
   ct_dtype dt;
-  int64_t es, L, K, Og, Kall, wsz, nt, B, ld; /* B images per block, ld = B L */
+  int64_t es, L, K, Og, Kall, wsz, nt, B, ld; /* B images per block, ld = B L; wsz = O K */
   const char *xp, *wp;
   char *gxp, *cols, *dcols, *acc;
   double *bacc;
@@ -68,5 +90,18 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
  * gx_n written, gw and gb accumulated per thread */
 void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int tid, const char *dys);
 void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb);
+
+/* The dense path (conv_dense.c): conv2d as one GEMM against an (O L, C H W) matrix assembled from
+ * w, for input maps with fewer pixels than the kernel has live taps. ct__conv_dense_plan returns 1
+ * and the pixel-to-tap map (in the calling thread's scratch, valid until its next conv) when g and
+ * dt take it: groups 1, float32 or float64, that matrix at most 4 Mi elements; else 0. forward: y
+ * (N, O, Ho, Wo) = conv(x, w) + b (b NULL or (O) of dtype bdt). backward: each of gx, gw, gb that
+ * is not NULL written whole (gb in dtype gbdt) from gy. Both: contiguous x, w, y, gy, gx, gw of
+ * dtype dt; CT_ENOMEM when the scratch cannot be had. */
+int ct__conv_dense_plan(const geom *g, ct_dtype dt, int32_t **map);
+ct_status ct__conv_dense_forward(const geom *g, ct_dtype dt, const int32_t *map, const void *x, const void *w,
+                                 const void *b, ct_dtype bdt, void *y);
+ct_status ct__conv_dense_backward(const geom *g, ct_dtype dt, const int32_t *map, const void *x, const void *w,
+                                  const void *gy, void *gx, void *gw, void *gb, ct_dtype gbdt);
 
 #endif

@@ -3,7 +3,9 @@
  * Hc Wc) goes to a per-thread buffer that stays in cache, and is pooled from there (relu(max) with
  * the window position of the winner, pool.c); the backward rebuilds dy_n from the pooled gradient
  * and the positions in the same kind of buffer and runs the conv's per-block backward on it
- * (conv.c). The blocks are conv2d's, so the sums are conv2d's, bit for bit. The conv output and its
+ * (conv.c). The blocks are conv2d's, so the sums are conv2d's, bit for bit (but for maps smaller
+ * than the kernel, which conv2d runs as one dense GEMM, conv_dense.c, and this op does not: there
+ * the two agree to rounding; the cnn's maps are 28 x 28 and 14 x 14). The conv output and its
  * gradient, (N, O, Hc, Wc) each, never reach memory: for the cnn's first layer that is 12.8 MB
  * written and read back twice per step of 128 images (docs/perf.md). The halves run the same
  * float32 steps on per-block widened copies and keep their window positions two a byte
