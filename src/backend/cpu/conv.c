@@ -217,6 +217,13 @@ static int64_t block_images(const geom *g, int64_t L) {
   return B > 1 ? B : 1;
 }
 
+/* the number of blocks of at most B images for N: a multiple of the threads where N allows (ct__conv_block) */
+static int64_t block_count(int64_t N, int64_t B) {
+  int64_t nblk = (N + B - 1) / B, nt = omp_get_max_threads();
+  if (nblk >= nt) nblk = (nblk + nt - 1) / nt * nt;
+  return nblk < N ? nblk : N;
+}
+
 /* The tap plan (conv.h) of an output of L pixels: below BLOCK_MAX_L pixels, and for input planes
  * of at most PAD_MAX elements padded, a gather table and a padded plane per thread (pad, of
  * sizeof(double) elements so that a half caller widening to float32 fits), both in the calling
@@ -259,7 +266,10 @@ static const char *pack_weights(const geom *g, const ct_conv_taps *tp, const cha
   if (tp->T == KK) return w;
   char *p = ct__conv_scratch(CT_CONV_SCRATCH_WPACK, (size_t)(rows * tp->T * es));
   if (!p) return NULL;
-  for (int64_t q = 0; q < rows; q++) /* element by element, typed: a memcpy call each cost 2% of a resnet18 step */
+  /* element by element, typed: a memcpy call each cost 2% of a resnet18 step; the threads share
+   * it (a 512 x 512 x 3 x 3 weight is read whole for one live tap) */
+#pragma omp parallel for schedule(static) if (rows * KK >= 65536)
+  for (int64_t q = 0; q < rows; q++)
     for (int64_t r = 0; r < tp->T; r++)
       if (es == 4) ((uint32_t *)p)[q * tp->T + r] = ((const uint32_t *)w)[q * KK + tp->taps[r]];
       else ((uint64_t *)p)[q * tp->T + r] = ((const uint64_t *)w)[q * KK + tp->taps[r]];
@@ -274,7 +284,7 @@ ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_t
   ct_status s = plan_taps(&c->g, c->L, c->dt == CT_F32 || c->dt == CT_F64, &c->tp);
   if (s != CT_OK) return s;
   c->K = c->g.C / c->g.G * c->tp.T, c->Og = c->g.O / c->g.G, c->Kall = c->g.C * c->tp.T;
-  c->B = block_images(&c->g, c->L), c->ld = c->B * c->L;
+  c->B = block_images(&c->g, c->L), c->ld = c->B * c->L, c->nblk = block_count(c->g.N, c->B);
   c->xp = ct__ptr(x), c->wp = pack_weights(&c->g, &c->tp, ct__ptr(w), c->es), c->bp = b ? ct__ptr(b) : NULL;
   c->bdt = b ? b->dtype : c->dt;
   c->bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * c->Kall * c->ld * c->es));
@@ -332,9 +342,10 @@ ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b,
   char *stage = B > 1 ? ct__conv_scratch(CT_CONV_SCRATCH_BLOCK, (size_t)(omp_get_max_threads() * O * c.ld * es)) : NULL;
   if (B > 1 && !stage) return CT_ENOMEM;
 #pragma omp parallel for schedule(static)
-  for (int64_t n0 = 0; n0 < N; n0 += B) {
+  for (int64_t i = 0; i < c.nblk; i++) {
     int tid = omp_get_thread_num();
-    int64_t nb = N - n0 < B ? N - n0 : B;
+    int64_t n0, nb;
+    ct__conv_block(i, c.nblk, N, &n0, &nb);
     char *yn = yp + n0 * O * L * es, *ys = B > 1 ? stage + tid * O * c.ld * es : yn;
     ct__conv_forward_block(&c, n0, nb, tid, ys);
     if (B > 1) block_copy(es, 1, nb, O, L, c.ld, ys, yn);
@@ -367,7 +378,7 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
   ct_status s = plan_taps(&g, L, dt == CT_F32 || dt == CT_F64, &c->tp);
   if (s != CT_OK) return s;
   c->K = g.C / g.G * c->tp.T, c->Og = g.O / g.G, c->Kall = g.C * c->tp.T, c->wsz = g.O * c->K;
-  c->B = block_images(&g, L), c->ld = c->B * L;
+  c->B = block_images(&g, L), c->ld = c->B * L, c->nblk = block_count(g.N, c->B);
   c->xp = ct__ptr(x), c->wp = gx ? pack_weights(&g, &c->tp, ct__ptr(w), es) : ct__ptr(w);
   if (!c->wp) return CT_ENOMEM;
   c->gxp = gx ? ct__ptr(gx) : NULL;
@@ -456,9 +467,10 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
   char *stage = B > 1 ? ct__conv_scratch(CT_CONV_SCRATCH_BLOCK, (size_t)(c.nt * O * c.ld * es)) : NULL;
   if (B > 1 && !stage) return CT_ENOMEM;
 #pragma omp parallel for schedule(static)
-  for (int64_t n0 = 0; n0 < N; n0 += B) {
+  for (int64_t i = 0; i < c.nblk; i++) {
     int tid = omp_get_thread_num();
-    int64_t nb = N - n0 < B ? N - n0 : B;
+    int64_t n0, nb;
+    ct__conv_block(i, c.nblk, N, &n0, &nb);
     const char *gyn = gyp + n0 * O * L * es;
     char *dys = B > 1 ? stage + tid * O * c.ld * es : NULL;
     if (dys) block_copy(es, 0, nb, O, L, c.ld, gyn, dys);

@@ -1,8 +1,8 @@
 /* src/backend/cpu/conv.h: the CPU convolution's per-block steps, shared by conv2d (conv.c) and the
  * fused conv2d + relu + max pooling (conv_relu_pool.c). Internal to the CPU backend.
- * A forward or backward is: setup (geometry, scratch, and B, the images per block: 1, or more
- * when the output is small, conv.c), then one call per block of B images (the last one may be
- * shorter) from inside an OpenMP loop (tid = omp_get_thread_num()), then, for the backward, finish
+ * A forward or backward is: setup (geometry, scratch, and B, the most images per block: 1, or
+ * more when the output is small, conv.c; and nblk, the blocks), then one call per block
+ * (ct__conv_block) from inside an OpenMP loop (tid = omp_get_thread_num()), then, for the backward, finish
  * (sums the per-thread gradient accumulators into gw and gb). A block's outputs and output
  * gradients are an (O, nb L) matrix with rows ld = B L apart, image b in columns [b L, b L + L):
  * for B = 1, image n's (O, L) of y or dy itself. */
@@ -60,10 +60,18 @@ typedef struct {
   geom g;
   ct_conv_taps tp;
   ct_dtype dt, bdt;
-  int64_t es, L, K, Og, Kall, B, ld; /* B images per block, ld = B L; K = C/G T, Kall = C T */
+  int64_t es, L, K, Og, Kall, B, ld, nblk; /* at most B images per block, ld = B L; K = C/G T, Kall = C T */
   const char *xp, *wp, *bp;
   char *bufs;
 } ct_conv_fw;
+
+/* Block i of the nblk a setup chose for N images: [*n0, *n0 + *nb). The sizes differ by at most one
+ * (none exceeds B) and nblk is a multiple of the thread count where there are enough images, so
+ * OpenMP's static schedule gives each thread the same number of images: with blocks of B and a
+ * short last one, resnet18's layer1 (blocks of 6) left one of 2 threads 4 images of 64 idle. */
+static inline void ct__conv_block(int64_t i, int64_t nblk, int64_t N, int64_t *n0, int64_t *nb) {
+  *n0 = i * N / nblk, *nb = (i + 1) * N / nblk - *n0;
+}
 
 /* x, w contiguous of one dtype (f32/f64, or a half whose caller widens: then no tap is dropped
  * and wp is w's), b NULL or (O). CT_ENOMEM when the scratch cannot be had. */
@@ -76,7 +84,7 @@ typedef struct {
   geom g;
   ct_conv_taps tp;
   ct_dtype dt;
-  int64_t es, L, K, Og, Kall, wsz, nt, B, ld; /* B images per block, ld = B L; wsz = O K */
+  int64_t es, L, K, Og, Kall, wsz, nt, B, ld, nblk; /* at most B images per block, ld = B L; wsz = O K */
   const char *xp, *wp;
   char *gxp, *cols, *dcols, *acc;
   double *bacc;

@@ -87,9 +87,10 @@ static ct_status fused_forward_half(ct_tensor *y, ct_tensor *argmax, ct_tensor *
   uint16_t *yp = ct__ptr(y);
   uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
+  for (int64_t i = 0; i < c.nblk; i++) {
     int tid = omp_get_thread_num();
-    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    int64_t n0, nb;
+    ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
     float *yc = bufs + wn + tid * per, *xf = yc + O * ld, *pf = xf + B * CHW;
     uint8_t *pos = (uint8_t *)(pf + P);
     widen(xf, xp + n0 * CHW, nb * CHW, lp);
@@ -135,9 +136,10 @@ static ct_status fused_backward_half(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb
   uint16_t *gxp = gx ? ct__ptr(gx) : NULL;
   const uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
+  for (int64_t i = 0; i < c.nblk; i++) {
     int tid = omp_get_thread_num();
-    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    int64_t n0, nb;
+    ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
     float *gc = bufs + wn + tid * per, *xf = gc + O * ld, *gxf = xf + B * CHW, *gf = gxf + B * CHW;
     uint8_t *pos = (uint8_t *)(gf + P);
     for (int64_t b = 0; b < nb; b++)
@@ -184,15 +186,16 @@ ct_status ct__cpu_conv2d_relu_pool2x2(ct_tensor *y, ct_tensor *argmax, ct_tensor
   ct_conv_fw c;
   ct_status s = ct__conv_forward_setup(&c, x, w, b, Hc, Wc, o);
   if (s != CT_OK) return s;
-  int64_t B = c.B, ld = c.ld;
+  int64_t ld = c.ld;
   char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED, (size_t)(omp_get_max_threads() * O * ld) * sizeof(float));
   if (!bufs) return CT_ENOMEM;
   float *yp = ct__ptr(y);
   uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
+  for (int64_t i = 0; i < c.nblk; i++) {
     int tid = omp_get_thread_num();
-    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    int64_t n0, nb;
+    ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
     float *yc = (float *)bufs + tid * O * ld;
     ct__conv_forward_block(&c, n0, nb, tid, (char *)yc);
     for (int64_t b = 0; b < nb; b++)
@@ -213,15 +216,16 @@ ct_status ct__cpu_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_
   ct_conv_bw c;
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o);
   if (s != CT_OK) return s;
-  int64_t B = c.B, ld = c.ld;
+  int64_t ld = c.ld;
   char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_FUSED_GRAD, (size_t)(c.nt * O * ld) * sizeof(float));
   if (!bufs) return CT_ENOMEM;
   const float *gyp = ct__ptr(gy);
   const uint8_t *ap = ct__ptr(argmax);
 #pragma omp parallel for schedule(static)
-  for (int64_t n0 = 0; n0 < c.g.N; n0 += B) {
+  for (int64_t i = 0; i < c.nblk; i++) {
     int tid = omp_get_thread_num();
-    int64_t nb = c.g.N - n0 < B ? c.g.N - n0 : B;
+    int64_t n0, nb;
+    ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
     float *gc = (float *)bufs + tid * O * ld;
     for (int64_t b = 0; b < nb; b++)
       for (int64_t oc = 0; oc < O; oc++) {
