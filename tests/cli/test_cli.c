@@ -1,5 +1,5 @@
 /* tests/cli/test_cli.c: the cuttle CLI as a user runs it: devices, train (metrics, save, resume,
- * Ctrl-C), eval, every command's --help, and its errors. Runs the built binary
+ * Ctrl-C, --weight-decay), eval, every command's --help, and its errors. Runs the built binary
  * ($CUTTLE_BINARY_DIR/cuttle). The training cases need the dataset and are skipped (77) without it. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -57,9 +57,46 @@ static void bad_options_are_usage_errors(void **state) {
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --save-every 10", cuttle), 2);
   assert_non_null(strstr(out, "--save-every needs --save"));
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --max-steps -1", cuttle), 2);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --weight-decay -0.1", cuttle), 2);
+  assert_non_null(strstr(out, "--weight-decay must be >= 0"));
   assert_int_equal(ct_test_run(out, sizeof out, "%s frobnicate", cuttle), 2);
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --data-dir /nonexistent/dir --model mlp", cuttle), 1);
   assert_non_null(strstr(out, "/nonexistent/dir"));
+}
+
+/* the bytes of a file (at most n - 1), NUL-terminated; the length, or -1 */
+static long slurp(const char *path, char *buf, long n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  long got = (long)fread(buf, 1, (size_t)(n - 1), f);
+  fclose(f);
+  buf[got] = 0;
+  return got;
+}
+
+/* --weight-decay reaches the optimizer: 5 SGD steps of the mlp save the same bytes twice without
+ * it (training is deterministic for a seed) and other bytes with it; the setup line names it. */
+static void weight_decay_reaches_the_optimizer(void **state) {
+  (void)state;
+  char out[8192], path[3][4200];
+  static char bytes[3][1 << 21];
+  const char *wd[3] = {"0", "0", "0.5"};
+  long len[3];
+  for (int i = 0; i < 3; i++) {
+    snprintf(path[i], sizeof path[i], "%s/wd%d.safetensors", tmp, i);
+    assert_int_equal(ct_test_run(out, sizeof out,
+                                 "%s train --model mlp --optimizer sgd --lr 0.1 --weight-decay %s --max-steps 5 --workers 1 "
+                                 "--no-progress --save %s",
+                                 cuttle, wd[i], path[i]),
+                     0);
+    if (i == 2) assert_non_null(strstr(out, "weight_decay 0.5"));
+    len[i] = slurp(path[i], bytes[i], sizeof bytes[i]);
+    assert_true(len[i] > 0 && len[i] < (long)sizeof bytes[i] - 1);
+  }
+  assert_int_equal(len[0], len[1]);
+  assert_int_equal(len[0], len[2]);
+  assert_int_equal(memcmp(bytes[0], bytes[1], (size_t)len[0]), 0);
+  assert_int_not_equal(memcmp(bytes[0], bytes[2], (size_t)len[0]), 0);
 }
 
 static void train_save_eval_resume(void **state) {
@@ -152,6 +189,7 @@ int main(void) {
     printf("SKIP: the training cases need Fashion-MNIST (apt-get install dataset-fashion-mnist)\n");
     return fails ? fails : CT_TEST_SKIP;
   }
-  const struct CMUnitTest training[] = {cmocka_unit_test(train_save_eval_resume), cmocka_unit_test(ctrl_c_saves_and_exits_cleanly)};
+  const struct CMUnitTest training[] = {cmocka_unit_test(train_save_eval_resume), cmocka_unit_test(ctrl_c_saves_and_exits_cleanly),
+                                        cmocka_unit_test(weight_decay_reaches_the_optimizer)};
   return fails + cmocka_run_group_tests_name("cli training", training, setup, teardown);
 }

@@ -99,6 +99,7 @@ enum { GO_ON = -1 };
  * them. */
 typedef struct {
   const char *model, *device, *optimizer, *schedule, *save, *resume, *metrics;
+  double weight_decay; /* --weight-decay: torch.optim's weight_decay (0: AdamW's default, 1e-2) */
   const char *amp, *devices, *tensorboard;
   int epochs, workers, progress, nproc, accumulate, channels_last;
   int64_t batch, max_steps, save_every, tb_every;
@@ -148,8 +149,8 @@ static int data_option(int ch, ct_cli_data_opts *d) {
 
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
-             "                    [--lr X] [--optimizer adam|adamw|sgd] [--workers N] [--seed N] [--data-dir DIR]\n"
-             "                    [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--augment]\n"
+             "                    [--lr X] [--optimizer adam|adamw|sgd] [--weight-decay X] [--workers N] [--seed N]\n"
+             "                    [--data-dir DIR] [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--augment]\n"
              "                    [--val-split F] [--image-size H[,W]] [--gray] [--skip-bad-images]\n"
              "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
              "                    [--max-steps N] [--metrics FILE] [--no-progress] [--accumulate K]\n"
@@ -161,6 +162,9 @@ static int usage_train(FILE *f) {
              "                  keys as torchvision's; in_channels and num_classes from the data); NAME-small, e.g.\n"
              "                  resnet18-small: the 3x3 stride-1 stem without max-pool, for 28x28 and 32x32 images\n"
              DATA_HELP
+             "--optimizer       adam, adamw or sgd (momentum 0.9), as torch.optim's\n"
+             "--weight-decay X  torch.optim's weight_decay: L2 added to the gradient for adam and sgd (default 0),\n"
+             "                  decoupled for adamw (default 1e-2)\n"
              "--augment         train split: RandomCrop(image size, padding=4) and RandomHorizontalFlip(0.5)\n"
              "--save FILE       save a checkpoint after every epoch (written atomically: FILE is always whole)\n"
              "--save-every N    also save it every N optimizer steps (needs --save); it records the position in\n"
@@ -222,7 +226,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
       {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
       {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
       {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'}, {"tensorboard", 1, 0, 'G'},
-      {"tensorboard-every", 1, 0, 'g'},
+      {"tensorboard-every", 1, 0, 'g'}, {"weight-decay", 1, 0, 'W'},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
@@ -233,6 +237,13 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'e': c->epochs = atoi(optarg); break;
       case 'b': c->batch = atoll(optarg); break;
       case 'l': c->lr = atof(optarg); break;
+      case 'W':
+        c->weight_decay = atof(optarg);
+        if (!(c->weight_decay >= 0)) { /* NaN too */
+          fprintf(stderr, "cuttle: --weight-decay must be >= 0, not %s\n", optarg);
+          return 2;
+        }
+        break;
       case 'o': c->optimizer = optarg; break;
       case 'w': c->workers = atoi(optarg); break;
       case 's': c->seed = strtoull(optarg, NULL, 10); break;
@@ -282,7 +293,7 @@ static int read_choices(train_config *c) {
       return 2;
     }
   }
-  c->optim = (ct_optim_opts){.lr = c->lr};
+  c->optim = (ct_optim_opts){.lr = c->lr, .weight_decay = c->weight_decay};
   if (strcmp(c->optimizer, "adam") == 0) c->optim.kind = CT_OPTIM_ADAM;
   else if (strcmp(c->optimizer, "adamw") == 0) c->optim.kind = CT_OPTIM_ADAMW;
   else if (strcmp(c->optimizer, "sgd") == 0) c->optim.kind = CT_OPTIM_SGD, c->optim.momentum = 0.9;
@@ -621,6 +632,7 @@ static void print_setup(const train_run *r) {
   const train_config *c = r->c;
   fprintf(stderr, "training %s on %s: %lld parameters, %s lr %g (%s), batch %lld, %d workers", c->model, r->devname,
           (long long)ct_module_num_params(r->m), c->optimizer, c->lr, c->schedule, (long long)c->batch, c->workers);
+  if (c->weight_decay > 0) fprintf(stderr, ", weight_decay %g", c->weight_decay);
   if (r->dev.kind == CT_CPU) fprintf(stderr, ", %d thread%s", omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s");
   if (r->world > 1 || c->accumulate > 1)
     fprintf(stderr, "\n  %d rank(s) x batch %lld per rank x %d accumulated = global batch %lld", r->world,
