@@ -243,20 +243,24 @@ static ct_status plan_taps(const geom *g, int64_t L, int drop, ct_conv_taps *tp)
   int32_t *table = taps + KK;
   int64_t T = 0;
   for (int64_t t = 0; t < KK; t++) {
-    int64_t i = t / g->kw, j = t % g->kw, live = 0;
+    int64_t live = 0, h, w;
     int32_t *row = table + T * L; /* over a dead tap's row when that one is dropped */
     for (int64_t ho = 0; ho < g->Ho; ho++)
       for (int64_t wo = 0; wo < g->Wo; wo++) {
+        live |= ct__conv_tap_input(g, t, ho, wo, &h, &w);
         /* the output size's formula keeps h in [-pH, H + pH) and w in [-pW, W + pW): inside pad */
-        int64_t h = ho * g->sh - g->ph + i * g->dh, w = wo * g->sw - g->pw + j * g->dw;
         row[ho * g->Wo + wo] = (int32_t)((h + g->ph) * Wp + w + g->pw);
-        live |= h >= 0 && h < g->H && w >= 0 && w < g->W;
       }
     if (live || !drop) taps[T++] = (int32_t)t;
   }
   if (T == 0) return plan_taps(g, L, 0, tp);
   tp->T = T, tp->taps = taps, tp->table = table, tp->pad = pad;
   return CT_OK;
+}
+
+/* this thread's padded plane of the tap plan; NULL without a gather table */
+static char *thread_pad(const ct_conv_taps *tp, int tid) {
+  return tp->pad ? tp->pad + tid * tp->pad_n * (int64_t)sizeof(double) : NULL;
 }
 
 /* w (O, C/G, kH, kW) packed to its live taps, (O, C/G, T), in the scratch; w itself when no tap is
@@ -295,7 +299,7 @@ void ct__conv_forward_block(const ct_conv_fw *c, int64_t n0, int64_t nb, int tid
   const geom *g = &c->g;
   int64_t es = c->es, L = c->L, K = c->K, Og = c->Og, ld = c->ld, NL = nb * L, CHW = g->C * g->H * g->W;
   char *cols = c->bufs + tid * c->Kall * ld * es;
-  char *pad = c->tp.pad ? c->tp.pad + tid * c->tp.pad_n * (int64_t)sizeof(double) : NULL;
+  char *pad = thread_pad(&c->tp, tid);
   for (int64_t b = 0; b < nb; b++) im2col(c->dt, g, &c->tp, pad, c->xp + (n0 + b) * CHW * es, cols + b * L * es, ld);
   /* y starts as the bias and the GEMM adds to it (beta = 1): OpenBLAS would otherwise spend a
    * pass zeroing C for beta = 0 and a second pass would add the bias */
@@ -402,7 +406,7 @@ void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int ti
   const geom *g = &c->g;
   ct_dtype dt = c->dt;
   int64_t es = c->es, L = c->L, K = c->K, Og = c->Og, ld = c->ld, NL = nb * L, CHW = g->C * g->H * g->W;
-  char *pad = c->tp.pad ? c->tp.pad + tid * c->tp.pad_n * (int64_t)sizeof(double) : NULL;
+  char *pad = thread_pad(&c->tp, tid);
   if (c->bacc) /* the bias gradient: each image's row sums of dy, while dy is in this thread's cache */
     for (int64_t b = 0; b < nb; b++)
       for (int64_t oc = 0; oc < g->O; oc++) c->bacc[tid * g->O + oc] += row_sum(dt, dys + (oc * ld + b * L) * es, L);

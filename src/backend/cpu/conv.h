@@ -42,6 +42,14 @@ typedef struct {
   int sh, sw, ph, pw, dh, dw;
 } geom;
 
+/* The input pixel (*h, *w) that output pixel (ho, wo) reads under tap t = i kW + j, as PyTorch's
+ * conv2d indexes it (h = ho sH - pH + i dH, w likewise), and 1 when it lies inside the H x W map,
+ * 0 when it falls in the padding. */
+static inline int ct__conv_tap_input(const geom *g, int64_t t, int64_t ho, int64_t wo, int64_t *h, int64_t *w) {
+  *h = ho * g->sh - g->ph + t / g->kw * g->dh, *w = wo * g->sw - g->pw + t % g->kw * g->dw;
+  return *h >= 0 && *h < g->H && *w >= 0 && *w < g->W;
+}
+
 /* How a setup lays out the rows of im2col (conv.c). A small output (L < 100 pixels, on an input
  * plane that is small once padded) is gathered through a table: table[r L + l] is the offset of
  * output pixel l's input under tap taps[r] (i kW + j) in the plane padded with zeros to

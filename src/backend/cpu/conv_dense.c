@@ -22,13 +22,10 @@ static int64_t tap_map(const geom *g, int32_t *map) {
   int64_t L = g->Ho * g->Wo, P = g->H * g->W, KK = g->kh * g->kw, live = 0;
   for (int64_t i = 0; i < L * P; i++) map[i] = -1;
   for (int64_t t = 0; t < KK; t++) {
-    int64_t i = t / g->kw, j = t % g->kw, used = 0;
+    int64_t used = 0, h, w;
     for (int64_t ho = 0; ho < g->Ho; ho++)
-      for (int64_t wo = 0; wo < g->Wo; wo++) {
-        int64_t h = ho * g->sh - g->ph + i * g->dh, w = wo * g->sw - g->pw + j * g->dw;
-        if (h < 0 || h >= g->H || w < 0 || w >= g->W) continue;
-        map[(ho * g->Wo + wo) * P + h * g->W + w] = (int32_t)t, used = 1;
-      }
+      for (int64_t wo = 0; wo < g->Wo; wo++)
+        if (ct__conv_tap_input(g, t, ho, wo, &h, &w)) map[(ho * g->Wo + wo) * P + h * g->W + w] = (int32_t)t, used = 1;
     live += used;
   }
   return live;
