@@ -180,6 +180,41 @@ static void test_max_pool2x2_ties_and_nan(void **state) {
   for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
 }
 
+/* Other windows (here resnet's stem pool, 3x3 stride 2 padding 1) take float32's general loop,
+ * whose selects are masks on the bits: ties and NaNs as the float64 kernel and torch, the first
+ * of a tie and the last NaN in row-major window order, windows overlapping. */
+static void test_max_pool3x3_stride2_ties_and_nan(void **state) {
+  (void)state;
+  const double nan = NAN;
+  double v[24] = {1, 1, 0, 5, nan, 2,  3, 3, -1, 7, 7, nan,  2, 9, 9, 4, 1, 1,  nan, 1, 5, 0, 2, 3};
+  int64_t sh[4] = {1, 1, 4, 6};
+  ct_pool2d_opts o = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+  double *y[2], *g[2];
+  ct_dtype dts[2] = {CT_F32, CT_F64};
+  for (int k = 0; k < 2; k++) {
+    ct_tensor *h = ct_assert_nonnull(ct_from_host(v, 4, sh, CT_F64, CT_DEVICE_CPU));
+    ct_tensor *x = ct_assert_nonnull(ct_cast(h, dts[k]));
+    ct_assert_ok(ct_requires_grad_(x, 1));
+    ct_tensor *out = ct_assert_nonnull(ct_max_pool2d(x, &o));
+    assert_int_equal(ct_tensor_size(out, 2), 2), assert_int_equal(ct_tensor_size(out, 3), 3);
+    ct_tensor *w = ct_assert_nonnull(ct_arange(1, 7, 1, dts[k], CT_DEVICE_CPU)); /* distinct upstream gradients */
+    ct_tensor *wv = ct_assert_nonnull(ct_reshape(w, 4, (int64_t[]){1, 1, 2, 3}));
+    ct_tensor *p = ct_assert_nonnull(ct_mul(out, wv)), *s = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    y[k] = ct_test_values(out), g[k] = ct_test_values(ct_grad(x));
+    ct_tensor_free(s), ct_tensor_free(p), ct_tensor_free(wv), ct_tensor_free(w), ct_tensor_free(out), ct_tensor_free(x), ct_tensor_free(h);
+  }
+  for (int i = 0; i < 6; i++) assert_true(isnan(y[0][i]) ? isnan(y[1][i]) : y[0][i] == y[1][i]);
+  for (int i = 0; i < 24; i++) assert_true(g[0][i] == g[1][i]);
+  assert_true(y[0][0] == 3 && g[0][6] == 1 && g[0][7] == 0);   /* a tie: the first */
+  assert_true(y[0][1] == 7 && g[0][9] == 2 && g[0][10] == 0);  /* 7 at (1, 3), not the 7 outside the window */
+  assert_true(isnan(y[0][2]) && g[0][4] == 0 && g[0][11] == 9); /* the last NaN, chosen by two windows (3 + 6) */
+  assert_true(isnan(y[0][3]) && g[0][18] == 4);                /* a NaN in the last row */
+  assert_true(y[0][4] == 9 && g[0][13] == 5 && g[0][14] == 0); /* a tie across a row: the first */
+  assert_true(isnan(y[0][5]));
+  for (int k = 0; k < 2; k++) free(y[k]), free(g[k]);
+}
+
 /* relu as torch.relu: NaN in, NaN out, and the gradient passes at the NaN (threshold_backward
  * zeroes only where x <= 0); the same in the float32 fast path and the float64 path. */
 static void test_relu_nan_like_torch(void **state) {
@@ -363,7 +398,8 @@ int main(void) {
   lp_dev = CT_DEVICE_CPU;
   cast_dev = CT_DEVICE_CPU;
   const struct CMUnitTest more[] = {cmocka_unit_test(test_table_covers_ops), cmocka_unit_test(test_dropout_training),
-                                    cmocka_unit_test(test_max_pool2x2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
+                                    cmocka_unit_test(test_max_pool2x2_ties_and_nan),
+                                    cmocka_unit_test(test_max_pool3x3_stride2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
                                     cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels),
                                     cmocka_unit_test(test_half_casts_match_ieee),
                                     cmocka_unit_test(test_fused_conv_pool_halves), LP_TESTS, CAST_TESTS};

@@ -391,15 +391,23 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
   c->acc = gw ? ct__conv_scratch(CT_CONV_SCRATCH_WGRAD, (size_t)(nt * c->wsz * es)) : NULL;
   c->bacc = gb ? (double *)ct__conv_scratch(CT_CONV_SCRATCH_BGRAD, (size_t)(nt * g.O) * sizeof(double)) : NULL;
   if ((gw && !c->cols) || (gx && !c->dcols) || (gw && !c->acc) || (gb && !c->bacc)) return CT_ENOMEM;
-  if (c->bacc) memset(c->bacc, 0, (size_t)(nt * g.O) * sizeof(double));
-  if (c->acc) memset(c->acc, 0, (size_t)(nt * c->wsz * es));
-  /* dcols starts at zero and col2im zeroes every element it reads, so each block's input-gradient
-   * GEMM can add into it (beta = 1) and OpenBLAS skips its pass zeroing C (5% of a cnn step); the
-   * elements col2im never reads (taps outside the image) collect sums nobody reads. Image b of a
-   * block always has columns [b L, b L + L) (rows ld apart, a short last block too), so those
-   * elements are the same ones in every block. */
-  if (c->dcols) memset(c->dcols, 0, (size_t)(nt * c->Kall * c->ld * es));
   return CT_OK;
+}
+
+void ct__conv_backward_zero(const ct_conv_bw *c) {
+  /* every slice of the nt, whatever the team's size, and on the threads: zeroed on the calling
+   * thread alone they were 4% of a 2-thread resnet18 step with the other thread waiting */
+  int64_t es = c->es, O = c->g.O, rows = c->Kall * c->ld;
+  for (int64_t t = omp_get_thread_num(); t < c->nt; t += omp_get_num_threads()) {
+    if (c->bacc) memset(c->bacc + t * O, 0, (size_t)O * sizeof(double));
+    if (c->acc) memset(c->acc + t * c->wsz * es, 0, (size_t)(c->wsz * es));
+    /* dcols starts at zero and col2im zeroes every element it reads, so each block's input-gradient
+     * GEMM can add into it (beta = 1) and OpenBLAS skips its pass zeroing C (5% of a cnn step); the
+     * elements col2im never reads (taps outside the image) collect sums nobody reads. Image b of a
+     * block always has columns [b L, b L + L) (rows ld apart, a short last block too), so those
+     * elements are the same ones in every block. */
+    if (c->dcols) memset(c->dcols + t * rows * es, 0, (size_t)(rows * es));
+  }
 }
 
 void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int tid, const char *dys) {
@@ -437,19 +445,23 @@ void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb)
     char *gwp = ct__ptr(gw);
     ct_dtype dt = c->dt;
     const char *acc = c->acc;
-    int64_t T = c->tp.T, KK = c->g.kh * c->g.kw;
-    if (T < KK) memset(gwp, 0, (size_t)(c->g.O * (c->g.C / c->g.G) * KK * c->es));
-    /* typed stores (ct__store per element cost 4% of a resnet18 step); float32's sum in double as before */
+    int64_t T = c->tp.T, KK = c->g.kh * c->g.kw, nq = wsz / T;
+    /* one row q = (o, c) of gw a time: its dead taps zeroed and its live ones summed on the same
+     * thread (a serial memset of gw first left the other thread waiting); typed stores (ct__store
+     * per element cost 4% of a resnet18 step); float32's sum in double as before */
 #pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < wsz; k++) {
-      double s = 0;
-      int64_t at = T < KK ? k / T * KK + c->tp.taps[k % T] : k;
-      if (dt == CT_F32) {
-        for (int64_t t = 0; t < nt; t++) s += ((const float *)acc)[t * wsz + k];
-        ((float *)gwp)[at] = (float)s;
-      } else {
-        for (int64_t t = 0; t < nt; t++) s += ((const double *)acc)[t * wsz + k];
-        ((double *)gwp)[at] = s;
+    for (int64_t q = 0; q < nq; q++) {
+      if (T < KK) memset(gwp + q * KK * c->es, 0, (size_t)(KK * c->es));
+      for (int64_t r = 0; r < T; r++) {
+        int64_t k = q * T + r, at = T < KK ? q * KK + c->tp.taps[r] : k;
+        double s = 0;
+        if (dt == CT_F32) {
+          for (int64_t t = 0; t < nt; t++) s += ((const float *)acc)[t * wsz + k];
+          ((float *)gwp)[at] = (float)s;
+        } else {
+          for (int64_t t = 0; t < nt; t++) s += ((const double *)acc)[t * wsz + k];
+          ((double *)gwp)[at] = s;
+        }
       }
     }
   }
@@ -470,15 +482,19 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
   /* a block of one image reads dy in place; a larger one gathers its images' into (O, B L) */
   char *stage = B > 1 ? ct__conv_scratch(CT_CONV_SCRATCH_BLOCK, (size_t)(c.nt * O * c.ld * es)) : NULL;
   if (B > 1 && !stage) return CT_ENOMEM;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < c.nblk; i++) {
-    int tid = omp_get_thread_num();
-    int64_t n0, nb;
-    ct__conv_block(i, c.nblk, N, &n0, &nb);
-    const char *gyn = gyp + n0 * O * L * es;
-    char *dys = B > 1 ? stage + tid * O * c.ld * es : NULL;
-    if (dys) block_copy(es, 0, nb, O, L, c.ld, gyn, dys);
-    ct__conv_backward_block(&c, n0, nb, tid, dys ? dys : gyn);
+#pragma omp parallel
+  {
+    ct__conv_backward_zero(&c);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < c.nblk; i++) {
+      int tid = omp_get_thread_num();
+      int64_t n0, nb;
+      ct__conv_block(i, c.nblk, N, &n0, &nb);
+      const char *gyn = gyp + n0 * O * L * es;
+      char *dys = B > 1 ? stage + tid * O * c.ld * es : NULL;
+      if (dys) block_copy(es, 0, nb, O, L, c.ld, gyn, dys);
+      ct__conv_backward_block(&c, n0, nb, tid, dys ? dys : gyn);
+    }
   }
   ct__conv_backward_finish(&c, gw, gb);
   return CT_OK;

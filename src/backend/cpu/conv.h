@@ -99,11 +99,15 @@ typedef struct {
 } ct_conv_bw;
 
 /* gx, gw, gb: the wanted gradients (NULL: not wanted), x, w as in conv2d_backward; Ho, Wo the conv
- * output's size. Zeroes the accumulators. CT_ENOMEM when the scratch cannot be had. */
+ * output's size. CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
                                   int64_t Ho, int64_t Wo, const ct_conv2d_opts *o);
 /* the block [n0, n0 + nb)'s share, with its output gradients (O, nb L) at dys (rows ld apart): each
  * gx_n written, gw and gb accumulated per thread */
+/* Zeroes the per-thread accumulators (bacc, acc, dcols: the block function adds into them). Called
+ * by every thread of the parallel region that runs the blocks, before its first block: each zeroes
+ * its share of the nt slices. */
+void ct__conv_backward_zero(const ct_conv_bw *c);
 void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int tid, const char *dys);
 void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb);
 

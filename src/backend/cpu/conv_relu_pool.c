@@ -117,8 +117,8 @@ static ct_status fused_backward_half(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, Hc, Wc, o);
   if (s != CT_OK) return s;
   int64_t nt = c.nt, B = c.B, ld = c.ld, rows = nt * c.Kall * ld;
-  /* the setup sized and zeroed its scratch for 2-byte elements: regrow for float32 and zero again
-   * (the accumulators and dcols are added into, see conv.c) */
+  /* the setup sized its scratch for 2-byte elements: regrow for float32 (zeroed on the threads by
+   * ct__conv_backward_zero, which reads c's es) */
   c.dt = CT_F32, c.es = 4;
   c.cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)rows * sizeof(float)) : NULL;
   c.dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)rows * sizeof(float)) : NULL;
@@ -128,33 +128,35 @@ static ct_status fused_backward_half(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb
   int64_t PB = (P + 1) / 2, per = O * ld + 2 * B * CHW + P + (P + 3) / 4;
   float *bufs = (float *)ct__conv_scratch(CT_CONV_SCRATCH_FUSED_GRAD, (size_t)(wn + nt * per) * sizeof(float));
   if ((gw && (!c.cols || !c.acc)) || (gx && !c.dcols) || !bufs) return CT_ENOMEM;
-  if (c.acc) memset(c.acc, 0, (size_t)(nt * c.wsz) * sizeof(float));
-  if (c.dcols) memset(c.dcols, 0, (size_t)rows * sizeof(float));
   widen_weights(bufs, w, lp);
   c.wp = (const char *)bufs;
   const uint16_t *xp = ct__ptr(x), *gyp = ct__ptr(gy);
   uint16_t *gxp = gx ? ct__ptr(gx) : NULL;
   const uint8_t *ap = ct__ptr(argmax);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < c.nblk; i++) {
-    int tid = omp_get_thread_num();
-    int64_t n0, nb;
-    ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
-    float *gc = bufs + wn + tid * per, *xf = gc + O * ld, *gxf = xf + B * CHW, *gf = gxf + B * CHW;
-    uint8_t *pos = (uint8_t *)(gf + P);
-    for (int64_t b = 0; b < nb; b++)
-      for (int64_t oc = 0; oc < O; oc++) {
-        int64_t n = n0 + b;
-        widen(gf, gyp + (n * O + oc) * P, P, lp);
-        unpack_positions(pos, ap + (n * O + oc) * PB, P);
-        ct__maxpool2x2_plane_backward_f32(gc + oc * ld + b * L, Hc, Wc, gf, pos, Hp, Wp);
-      }
-    ct_conv_bw ci = c; /* the block alone: its x from xf, its gx into gxf */
-    ci.g.N = nb;
-    if (gw) widen(xf, xp + n0 * CHW, nb * CHW, lp), ci.xp = (const char *)xf;
-    ci.gxp = gx ? (char *)gxf : NULL;
-    ct__conv_backward_block(&ci, 0, nb, tid, (const char *)gc);
-    if (gx) narrow(gxp + n0 * CHW, gxf, nb * CHW, lp);
+#pragma omp parallel
+  {
+    ct__conv_backward_zero(&c);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < c.nblk; i++) {
+      int tid = omp_get_thread_num();
+      int64_t n0, nb;
+      ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
+      float *gc = bufs + wn + tid * per, *xf = gc + O * ld, *gxf = xf + B * CHW, *gf = gxf + B * CHW;
+      uint8_t *pos = (uint8_t *)(gf + P);
+      for (int64_t b = 0; b < nb; b++)
+        for (int64_t oc = 0; oc < O; oc++) {
+          int64_t n = n0 + b;
+          widen(gf, gyp + (n * O + oc) * P, P, lp);
+          unpack_positions(pos, ap + (n * O + oc) * PB, P);
+          ct__maxpool2x2_plane_backward_f32(gc + oc * ld + b * L, Hc, Wc, gf, pos, Hp, Wp);
+        }
+      ct_conv_bw ci = c; /* the block alone: its x from xf, its gx into gxf */
+      ci.g.N = nb;
+      if (gw) widen(xf, xp + n0 * CHW, nb * CHW, lp), ci.xp = (const char *)xf;
+      ci.gxp = gx ? (char *)gxf : NULL;
+      ct__conv_backward_block(&ci, 0, nb, tid, (const char *)gc);
+      if (gx) narrow(gxp + n0 * CHW, gxf, nb * CHW, lp);
+    }
   }
   /* conv.c's finish would store float32 sums into gw: sum the per-thread accumulators here and
    * round once into the half gw; the bias gradient goes through ct__store in gb's dtype as there */
@@ -221,18 +223,22 @@ ct_status ct__cpu_conv2d_relu_pool2x2_backward(ct_tensor *gx, ct_tensor *gw, ct_
   if (!bufs) return CT_ENOMEM;
   const float *gyp = ct__ptr(gy);
   const uint8_t *ap = ct__ptr(argmax);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < c.nblk; i++) {
-    int tid = omp_get_thread_num();
-    int64_t n0, nb;
-    ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
-    float *gc = (float *)bufs + tid * O * ld;
-    for (int64_t b = 0; b < nb; b++)
-      for (int64_t oc = 0; oc < O; oc++) {
-        int64_t p = ((n0 + b) * O + oc) * Hp * Wp;
-        ct__maxpool2x2_plane_backward_f32(gc + oc * ld + b * L, Hc, Wc, gyp + p, ap + p, Hp, Wp);
-      }
-    ct__conv_backward_block(&c, n0, nb, tid, (const char *)gc);
+#pragma omp parallel
+  {
+    ct__conv_backward_zero(&c);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < c.nblk; i++) {
+      int tid = omp_get_thread_num();
+      int64_t n0, nb;
+      ct__conv_block(i, c.nblk, c.g.N, &n0, &nb);
+      float *gc = (float *)bufs + tid * O * ld;
+      for (int64_t b = 0; b < nb; b++)
+        for (int64_t oc = 0; oc < O; oc++) {
+          int64_t p = ((n0 + b) * O + oc) * Hp * Wp;
+          ct__maxpool2x2_plane_backward_f32(gc + oc * ld + b * L, Hc, Wc, gyp + p, ap + p, Hp, Wp);
+        }
+      ct__conv_backward_block(&c, n0, nb, tid, (const char *)gc);
+    }
   }
   ct__conv_backward_finish(&c, gw, gb);
   return CT_OK;
