@@ -138,8 +138,8 @@ DEFINE_COLS(double, f64)
  * into the middle of a zero-bordered (H + 2 pH, W + 2 pW) plane (pad, this thread's), so that row
  * (c, r) of the (C T, L) matrix is a gather without a bounds test: row[l] = pad[table[r L + l]].
  * For outputs of a few pixels that is much cheaper than the row copies above, which spend two
- * memsets and a memcpy on a row of 1 to 49 elements (docs/perf.md). col2im adds the rows into a
- * zeroed padded plane, zeroing what it reads as above, and writes its middle to gx. */
+ * memsets and a memcpy on a row of 1 to 49 elements (docs/perf.md). col2im goes the other way,
+ * through the gather lists built from the same table (col2im_gather below). */
 #define DEFINE_COLS_TABLE(E, SUFFIX)                                                                    \
   static void im2col_table_##SUFFIX(const geom *g, const ct_conv_taps *tp, E *pad, const E *x, E *out,   \
                                     int64_t ld) {                                                      \
@@ -155,24 +155,38 @@ DEFINE_COLS(double, f64)
         for (int64_t l = 0; l < L; l++) row[l] = pad[idx[l]];                                          \
       }                                                                                                \
     }                                                                                                  \
-  }                                                                                                    \
-  static void col2im_table_##SUFFIX(const geom *g, const ct_conv_taps *tp, E *pad, E *cols, int64_t ld,  \
-                                    E *gx) {                                                           \
-    int64_t L = g->Ho * g->Wo, Wp = g->W + 2 * g->pw, HWp = (g->H + 2 * g->ph) * Wp;                  \
-    for (int64_t c = 0; c < g->C; c++) {                                                               \
-      memset(pad, 0, (size_t)HWp * sizeof(E));                                                         \
-      for (int64_t r = 0; r < tp->T; r++) {                                                            \
-        E *row = cols + (c * tp->T + r) * ld;                                                          \
-        const int32_t *idx = tp->table + r * L;                                                        \
-        for (int64_t l = 0; l < L; l++) pad[idx[l]] += row[l], row[l] = 0;                             \
-      }                                                                                                \
-      E *xp = gx + c * g->H * g->W;                                                                    \
-      for (int64_t h = 0; h < g->H; h++)                                                               \
-        for (int64_t w = 0; w < g->W; w++) xp[h * g->W + w] = pad[(h + g->ph) * Wp + g->pw + w];        \
-    }                                                                                                  \
   }
 DEFINE_COLS_TABLE(float, f32)
 DEFINE_COLS_TABLE(double, f64)
+
+/* col2im of a block of nb images through the gather lists (ct_conv_bw): each input pixel sums its
+ * dcols elements, the even and the odd ones of its list (tap order) in two sums, and is written
+ * once. A scatter through a padded plane read, added and stored an element per tap and was 6% of a
+ * resnet18 step; one sum was a chain of dependent adds (docs/perf.md). Each channel's rows of dc are zeroed once its images are done (the next
+ * block's GEMM adds into them). gx: the block's first image. */
+#define DEFINE_COL2IM_GATHER(E, SUFFIX)                                                                 \
+  static void col2im_gather_##SUFFIX(const ct_conv_bw *c, E *dc, int64_t nb, E *gx) {                  \
+    const geom *g = &c->g;                                                                             \
+    int64_t T = c->tp.T, ld = c->ld, L = c->L, HW = g->H * g->W, CHW = g->C * HW;                      \
+    const int32_t *st = c->gstart, *ls = c->glist;                                                     \
+    for (int64_t ch = 0; ch < g->C; ch++) {                                                            \
+      E *rows = dc + ch * T * ld;                                                                      \
+      for (int64_t b = 0; b < nb; b++) {                                                               \
+        const E *rb = rows + b * L;                                                                    \
+        E *o = gx + b * CHW + ch * HW;                                                                 \
+        for (int64_t p = 0; p < HW; p++) {                                                             \
+          E s0 = 0, s1 = 0;                                                                            \
+          int32_t k = st[p], e = st[p + 1];                                                            \
+          for (; k + 1 < e; k += 2) s0 += rb[ls[k]], s1 += rb[ls[k + 1]];                              \
+          if (k < e) s0 += rb[ls[k]];                                                                  \
+          o[p] = s0 + s1;                                                                              \
+        }                                                                                              \
+      }                                                                                                \
+      memset(rows, 0, (size_t)(T * ld) * sizeof(E));                                                   \
+    }                                                                                                  \
+  }
+DEFINE_COL2IM_GATHER(float, f32)
+DEFINE_COL2IM_GATHER(double, f64)
 
 /* pad: this thread's padded plane (table path only) */
 static void im2col(ct_dtype dt, const geom *g, const ct_conv_taps *tp, void *pad, const void *x, void *out, int64_t ld) {
@@ -183,13 +197,8 @@ static void im2col(ct_dtype dt, const geom *g, const ct_conv_taps *tp, void *pad
   else im2col_f64(g, x, out, ld);
 }
 
-/* gx (C, H, W) of one image = col2im(cols): written whole */
-static void col2im(ct_dtype dt, const geom *g, const ct_conv_taps *tp, void *pad, void *cols, int64_t ld, void *gx) {
-  if (tp->table) {
-    if (dt == CT_F32) col2im_table_f32(g, tp, pad, cols, ld, gx);
-    else col2im_table_f64(g, tp, pad, cols, ld, gx);
-    return;
-  }
+/* gx (C, H, W) of one image = col2im(cols): written whole (outputs without a gather table) */
+static void col2im(ct_dtype dt, const geom *g, void *cols, int64_t ld, void *gx) {
   memset(gx, 0, (size_t)(g->C * g->H * g->W) * ct_dtype_size(dt));
   if (dt == CT_F32) col2im_f32(g, cols, ld, gx);
   else col2im_f64(g, cols, ld, gx);
@@ -261,6 +270,33 @@ static ct_status plan_taps(const geom *g, int64_t L, int drop, ct_conv_taps *tp)
 /* this thread's padded plane of the tap plan; NULL without a gather table */
 static char *thread_pad(const ct_conv_taps *tp, int tid) {
   return tp->pad ? tp->pad + tid * tp->pad_n * (int64_t)sizeof(double) : NULL;
+}
+
+/* The gather lists of ct_conv_bw from the tap plan's table, for rows ld apart: every (r, l) whose
+ * input lies inside the map is listed under its pixel, r ascending. CT_ENOMEM when the scratch
+ * cannot be had. */
+static ct_status plan_col2im(ct_conv_bw *c) {
+  const geom *g = &c->g;
+  int64_t T = c->tp.T, L = c->L, HW = g->H * g->W, Wp = g->W + 2 * g->pw;
+  int32_t *st = (int32_t *)ct__conv_scratch(CT_CONV_SCRATCH_COL2IM, (size_t)(HW + 1 + T * L) * sizeof(int32_t));
+  if (!st) return CT_ENOMEM;
+  int32_t *ls = st + HW + 1;
+  memset(st, 0, (size_t)(HW + 1) * sizeof(int32_t));
+  for (int pass = 0; pass < 2; pass++) {
+    for (int64_t r = 0; r < T; r++)
+      for (int64_t l = 0; l < L; l++) {
+        int64_t e = c->tp.table[r * L + l], h = e / Wp - g->ph, w = e % Wp - g->pw;
+        if (h < 0 || h >= g->H || w < 0 || w >= g->W) continue; /* reads padding */
+        if (pass == 0) st[h * g->W + w + 1]++;                   /* count */
+        else ls[st[h * g->W + w]++] = (int32_t)(r * c->ld + l); /* fill, st[p] the cursor */
+      }
+    if (pass == 0) /* counts to starts */
+      for (int64_t p = 0; p < HW; p++) st[p + 1] += st[p];
+  }
+  for (int64_t p = HW; p > 0; p--) st[p] = st[p - 1]; /* each cursor ended at the next start */
+  st[0] = 0;
+  c->gstart = st, c->glist = ls;
+  return CT_OK;
 }
 
 /* w (O, C/G, kH, kW) packed to its live taps, (O, C/G, T), in the scratch; w itself when no tap is
@@ -386,6 +422,8 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
   c->xp = ct__ptr(x), c->wp = gx ? pack_weights(&g, &c->tp, ct__ptr(w), es) : ct__ptr(w);
   if (!c->wp) return CT_ENOMEM;
   c->gxp = gx ? ct__ptr(gx) : NULL;
+  c->gstart = c->glist = NULL;
+  if (gx && c->tp.table && (s = plan_col2im(c)) != CT_OK) return s;
   c->cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * c->Kall * c->ld * es)) : NULL;
   c->dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)(nt * c->Kall * c->ld * es)) : NULL;
   c->acc = gw ? ct__conv_scratch(CT_CONV_SCRATCH_WGRAD, (size_t)(nt * c->wsz * es)) : NULL;
@@ -401,11 +439,12 @@ void ct__conv_backward_zero(const ct_conv_bw *c) {
   for (int64_t t = omp_get_thread_num(); t < c->nt; t += omp_get_num_threads()) {
     if (c->bacc) memset(c->bacc + t * O, 0, (size_t)O * sizeof(double));
     if (c->acc) memset(c->acc + t * c->wsz * es, 0, (size_t)(c->wsz * es));
-    /* dcols starts at zero and col2im zeroes every element it reads, so each block's input-gradient
-     * GEMM can add into it (beta = 1) and OpenBLAS skips its pass zeroing C (5% of a cnn step); the
-     * elements col2im never reads (taps outside the image) collect sums nobody reads. Image b of a
-     * block always has columns [b L, b L + L) (rows ld apart, a short last block too), so those
-     * elements are the same ones in every block. */
+    /* dcols starts at zero and col2im zeroes every element it reads (the gather path: all of a
+     * channel's rows once read), so each block's input-gradient GEMM can add into it (beta = 1)
+     * and OpenBLAS skips its pass zeroing C (5% of a cnn step); the elements col2im never reads
+     * (taps outside the image) collect sums nobody reads. Image b of a block always has columns
+     * [b L, b L + L) (rows ld apart, a short last block too), so those elements are the same ones
+     * in every block. */
     if (c->dcols) memset(c->dcols + t * rows * es, 0, (size_t)(rows * es));
   }
 }
@@ -430,7 +469,10 @@ void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int ti
     for (int64_t gi = 0; gi < g->G; gi++)
       ct__conv_gemm(dt, 1, 0, K, NL, Og, c->wp + gi * Og * K * es, K, dys + gi * Og * ld * es, ld, 1.0,
            dc + gi * K * ld * es, ld);
-    for (int64_t b = 0; b < nb; b++) col2im(dt, g, &c->tp, pad, dc + b * L * es, ld, c->gxp + (n0 + b) * CHW * es);
+    if (c->gstart && dt == CT_F32) col2im_gather_f32(c, (float *)dc, nb, (float *)(c->gxp + n0 * CHW * es));
+    else if (c->gstart) col2im_gather_f64(c, (double *)dc, nb, (double *)(c->gxp + n0 * CHW * es));
+    else
+      for (int64_t b = 0; b < nb; b++) col2im(dt, g, dc + b * L * es, ld, c->gxp + (n0 + b) * CHW * es);
   }
 }
 

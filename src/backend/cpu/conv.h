@@ -24,6 +24,7 @@ enum {
   CT_CONV_SCRATCH_TAPS,  /* a small output's tap list and gather table (conv.c) */
   CT_CONV_SCRATCH_WPACK, /* the weights of the live taps only, when some taps are dead (conv.c) */
   CT_CONV_SCRATCH_PAD,   /* a zero-bordered input plane per thread for the gather table (conv.c) */
+  CT_CONV_SCRATCH_COL2IM, /* the input-gradient gather lists of a small output (conv.c) */
   CT_CONV_SCRATCH_DENSE_W,  /* the dense path's (O L, C H W) weight matrix (conv_dense.c) */
   CT_CONV_SCRATCH_DENSE_GW, /* and its gradient */
   CT_CONV_SCRATCH_SLOTS
@@ -96,6 +97,10 @@ typedef struct {
   const char *xp, *wp;
   char *gxp, *cols, *dcols, *acc;
   double *bacc;
+  /* with a gather table and gx wanted: input pixel p's gradient is the sum of the dcols elements
+   * glist[gstart[p]] ... glist[gstart[p + 1] - 1], in tap order (offsets r ld + l from a channel's
+   * first row and an image's first column); NULL otherwise */
+  const int32_t *gstart, *glist;
 } ct_conv_bw;
 
 /* gx, gw, gb: the wanted gradients (NULL: not wanted), x, w as in conv2d_backward; Ho, Wo the conv

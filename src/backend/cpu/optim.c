@@ -4,6 +4,12 @@
 #include <math.h>
 #include "backend/cpu/cpu.h"
 
+/* Parameters of at least this many elements are updated by all the threads. The update streams 28
+ * bytes an element (Adam), so 16384 elements are some 10 us on one thread against a parallel
+ * region's few us; at 65536, resnet18's 3 x 3 x 64 x 64 layer1 convs (36864) ran on one thread
+ * while the others waited (docs/perf.md). */
+#define OPTIM_PARALLEL_MIN 16384
+
 /* The constants are hoisted and the arithmetic stays in T, so that the float32 loop vectorizes
  * (sqrt and division included); the formula is torch.optim.Adam's, in its order:
  *   denom = sqrt(v) / sqrt(1 - beta2^t) + eps,  p -= lr / (1 - beta1^t) * m / denom. */
@@ -16,7 +22,7 @@
     /* AdamW: p *= 1 - lr wd; Adam: g += wd p. The other factor is exactly 1 or 0. */          \
     const T decay = a->decoupled ? (T)(1.0 - a->lr * a->weight_decay) : (T)1;                \
     const T l2 = a->decoupled ? (T)0 : (T)a->weight_decay;                                    \
-    _Pragma("omp parallel for simd schedule(static) if (n >= 65536)") for (int64_t i = 0; i < n; i++) { \
+    _Pragma("omp parallel for simd schedule(static) if (n >= OPTIM_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
       T gi = gp[i] + l2 * pp[i];                                                              \
       T mi = b1 * mp[i] + nb1 * gi, vi = b2 * vp[i] + nb2 * gi * gi;                          \
       mp[i] = mi, vp[i] = vi;                                                                 \
@@ -35,7 +41,7 @@ ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor 
   do {                                                                                        \
     T *pp = ct__ptr(p), *bp = buf ? (T *)ct__ptr(buf) : NULL;                                 \
     const T *gp = ct__ptr(g);                                                                 \
-    _Pragma("omp parallel for schedule(static) if (n >= 65536)") for (int64_t i = 0; i < n; i++) { \
+    _Pragma("omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
       T d = gp[i] + (T)a->weight_decay * pp[i];                                               \
       if (bp) {                                                                               \
         bp[i] = a->first_step ? d : (T)a->momentum * bp[i] + (T)(1.0 - a->dampening) * d;     \
