@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "core/backend.h"
 #include "ops/autocast.h"
+#include "ops/memory_format.h"
 #include "ops/ops_internal.h"
 
 /* r = (1 - m) r + m s, in place, under no-grad (torch's running-statistics update). */
@@ -19,33 +20,55 @@ static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
   return st;
 }
 
+/* The kernels take a contiguous x (N, C, *). A dense channels_last x (N, C, H, W), stored (N, H, W,
+ * C), is passed as its (N H W, C) view: the same per-channel statistics, with the channels as the
+ * inner dim (the kernels' S = 1 case). Composing channels_last batch norm of elementwise ops instead
+ * made channels_last resnet18 7x slower than NCHW on the CPU (docs/perf.md). */
+static int bn_channels_last(const ct_tensor *x) { return !ct_tensor_is_contiguous(x); }
+
+/* t's (N H W, C) view for the kernels, freed by bn_rows_free; t itself when not channels_last. NULL
+ * with the error set. */
+static ct_tensor *bn_rows(ct_tensor *t, int channels_last) {
+  if (!channels_last || !t) return t;
+  int64_t shape[2] = {t->shape[0] * t->shape[2] * t->shape[3], t->shape[1]}, stride[2] = {t->shape[1], 1};
+  return ct__view_of(t, 2, shape, stride, t->offset);
+}
+static void bn_rows_free(ct_tensor *v, int channels_last) {
+  if (channels_last) ct_tensor_free(v);
+}
+
 /* The batch norm kernels' backward: saved are x, save_mean, save_invstd and w (x's dtype; NULL without
- * weight); iv[0] is training. */
+ * weight); iv[0] is training, iv[1] 1 for a channels_last x (gx channels_last too). */
 static ct_status bw_batch_norm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *x = n->saved[0], *mean = n->saved[1], *invstd = n->saved[2], *w = n->saved[3];
-  ct_tensor *gc = ct_contiguous(g);
+  int cl = (int)n->iv[1];
+  ct_tensor *gc = cl ? ct__to_format(g, x->dtype, CT_CHANNELS_LAST) : ct_contiguous(g);
   if (!gc) return ct_last_status();
-  if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
+  if (n->in[0]) grads[0] = ct__alloc_format(x->ndim, x->shape, x->dtype, x->device, cl ? CT_CHANNELS_LAST : CT_CONTIGUOUS_FORMAT);
   if (n->in[1]) grads[1] = ct__alloc(1, &x->shape[1], x->dtype, x->device);
   if (n->in[2]) grads[2] = ct__alloc(1, &x->shape[1], x->dtype, x->device);
-  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
+  ct_tensor *xk = bn_rows(x, cl), *gk = bn_rows(gc, cl), *gxk = bn_rows(grads[0], cl);
+  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2]) || !xk || !gk ||
+                        (grads[0] && !gxk)
                     ? ct_last_status()
-                    : CT_KERNEL_CALL(g->storage->backend, batch_norm_backward, "batch_norm backward", x, grads[0], grads[1],
-                                     grads[2], gc, x, w, mean, invstd, (int)n->iv[0]);
+                    : CT_KERNEL_CALL(g->storage->backend, batch_norm_backward, "batch_norm backward", xk, gxk, grads[1],
+                                     grads[2], gk, xk, w, mean, invstd, (int)n->iv[0]);
+  bn_rows_free(xk, cl), bn_rows_free(gk, cl), bn_rows_free(gxk, cl);
   ct_tensor_free(gc);
   return s;
 }
 
 /* 1 when batch_norm runs on its kernels (the checks of ct_batch_norm passed): the backend has both,
- * x is float32 or float64 and contiguous, weight and bias keep x's dtype (promote to it), the
- * running statistics have x's dtype and, in training, come both or neither (the composition's
- * behaviour for one of them stays its own), and, in eval, need no gradient (the kernels give none).
- * Else the front-end composes (other memory formats such as channels_last, mixed dtypes, other
- * backends), as before the kernels came. */
+ * x is float32 or float64 and contiguous or dense channels_last, weight and bias keep x's dtype
+ * (promote to it), the running statistics have x's dtype and, in training, come both or neither
+ * (the composition's behaviour for one of them stays its own), and, in eval, need no gradient (the
+ * kernels give none). Else the front-end composes (other strides, mixed dtypes, other backends), as
+ * before the kernels came. */
 static int bn_kernel_takes(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b, int training) {
   const ct_backend *be = x->storage->backend;
   if (!ct__has_kernel(be, CT_K_batch_norm) || !ct__has_kernel(be, CT_K_batch_norm_backward)) return 0;
-  if ((x->dtype != CT_F32 && x->dtype != CT_F64) || !ct_tensor_is_contiguous(x)) return 0;
+  if (x->dtype != CT_F32 && x->dtype != CT_F64) return 0;
+  if (!ct_tensor_is_contiguous(x) && !ct_tensor_is_contiguous_format(x, CT_CHANNELS_LAST)) return 0;
   if ((w && ct_promote_types(x->dtype, w->dtype) != x->dtype) || (b && ct_promote_types(x->dtype, b->dtype) != x->dtype))
     return 0;
   if ((rm && rm->dtype != x->dtype) || (rv && rv->dtype != x->dtype)) return 0;
@@ -58,16 +81,21 @@ static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tenso
                             double momentum, double eps) {
   const ct_backend *be = x->storage->backend;
   int64_t C = x->shape[1];
+  int cl = bn_channels_last(x);
   ct_tensor *w = weight ? ct_cast(weight, x->dtype) : NULL, *b = bias ? ct_cast(bias, x->dtype) : NULL;
-  ct_tensor *y = (!weight || w) && (!bias || b) ? ct__alloc(x->ndim, x->shape, x->dtype, x->device) : NULL;
+  ct_tensor *y = (!weight || w) && (!bias || b)
+                     ? ct__alloc_format(x->ndim, x->shape, x->dtype, x->device, cl ? CT_CHANNELS_LAST : CT_CONTIGUOUS_FORMAT)
+                     : NULL;
   ct_tensor *mean = y ? ct__alloc(1, &C, x->dtype, x->device) : NULL;
   ct_tensor *invstd = mean ? ct__alloc(1, &C, x->dtype, x->device) : NULL;
-  ct_status s = invstd ? CT_KERNEL_CALL(be, batch_norm, "batch_norm", x, y, mean, invstd, x, w, b, rm, rv, training, momentum, eps)
-                       : ct_last_status();
+  ct_tensor *xk = invstd ? bn_rows(x, cl) : NULL, *yk = xk ? bn_rows(y, cl) : NULL;
+  ct_status s = yk ? CT_KERNEL_CALL(be, batch_norm, "batch_norm", xk, yk, mean, invstd, xk, w, b, rm, rv, training, momentum, eps)
+                   : ct_last_status();
+  bn_rows_free(xk, cl), bn_rows_free(yk, cl);
   ct_node *n = NULL;
   if (s == CT_OK) s = ct__record(y, "batch_norm", bw_batch_norm, 3, (ct_tensor *[]){x, w, b}, &n);
   if (s == CT_OK && n) {
-    n->iv[0] = training != 0;
+    n->iv[0] = training != 0, n->iv[1] = cl;
     s = ct__save_detached(n, 0, x);
     if (s == CT_OK) s = ct__save_detached(n, 1, mean);
     if (s == CT_OK) s = ct__save_detached(n, 2, invstd);

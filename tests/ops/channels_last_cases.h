@@ -224,6 +224,10 @@ static void cl_test_conv2d(void **state) {
     cl_conv_case("x channels_last, w NCHW", dt, 2, 4, 6, 6, 5, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, L, R);
     cl_conv_case("x NCHW, w channels_last", dt, 2, 4, 6, 6, 5, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, R, L);
     cl_conv_case("both NCHW (the plain path)", dt, 2, 4, 6, 6, 5, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, R, R);
+    /* small outputs, many images: the CPU runs blocks of images per GEMM, a short last one too */
+    cl_conv_case("4x4 maps, 37 images", dt, 37, 16, 4, 4, 12, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, L, L);
+    cl_conv_case("2x2 to 1x1, stride 2, groups 2, 41 images", dt, 41, 8, 2, 2, 6, 3,
+                 (ct_conv2d_opts){.groups = 2, .stride = {2, 2}, .padding = {1, 1}}, 0, L, L);
   }
 }
 

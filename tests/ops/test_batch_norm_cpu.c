@@ -170,7 +170,9 @@ static void test_running_statistics(void **state) {
 }
 
 /* What the kernels do not take stays composed on the CPU: running statistics that need a gradient
- * in eval, parameters whose dtype would promote the output, channels_last inputs. */
+ * in eval, parameters whose dtype would promote the output, strides neither contiguous nor
+ * channels_last. A dense channels_last input runs on the kernels, as its (N H W, C) rows, with a
+ * channels_last output equal to the contiguous input's. */
 static void test_composed_cases(void **state) {
   (void)state;
   int64_t xs[4] = {2, 3, 2, 2}, C = 3;
@@ -189,8 +191,15 @@ static void test_composed_cases(void **state) {
   ct_assert_ok(ct_requires_grad_(xcl, 1));
   ct_tensor *y3 = ct_assert_nonnull(ct_batch_norm(xcl, rm, rv, NULL, NULL, 1, 0.1, 1e-5));
   assert_true(ct_tensor_is_contiguous_format(y3, CT_CHANNELS_LAST));
-  assert_string_not_equal(ct_grad_fn_name(y3), "batch_norm");
-  ct_tensor *all[] = {x, rm, rv, w64, y1, y2, xcl, y3};
+  assert_string_equal(ct_grad_fn_name(y3), "batch_norm");
+  ct_tensor *rm4 = ct_assert_nonnull(ct_zeros(1, &C, CT_F32, CT_DEVICE_CPU)), *rv4 = ct_assert_nonnull(ct_ones(1, &C, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *y4 = ct_assert_nonnull(ct_batch_norm(x, rm4, rv4, NULL, NULL, 1, 0.1, 1e-5)); /* the contiguous x's */
+  ct_assert_close(y3, y4, 1e-6, 1e-6);
+  ct_tensor *xt = ct_assert_nonnull(ct_transpose(x, 2, 3)); /* (2, 3, 2, 2) with H and W strides swapped */
+  ct_assert_ok(ct_requires_grad_(xt, 1));
+  ct_tensor *y5 = ct_assert_nonnull(ct_batch_norm(xt, rm4, rv4, NULL, NULL, 1, 0.1, 1e-5));
+  assert_string_not_equal(ct_grad_fn_name(y5), "batch_norm");
+  ct_tensor *all[] = {x, rm, rv, w64, y1, y2, xcl, y3, rm4, rv4, y4, xt, y5};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
 }
 

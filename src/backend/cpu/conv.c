@@ -8,7 +8,7 @@
  *   dW_g += dy_n,g @ cols_n,g^T,   dcols_n,g = W_g^T @ dy_n,g, then col2im.
  * Small outputs (L < BLOCK_MAX_L) run B images at a time: their cols_n side by side in one (C kH kW,
  * B L) matrix, so each GEMM above has B L columns (or, for dW, a sum of B L products) instead of L;
- * see block_images. The per-image steps are the blocks of B = 1. Small outputs also gather their
+ * see ct__conv_block_images. The per-image steps are the blocks of B = 1. Small outputs also gather their
  * im2col rows through a table and, in float32 and float64, leave out the taps that only ever read
  * padding (plan_taps; conv.h).
  * Blocks are spread over OpenMP threads and each GEMM runs single-threaded inside its thread
@@ -217,7 +217,7 @@ static void col2im(ct_dtype dt, const geom *g, void *cols, int64_t ld, void *gx)
  * conv2d does and gets the same sums. */
 enum { BLOCK_MAX_L = 100, BLOCK_COLS = 256, BLOCK_ELEMS = 4 << 20 };
 
-static int64_t block_images(const geom *g, int64_t L) {
+int64_t ct__conv_block_images(const geom *g, int64_t L) {
   int64_t Kall = g->C * g->kh * g->kw; /* all taps: B must not depend on the dtype, which decides the dead taps */
   if (L <= 0 || L >= BLOCK_MAX_L) return 1;
   int64_t nt = omp_get_max_threads(), B = (BLOCK_COLS + L - 1) / L, per = (g->N + nt - 1) / nt;
@@ -227,7 +227,7 @@ static int64_t block_images(const geom *g, int64_t L) {
 }
 
 /* the number of blocks of at most B images for N: a multiple of the threads where N allows (ct__conv_block) */
-static int64_t block_count(int64_t N, int64_t B) {
+int64_t ct__conv_block_count(int64_t N, int64_t B) {
   int64_t nblk = (N + B - 1) / B, nt = omp_get_max_threads();
   if (nblk >= nt) nblk = (nblk + nt - 1) / nt * nt;
   return nblk < N ? nblk : N;
@@ -324,7 +324,7 @@ ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_t
   ct_status s = plan_taps(&c->g, c->L, c->dt == CT_F32 || c->dt == CT_F64, &c->tp);
   if (s != CT_OK) return s;
   c->K = c->g.C / c->g.G * c->tp.T, c->Og = c->g.O / c->g.G, c->Kall = c->g.C * c->tp.T;
-  c->B = block_images(&c->g, c->L), c->ld = c->B * c->L, c->nblk = block_count(c->g.N, c->B);
+  c->B = ct__conv_block_images(&c->g, c->L), c->ld = c->B * c->L, c->nblk = ct__conv_block_count(c->g.N, c->B);
   c->xp = ct__ptr(x), c->wp = pack_weights(&c->g, &c->tp, ct__ptr(w), c->es), c->bp = b ? ct__ptr(b) : NULL;
   c->bdt = b ? b->dtype : c->dt;
   c->bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * c->Kall * c->ld * c->es));
@@ -418,7 +418,7 @@ ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, c
   ct_status s = plan_taps(&g, L, dt == CT_F32 || dt == CT_F64, &c->tp);
   if (s != CT_OK) return s;
   c->K = g.C / g.G * c->tp.T, c->Og = g.O / g.G, c->Kall = g.C * c->tp.T, c->wsz = g.O * c->K;
-  c->B = block_images(&g, L), c->ld = c->B * L, c->nblk = block_count(g.N, c->B);
+  c->B = ct__conv_block_images(&g, L), c->ld = c->B * L, c->nblk = ct__conv_block_count(g.N, c->B);
   c->xp = ct__ptr(x), c->wp = gx ? pack_weights(&g, &c->tp, ct__ptr(w), es) : ct__ptr(w);
   if (!c->wp) return CT_ENOMEM;
   c->gxp = gx ? ct__ptr(gx) : NULL;

@@ -2,7 +2,8 @@
  * fused conv2d + relu + max pooling (conv_relu_pool.c). Internal to the CPU backend.
  * A forward or backward is: setup (geometry, scratch, and B, the most images per block: 1, or
  * more when the output is small, conv.c; and nblk, the blocks), then one call per block
- * (ct__conv_block) from inside an OpenMP loop (tid = omp_get_thread_num()), then, for the backward, finish
+ * (ct__conv_block) from inside an OpenMP loop (tid = omp_get_thread_num(); the backward's region
+ * first zeroes its accumulators, ct__conv_backward_zero), then, for the backward, finish
  * (sums the per-thread gradient accumulators into gw and gb). A block's outputs and output
  * gradients are an (O, nb L) matrix with rows ld = B L apart, image b in columns [b L, b L + L):
  * for B = 1, image n's (O, L) of y or dy itself. */
@@ -82,6 +83,12 @@ static inline void ct__conv_block(int64_t i, int64_t nblk, int64_t N, int64_t *n
   *n0 = i * N / nblk, *nb = (i + 1) * N / nblk - *n0;
 }
 
+/* B, the most images per block for an output of L pixels (1 unless the output is small, conv.c;
+ * the same for conv2d, the fused conv and the channels_last conv), and the number of blocks for N
+ * images (a multiple of the threads where N allows, for ct__conv_block). */
+int64_t ct__conv_block_images(const geom *g, int64_t L);
+int64_t ct__conv_block_count(int64_t N, int64_t B);
+
 /* x, w contiguous of one dtype (f32/f64, or a half whose caller widens: then no tap is dropped
  * and wp is w's), b NULL or (O). CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_forward_setup(ct_conv_fw *c, ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t Ho, int64_t Wo,
@@ -107,12 +114,12 @@ typedef struct {
  * output's size. CT_ENOMEM when the scratch cannot be had. */
 ct_status ct__conv_backward_setup(ct_conv_bw *c, ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *x, ct_tensor *w,
                                   int64_t Ho, int64_t Wo, const ct_conv2d_opts *o);
-/* the block [n0, n0 + nb)'s share, with its output gradients (O, nb L) at dys (rows ld apart): each
- * gx_n written, gw and gb accumulated per thread */
 /* Zeroes the per-thread accumulators (bacc, acc, dcols: the block function adds into them). Called
  * by every thread of the parallel region that runs the blocks, before its first block: each zeroes
  * its share of the nt slices. */
 void ct__conv_backward_zero(const ct_conv_bw *c);
+/* the block [n0, n0 + nb)'s share, with its output gradients (O, nb L) at dys (rows ld apart): each
+ * gx_n written, gw and gb accumulated per thread */
 void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int tid, const char *dys);
 void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb);
 

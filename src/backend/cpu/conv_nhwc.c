@@ -1,5 +1,6 @@
 /* src/backend/cpu/conv_nhwc.c: 2-D convolution of channels_last (NHWC) tensors by im2col + GEMM,
- * one image per thread, as conv.c does for NCHW.
+ * blocks of images spread over the threads, as conv.c does for NCHW (a block is one image unless
+ * the output is small).
  *
  * x: (N, C, H, W) stored (N, H, W, C); w: (O, C/G, kH, kW) stored (O, kH, kW, C/G); y: (N, O, Ho,
  * Wo) stored (N, Ho, Wo, O). L = Ho Wo, Cg = C/G, K = kH kW Cg, Kall = G K. For image n, cols_n is
@@ -192,26 +193,37 @@ static void lower(const nhwc_geom *q, const char *x, char *cols) {
   else im2col_t_f64(q, (const double *)x, (double *)cols);
 }
 
+/* Blocks of images, as conv.c's: for a small output (L < 100 pixels) B images share each GEMM, their
+ * cols stacked as (B L, Kall) and their y, dy as (B L, O), which NHWC lays out contiguously, so a
+ * block is the one-image case with B L rows. One image per GEMM packed the whole weight for a GEMM
+ * of 1 to 49 rows and made channels_last resnet18 7x slower than NCHW (docs/perf.md). The
+ * one-channel layout (colsT) keeps blocks of one. */
+static int64_t nhwc_block_images(const nhwc_geom *q) { return one_channel(q) ? 1 : ct__conv_block_images(&q->g, q->L); }
+
 // x: (N, C, H, W) NHWC, w: (O, C/G, kH, kW) channels_last, b: (O) or NULL -> y: (N, O, Ho, Wo) NHWC
 ct_status ct__cpu_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
   nhwc_geom q = geometry(x, w, y->shape[2], y->shape[3], o);
   const geom *g = &q.g;
-  int64_t es = q.es, L = q.L, O = g->O, Og = q.Og, K = q.K, Kall = q.Kall;
-  char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * Kall * L * es));
+  int64_t es = q.es, L = q.L, O = g->O, Og = q.Og, K = q.K, Kall = q.Kall, CHW = g->H * g->W * g->C;
+  int64_t B = nhwc_block_images(&q), nblk = ct__conv_block_count(g->N, B);
+  char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * Kall * B * L * es));
   if (!bufs) return CT_ENOMEM;
   const char *xp = ct__ptr(x), *wp = ct__ptr(w), *bp = b ? ct__ptr(b) : NULL;
   char *yp = ct__ptr(y);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < g->N; n++) {
-    char *cols = bufs + omp_get_thread_num() * Kall * L * es, *yn = yp + n * L * O * es;
-    lower(&q, xp + n * g->H * g->W * g->C * es, cols);
-    /* y_n starts as the bias in every row and the GEMMs add to it (beta = 1) */
-    for (int64_t l = 0; bp && l < L; l++) memcpy(yn + l * O * es, bp, (size_t)(O * es));
-    if (one_channel(&q)) /* y_n (L, O) = colsT^T (L, K) @ W^T (K, O) */
+  for (int64_t i = 0; i < nblk; i++) {
+    int64_t n0, nb;
+    ct__conv_block(i, nblk, g->N, &n0, &nb);
+    char *cols = bufs + omp_get_thread_num() * Kall * B * L * es, *yn = yp + n0 * L * O * es;
+    for (int64_t k = 0; k < nb; k++) lower(&q, xp + (n0 + k) * CHW * es, cols + k * L * Kall * es);
+    /* y starts as the bias in every row and the GEMMs add to it (beta = 1) */
+    for (int64_t l = 0; bp && l < nb * L; l++) memcpy(yn + l * O * es, bp, (size_t)(O * es));
+    if (one_channel(&q)) /* y_n (L, O) = colsT^T (L, K) @ W^T (K, O) (nb = 1) */
       ct__conv_gemm(q.dt, 1, 1, L, O, K, cols, L, wp, K, bp ? 1.0 : 0.0, yn, O);
     else
       for (int64_t gi = 0; gi < g->G; gi++)
-        ct__conv_gemm(q.dt, 0, 1, L, Og, K, cols + gi * K * es, Kall, wp + gi * Og * K * es, K, bp ? 1.0 : 0.0, yn + gi * Og * es, O);
+        ct__conv_gemm(q.dt, 0, 1, nb * L, Og, K, cols + gi * K * es, Kall, wp + gi * Og * K * es, K, bp ? 1.0 : 0.0,
+                      yn + gi * Og * es, O);
   }
   return CT_OK;
 }
@@ -223,51 +235,61 @@ ct_status ct__cpu_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *
   const geom *g = &q.g;
   ct_dtype dt = q.dt;
   int64_t es = q.es, L = q.L, O = g->O, Og = q.Og, K = q.K, Kall = q.Kall, wsz = O * K, nt = omp_get_max_threads();
-  char *cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * Kall * L * es)) : NULL;
-  char *dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)(nt * Kall * L * es)) : NULL;
+  int64_t CHW = g->H * g->W * g->C, B = nhwc_block_images(&q), nblk = ct__conv_block_count(g->N, B), BL = B * L;
+  char *cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * Kall * BL * es)) : NULL;
+  char *dcols = gx ? ct__conv_scratch(CT_CONV_SCRATCH_DCOLS, (size_t)(nt * Kall * BL * es)) : NULL;
   char *acc = gw ? ct__conv_scratch(CT_CONV_SCRATCH_WGRAD, (size_t)(nt * wsz * es)) : NULL;
   double *bacc = gb ? (double *)ct__conv_scratch(CT_CONV_SCRATCH_BGRAD, (size_t)(nt * O) * sizeof(double)) : NULL;
   if ((gw && (!cols || !acc)) || (gx && !dcols) || (gb && !bacc)) return CT_ENOMEM;
-  if (acc) memset(acc, 0, (size_t)(nt * wsz * es));
-  if (bacc) memset(bacc, 0, (size_t)(nt * O) * sizeof(double));
   const char *xp = ct__ptr(x), *wp = ct__ptr(w), *gyp = ct__ptr(gy);
   char *gxp = gx ? ct__ptr(gx) : NULL;
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < g->N; n++) {
-    int tid = omp_get_thread_num();
-    const char *gyn = gyp + n * L * O * es;
-    if (bacc) { /* the bias gradient: dy_n's column sums, a row of O at a time (vectorizes) */
-      double *restrict ba = bacc + tid * O;
-      for (int64_t l = 0; l < L; l++) {
-        if (dt == CT_F32) {
-          const float *restrict r = (const float *)gyn + l * O;
-          for (int64_t oc = 0; oc < O; oc++) ba[oc] += r[oc];
-        } else {
-          const double *restrict r = (const double *)gyn + l * O;
-          for (int64_t oc = 0; oc < O; oc++) ba[oc] += r[oc];
+#pragma omp parallel
+  {
+    /* the accumulators zeroed on the threads, every slice whatever the team's size (conv.c) */
+    for (int64_t t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) {
+      if (acc) memset(acc + t * wsz * es, 0, (size_t)(wsz * es));
+      if (bacc) memset(bacc + t * O, 0, (size_t)O * sizeof(double));
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < nblk; i++) {
+      int tid = omp_get_thread_num();
+      int64_t n0, nb;
+      ct__conv_block(i, nblk, g->N, &n0, &nb);
+      const char *gyn = gyp + n0 * L * O * es; /* the block's dy: (nb L, O) */
+      if (bacc) { /* the bias gradient: dy's column sums, a row of O at a time (vectorizes) */
+        double *restrict ba = bacc + tid * O;
+        for (int64_t l = 0; l < nb * L; l++) {
+          if (dt == CT_F32) {
+            const float *restrict r = (const float *)gyn + l * O;
+            for (int64_t oc = 0; oc < O; oc++) ba[oc] += r[oc];
+          } else {
+            const double *restrict r = (const double *)gyn + l * O;
+            for (int64_t oc = 0; oc < O; oc++) ba[oc] += r[oc];
+          }
         }
       }
-    }
-    if (acc) { /* dW_g (Og, K) += dy_n,g^T (Og, L) @ cols_n,g (L, K), into this thread's accumulator */
-      char *cn = cols + tid * Kall * L * es;
-      lower(&q, xp + n * g->H * g->W * g->C * es, cn);
-      if (one_channel(&q)) /* dW (O, K) += dy_n^T (O, L) @ colsT^T (L, K) */
-        ct__conv_gemm(dt, 1, 1, O, K, L, gyn, O, cn, L, 1.0, acc + tid * wsz * es, K);
-      else
-        for (int64_t gi = 0; gi < g->G; gi++)
-          ct__conv_gemm(dt, 1, 0, Og, K, L, gyn + gi * Og * es, O, cn + gi * K * es, Kall, 1.0, acc + (tid * wsz + gi * Og * K) * es, K);
-    }
-    if (gxp) { /* dcols_n,g (L, K) = dy_n,g (L, Og) @ W_g (Og, K), then col2im into gx_n */
-      char *dc = dcols + tid * Kall * L * es, *gxn = gxp + n * g->H * g->W * g->C * es;
-      memset(gxn, 0, (size_t)(g->H * g->W * g->C * es));
-      if (one_channel(&q)) { /* dcolsT (K, L) = W^T (K, O) @ dy_n^T (O, L) */
-        ct__conv_gemm(dt, 1, 1, K, L, O, wp, K, gyn, O, 0.0, dc, L);
-        if (dt == CT_F32) col2im_t_f32(&q, (const float *)dc, (float *)gxn);
-        else col2im_t_f64(&q, (const double *)dc, (double *)gxn);
-      } else {
-        for (int64_t gi = 0; gi < g->G; gi++)
-          ct__conv_gemm(dt, 0, 0, L, K, Og, gyn + gi * Og * es, O, wp + gi * Og * K * es, K, 0.0, dc + gi * K * es, Kall);
-        col2im(&q, dc, gxn);
+      if (acc) { /* dW_g (Og, K) += dy_g^T (Og, nb L) @ cols_g (nb L, K), into this thread's accumulator */
+        char *cn = cols + tid * Kall * BL * es;
+        for (int64_t k = 0; k < nb; k++) lower(&q, xp + (n0 + k) * CHW * es, cn + k * L * Kall * es);
+        if (one_channel(&q)) /* dW (O, K) += dy_n^T (O, L) @ colsT^T (L, K) (nb = 1) */
+          ct__conv_gemm(dt, 1, 1, O, K, L, gyn, O, cn, L, 1.0, acc + tid * wsz * es, K);
+        else
+          for (int64_t gi = 0; gi < g->G; gi++)
+            ct__conv_gemm(dt, 1, 0, Og, K, nb * L, gyn + gi * Og * es, O, cn + gi * K * es, Kall, 1.0,
+                          acc + (tid * wsz + gi * Og * K) * es, K);
+      }
+      if (gxp) { /* dcols_g (nb L, K) = dy_g (nb L, Og) @ W_g (Og, K), then col2im into each gx_n */
+        char *dc = dcols + tid * Kall * BL * es;
+        for (int64_t k = 0; k < nb; k++) memset(gxp + (n0 + k) * CHW * es, 0, (size_t)(CHW * es));
+        if (one_channel(&q)) { /* dcolsT (K, L) = W^T (K, O) @ dy_n^T (O, L) (nb = 1) */
+          ct__conv_gemm(dt, 1, 1, K, L, O, wp, K, gyn, O, 0.0, dc, L);
+          if (dt == CT_F32) col2im_t_f32(&q, (const float *)dc, (float *)(gxp + n0 * CHW * es));
+          else col2im_t_f64(&q, (const double *)dc, (double *)(gxp + n0 * CHW * es));
+        } else {
+          for (int64_t gi = 0; gi < g->G; gi++)
+            ct__conv_gemm(dt, 0, 0, nb * L, K, Og, gyn + gi * Og * es, O, wp + gi * Og * K * es, K, 0.0, dc + gi * K * es, Kall);
+          for (int64_t k = 0; k < nb; k++) col2im(&q, dc + k * L * Kall * es, gxp + (n0 + k) * CHW * es);
+        }
       }
     }
   }
@@ -276,13 +298,18 @@ ct_status ct__cpu_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *
     for (int64_t t = 0; t < nt; t++) sum += bacc[t * O + oc];
     ct__store((char *)ct__ptr(gb) + oc * (int64_t)ct_dtype_size(gb->dtype), gb->dtype, sum);
   }
-  if (gw) { /* the per-thread accumulators summed: acc's layout is gw's (O, kH, kW, C/G) */
+  if (gw) { /* the per-thread accumulators summed: acc's layout is gw's (O, kH, kW, C/G); typed stores */
     char *gwp = ct__ptr(gw);
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < wsz; k++) {
       double s = 0;
-      for (int64_t t = 0; t < nt; t++) s += dt == CT_F32 ? ((const float *)acc)[t * wsz + k] : ((const double *)acc)[t * wsz + k];
-      ct__store(gwp + k * es, dt, s);
+      if (dt == CT_F32) {
+        for (int64_t t = 0; t < nt; t++) s += ((const float *)acc)[t * wsz + k];
+        ((float *)gwp)[k] = (float)s;
+      } else {
+        for (int64_t t = 0; t < nt; t++) s += ((const double *)acc)[t * wsz + k];
+        ((double *)gwp)[k] = s;
+      }
     }
   }
   return CT_OK;
