@@ -157,7 +157,11 @@ CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor
  * x, weight and bias. dtypes: floating; a float16/bfloat16 x is normalized in float32 and rounded
  * once, its result keeping x's dtype whatever the parameters' dtype; otherwise the result has the
  * promoted dtype of x and the parameters. Under autocast it runs in float32 (torch's fp32 list), so
- * a float16 x there gives a float32 result. The caller frees the result. Errors (NULL,
+ * a float16 x there gives a float32 result. A contiguous float32/float64 x with parameters of its
+ * dtype runs on the backend's layer norm kernels where it has them (the CPU: one tape node that
+ * keeps x and two per-row statistics for the backward, as torch's), else the op is composed of
+ * mean, var and elementwise ops (the same values to rounding, more memory kept for backward). The
+ * caller frees the result. Errors (NULL,
  * ct_last_error() naming layer_norm): CT_EINVAL for a NULL x, normalized_ndim outside
  * [1, x's ndim], or eps < 0 or NaN; CT_ESHAPE naming both shapes for a weight or bias that is not
  * x's last normalized_ndim dims; CT_EDTYPE for an integer or bool x, weight or bias; CT_EDEVICE for

@@ -1,8 +1,9 @@
 /* src/ops/norm.c: batch_norm, layer_norm, dropout, softmax and log_softmax.
- * layer_norm and dropout are composed of differentiable ops, so their gradients come from the rules
- * of those ops; softmax has a fused kernel and its own rule; batch_norm has kernels of its own
- * (batch_norm, batch_norm_backward) and one tape node where the backend has them and they take its
- * tensors, else it is composed of mean, var and elementwise ops as layer_norm is. */
+ * dropout is composed of differentiable ops, so its gradient comes from the rules of those ops;
+ * softmax has a fused kernel and its own rule; batch_norm and layer_norm have kernels of their own
+ * (batch_norm, batch_norm_backward, layer_norm, layer_norm_backward) and one tape node where the
+ * backend has them and they take its tensors, else they are composed of mean, var and elementwise
+ * ops. */
 #include <math.h>
 #include <string.h>
 #include "autograd/node.h"
@@ -192,6 +193,59 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
   return y;
 }
 
+/* The layer norm kernels' backward: saved are x, save_mean, save_rstd and w (NULL without weight);
+ * iv[0] is D, the normalized elements of a row. */
+static ct_status bw_layer_norm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
+  ct_tensor *x = n->saved[0], *mean = n->saved[1], *rstd = n->saved[2], *w = n->saved[3];
+  ct_tensor *gc = ct_contiguous(g);
+  if (!gc) return ct_last_status();
+  if (n->in[0]) grads[0] = ct__alloc(x->ndim, x->shape, x->dtype, x->device);
+  if (n->in[1]) grads[1] = ct__alloc(n->in[1]->ndim, n->in[1]->shape, x->dtype, x->device);
+  if (n->in[2]) grads[2] = ct__alloc(n->in[2]->ndim, n->in[2]->shape, x->dtype, x->device);
+  ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2])
+                    ? ct_last_status()
+                    : CT_KERNEL_CALL(g->storage->backend, layer_norm_backward, "layer_norm backward", x, grads[0], grads[1],
+                                     grads[2], gc, x, w, mean, rstd, n->iv[0]);
+  ct_tensor_free(gc);
+  return s;
+}
+
+/* 1 when layer_norm runs on its kernels (the checks of ct_layer_norm passed): the backend has both,
+ * x is float32 or float64 and contiguous, and weight and bias have x's dtype. Else the front-end
+ * composes (other strides, mixed dtypes, other backends). */
+static int ln_kernel_takes(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
+  const ct_backend *be = x->storage->backend;
+  if (!ct__has_kernel(be, CT_K_layer_norm) || !ct__has_kernel(be, CT_K_layer_norm_backward)) return 0;
+  if ((x->dtype != CT_F32 && x->dtype != CT_F64) || !ct_tensor_is_contiguous(x)) return 0;
+  return (!w || w->dtype == x->dtype) && (!b || b->dtype == x->dtype);
+}
+
+/* layer_norm on its kernels over the last D elements, recorded as one node on (x, weight, bias) */
+static ct_tensor *ln_kernel(ct_tensor *x, ct_tensor *weight, ct_tensor *bias, int64_t D, double eps) {
+  const ct_backend *be = x->storage->backend;
+  int64_t R = D > 0 ? ct_tensor_numel(x) / D : 0;
+  ct_tensor *w = weight ? ct_contiguous(weight) : NULL, *b = bias ? ct_contiguous(bias) : NULL;
+  ct_tensor *y = (!weight || w) && (!bias || b) ? ct__alloc(x->ndim, x->shape, x->dtype, x->device) : NULL;
+  ct_tensor *mean = y ? ct__alloc(1, &R, x->dtype, x->device) : NULL;
+  ct_tensor *rstd = mean ? ct__alloc(1, &R, x->dtype, x->device) : NULL;
+  ct_status s = rstd ? CT_KERNEL_CALL(be, layer_norm, "layer_norm", x, y, mean, rstd, x, w, b, D, eps) : ct_last_status();
+  ct_node *n = NULL;
+  if (s == CT_OK) s = ct__record(y, "layer_norm", bw_layer_norm, 3, (ct_tensor *[]){x, weight, bias}, &n);
+  if (s == CT_OK && n) {
+    n->iv[0] = D;
+    s = ct__save_detached(n, 0, x);
+    if (s == CT_OK) s = ct__save_detached(n, 1, mean);
+    if (s == CT_OK) s = ct__save_detached(n, 2, rstd);
+    if (s == CT_OK && w) s = ct__save_detached(n, 3, w);
+  }
+  ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(mean), ct_tensor_free(rstd);
+  if (s != CT_OK) {
+    ct_tensor_free(y);
+    return NULL;
+  }
+  return y;
+}
+
 ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *weight, ct_tensor *bias, double eps) {
   if (!x) return ct__null_arg("layer_norm", "x");
   CT__AUTOCAST(CT__AUTOCAST_F32, ct_layer_norm(x, normalized_ndim, weight, bias, eps), &x, &weight, &bias);
@@ -229,6 +283,9 @@ ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *weight, c
     ct_tensor_free(xf);
     return ct__cast_result(yf, x->dtype);
   }
+  int64_t D = 1;
+  for (int d = 0; d < k; d++) D *= ns[d];
+  if (ln_kernel_takes(x, weight, bias)) return ln_kernel(x, weight, bias, D, eps);
   int dims[CT_MAX_DIMS];
   for (int d = 0; d < k; d++) dims[d] = x->ndim - k + d;
   ct_tensor *mean = ct_mean(x, k, dims, 1);
