@@ -62,6 +62,44 @@ static void test_fused_conv_pool_chunks(void **state) {
   }
 }
 
+/* layer norm runs on opencl:0's kernels (kernels/norm.cl: one node, named layer_norm) and matches
+ * the CPU's kernels on a transformer's LayerNorm(96) over 64 rows with weight and bias: y and the
+ * three gradients, float32 sums of 96 terms in another order on each side. */
+static void test_layer_norm_kernels(void **state) {
+  (void)state;
+  int64_t xs[2] = {64, 96}, D = 96;
+  ct_generator g = ct_generator_new(11);
+  ct_tensor *src[4] = {ct_randn(2, xs, 1.0, 2.0, CT_F32, CT_DEVICE_CPU, &g), ct_randn(1, &D, 1.0, 0.3, CT_F32, CT_DEVICE_CPU, &g),
+                       ct_randn(1, &D, 0.0, 1.0, CT_F32, CT_DEVICE_CPU, &g), ct_randn(2, xs, 0.0, 1.0, CT_F32, CT_DEVICE_CPU, &g)};
+  ct_tensor *y[2], *gr[2][3];
+  ct_device devs[2] = {CT_DEVICE_CPU, CT_DEVICE_OPENCL(0)};
+  for (int d = 0; d < 2; d++) {
+    ct_tensor *in[4];
+    for (int k = 0; k < 4; k++) {
+      ct_tensor *t = ct_assert_nonnull(ct_to(ct_assert_nonnull(src[k]), devs[d], 0));
+      in[k] = ct_assert_nonnull(ct_detach(t)); /* a leaf on the device */
+      ct_tensor_free(t);
+      if (k < 3) ct_assert_ok(ct_requires_grad_(in[k], 1));
+    }
+    y[d] = ct_assert_nonnull(ct_layer_norm(in[0], 1, in[1], in[2], 1e-5));
+    assert_string_equal(ct_grad_fn_name(y[d]), "layer_norm");
+    ct_tensor *p = ct_assert_nonnull(ct_mul(y[d], in[3])), *l = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+    ct_assert_ok(ct_backward(l));
+    for (int k = 0; k < 3; k++) gr[d][k] = ct_assert_nonnull(ct_to(ct_grad(in[k]), CT_DEVICE_CPU, 0));
+    ct_tensor *yc = ct_assert_nonnull(ct_to(y[d], CT_DEVICE_CPU, 0));
+    ct_tensor_free(y[d]), y[d] = yc;
+    ct_tensor_free(p), ct_tensor_free(l);
+    for (int k = 0; k < 4; k++) ct_tensor_free(in[k]);
+  }
+  ct_assert_close(y[1], y[0], 1e-5, 1e-4);
+  for (int k = 0; k < 3; k++) ct_assert_close(gr[1][k], gr[0][k], 1e-4, 1e-4);
+  for (int d = 0; d < 2; d++) {
+    ct_tensor_free(y[d]);
+    for (int k = 0; k < 3; k++) ct_tensor_free(gr[d][k]);
+  }
+  for (int k = 0; k < 4; k++) ct_tensor_free(src[k]);
+}
+
 int main(void) {
   if (!ct_test_require_opencl(1)) return 1;
   int r = od_run_table(CT_DEVICE_OPENCL(0), "ops_opencl");
@@ -73,6 +111,6 @@ int main(void) {
   cast_dev = CT_DEVICE_OPENCL(0);
   const struct CMUnitTest casts[] = {CAST_TESTS};
   r |= cmocka_run_group_tests_name("casts_opencl", casts, NULL, NULL);
-  const struct CMUnitTest fused[] = {cmocka_unit_test(test_fused_conv_pool_chunks)};
+  const struct CMUnitTest fused[] = {cmocka_unit_test(test_fused_conv_pool_chunks), cmocka_unit_test(test_layer_norm_kernels)};
   return r | cmocka_run_group_tests_name("fused_opencl", fused, NULL, NULL);
 }
