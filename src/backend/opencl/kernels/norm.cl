@@ -1,7 +1,8 @@
-/* src/backend/opencl/kernels/norm.cl: layer norm over the last D elements of a contiguous x and its
- * backward (core/kernels.def: layer_norm, layer_norm_backward), in REAL, with the CPU's formulas
- * (src/backend/cpu/layer_norm.c): one work-item per row for the statistics, y and gx, one per
- * column for the column sums gw and gb. An absent w or b (has_w, has_b 0) is never read. */
+/* src/backend/opencl/kernels/norm.cl: layer norm over the last D elements of a contiguous x and
+ * batch norm per channel of a contiguous (N, C, S) x, each with its backward (core/kernels.def), in
+ * REAL, with the CPU's formulas (src/backend/cpu/layer_norm.c, norm.c). Layer norm: one work-item
+ * per row for the statistics, y and gx, one per column for the column sums gw and gb. Batch norm:
+ * one work-item per channel for everything. An absent operand (has_* 0) is never read. */
 __kernel void layer_norm(__global uchar *y, long yoff, __global uchar *mean, long moff, __global uchar *rstd, long roff,
                          __global const uchar *x, long xoff, __global const uchar *w, long woff, int has_w,
                          __global const uchar *b, long boff, int has_b, int dt, long D, REAL eps) {
@@ -56,4 +57,68 @@ __kernel void layer_norm_backward_params(__global uchar *gw, long gwoff, int has
   }
   if (has_gw) st(gw, gwoff + i, dt, sw);
   if (has_gb) st(gb, gboff + i, dt, sb);
+}
+
+/* Batch norm over a contiguous x (N, C, S), S the product of the dims after C, and its backward
+ * (core/kernels.def: batch_norm, batch_norm_backward), in REAL, with the CPU's formulas
+ * (src/backend/cpu/norm.c): one work-item per channel walks that channel's N S values, image by
+ * image. Channel c's element (n, s) is x[(n C + c) S + s]. The running statistics are read and
+ * written at their strides (rms, rvs, in elements); has_run 0: absent (training without them). */
+__kernel void batch_norm(__global uchar *y, long yoff, __global uchar *mean, long moff, __global uchar *invstd,
+                         long ioff, __global const uchar *x, long xoff, __global const uchar *w, long woff, int has_w,
+                         __global const uchar *b, long boff, int has_b, __global uchar *rm, long rmoff, long rms,
+                         __global uchar *rv, long rvoff, long rvs, int has_run, int training, int dt, long N, long C,
+                         long S, REAL momentum, REAL eps) {
+  long c = get_global_id(0);
+  REAL m, is;
+  if (training) {
+    REAL n = (REAL)N * (REAL)S, s = 0, q = 0;
+    for (long i = 0; i < N; i++)
+      for (long j = 0, o = xoff + (i * C + c) * S; j < S; j++) s += ld(x, o + j, dt);
+    m = s / n;
+    for (long i = 0; i < N; i++)
+      for (long j = 0, o = xoff + (i * C + c) * S; j < S; j++) {
+        REAL d = ld(x, o + j, dt) - m;
+        q += d * d;
+      }
+    is = (REAL)1 / sqrt(q / n + eps);
+    if (has_run) {
+      long a = rmoff + c * rms, v = rvoff + c * rvs;
+      st(rm, a, dt, ((REAL)1 - momentum) * ld(rm, a, dt) + momentum * m);
+      st(rv, v, dt, ((REAL)1 - momentum) * ld(rv, v, dt) + momentum * (q / (n - (REAL)1)));
+    }
+  } else {
+    m = ld(rm, rmoff + c * rms, dt);
+    is = (REAL)1 / sqrt(ld(rv, rvoff + c * rvs, dt) + eps);
+  }
+  st(mean, moff + c, dt, m);
+  st(invstd, ioff + c, dt, is);
+  REAL sc = is * (has_w ? ld(w, woff + c, dt) : (REAL)1), sh = has_b ? ld(b, boff + c, dt) : (REAL)0;
+  for (long i = 0; i < N; i++)
+    for (long j = 0, o = (i * C + c) * S; j < S; j++) st(y, yoff + o + j, dt, (ld(x, xoff + o + j, dt) - m) * sc + sh);
+}
+
+/* gb = sum(gy), gw = sum(gy (x - mean)) invstd, and gx = A gy - B (x - mean) - D with A = invstd w,
+ * B = A sum(gy (x - mean)) invstd^2 / n and D = A sum(gy) / n in training (B = D = 0 in eval). */
+__kernel void batch_norm_backward(__global uchar *gx, long gxoff, int has_gx, __global uchar *gw, long gwoff,
+                                  int has_gw, __global uchar *gb, long gboff, int has_gb, __global const uchar *gy,
+                                  long gyoff, __global const uchar *x, long xoff, __global const uchar *w, long woff,
+                                  int has_w, __global const uchar *mean, long moff, __global const uchar *invstd,
+                                  long ioff, int training, int dt, long N, long C, long S) {
+  long c = get_global_id(0);
+  REAL m = ld(mean, moff + c, dt), is = ld(invstd, ioff + c, dt), n = (REAL)N * (REAL)S, s = 0, d = 0;
+  if (has_gw || has_gb || (has_gx && training))
+    for (long i = 0; i < N; i++)
+      for (long j = 0, o = (i * C + c) * S; j < S; j++) {
+        REAL g = ld(gy, gyoff + o + j, dt);
+        s += g, d += g * (ld(x, xoff + o + j, dt) - m);
+      }
+  if (has_gb) st(gb, gboff + c, dt, s);
+  if (has_gw) st(gw, gwoff + c, dt, d * is);
+  if (!has_gx) return;
+  REAL A = is * (has_w ? ld(w, woff + c, dt) : (REAL)1);
+  REAL B = training ? A * d * is * is / n : (REAL)0, D = training ? A * s / n : (REAL)0;
+  for (long i = 0; i < N; i++)
+    for (long j = 0, o = (i * C + c) * S; j < S; j++)
+      st(gx, gxoff + o + j, dt, A * ld(gy, gyoff + o + j, dt) - B * (ld(x, xoff + o + j, dt) - m) - D);
 }
