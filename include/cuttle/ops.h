@@ -140,12 +140,22 @@ CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tenso
                                      const ct_pool2d_opts *pool_opts);
 
 /* ---- normalization and regularization */
-/* x: (N, C, *). weight, bias: (C) or NULL. running_mean, running_var: (C) or NULL.
+/* Batch normalization, torch.nn.functional.batch_norm (aten/src/ATen/native/Normalization.cpp):
+ * y = (x - mean) / sqrt(var + eps) * weight + bias per channel over the N * (prod of *) values of
+ * that channel. x: (N, C, *). weight, bias: (C) or NULL. running_mean, running_var: (C) or NULL.
  * training: normalize with the batch statistics and update the running ones in place with
  * momentum (r = (1 - m) r + m stat, unbiased variance, as torch); eval: use the running ones.
- * A contiguous float32/float64 x runs on the backend's batch norm kernels where it has them (the
- * CPU: one tape node that keeps x and two (C) statistics for the backward, as torch's), else the
- * op is composed of mean, var and elementwise ops (the same values, more memory kept for backward). */
+ * A float32/float64 x, contiguous or dense channels_last, with parameters and running statistics
+ * of its dtype, runs on the backend's batch norm kernels (CPU src/backend/cpu/norm.c, OpenCL
+ * kernels/norm.cl, CUDA norm.cu: one tape node that keeps x and two (C) statistics for the
+ * backward, as torch's); anything else is composed of mean, var and elementwise ops (the same
+ * values to rounding, more memory kept for backward). A float16/bfloat16 x is normalized in
+ * float32 and rounded once; under autocast the op runs in float32 (torch's fp32 list).
+ * Differentiable in x, weight and bias. The caller frees the result; the running statistics stay
+ * the caller's. Errors (NULL, ct_last_error() naming batch_norm): CT_EINVAL for a NULL x, eps < 0
+ * or NaN, or eval without both running statistics; CT_ESHAPE for an x of fewer than 2 dims, a
+ * parameter or statistic that is not (C), or training with one value per channel; CT_EDTYPE for an
+ * integer or bool tensor; CT_EDEVICE for tensors on different devices. */
 CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps);
 /* Layer normalization, torch.nn.functional.layer_norm(x, x.shape[-normalized_ndim:], weight, bias,
@@ -158,9 +168,10 @@ CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor
  * once, its result keeping x's dtype whatever the parameters' dtype; otherwise the result has the
  * promoted dtype of x and the parameters. Under autocast it runs in float32 (torch's fp32 list), so
  * a float16 x there gives a float32 result. A contiguous float32/float64 x with parameters of its
- * dtype runs on the backend's layer norm kernels where it has them (the CPU: one tape node that
- * keeps x and two per-row statistics for the backward, as torch's), else the op is composed of
- * mean, var and elementwise ops (the same values to rounding, more memory kept for backward). The
+ * dtype runs on the backend's layer norm kernels (CPU src/backend/cpu/layer_norm.c, OpenCL
+ * kernels/norm.cl, CUDA norm.cu: one tape node that keeps x and two per-row statistics for the
+ * backward, as torch's), else the op is composed of mean, var and elementwise ops (the same values
+ * to rounding, more memory kept for backward). The
  * caller frees the result. Errors (NULL,
  * ct_last_error() naming layer_norm): CT_EINVAL for a NULL x, normalized_ndim outside
  * [1, x's ndim], or eps < 0 or NaN; CT_ESHAPE naming both shapes for a weight or bias that is not

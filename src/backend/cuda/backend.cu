@@ -1,7 +1,7 @@
 /* src/backend/cuda/backend.cu: the CUDA backend's vtable, ct__cuda_backend, which the device
  * registry (src/core/device.c) returns for CT_CUDA when cuttle is built with CUTTLE_WITH_CUDA.
  * Each entry lives in the file of its family (device.cu, context.cu, allocator.cu, pinned.cu, stream.cu, copy.cu,
- * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, random.cu, index.cu); which
+ * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, norm.cu, random.cu, index.cu); which
  * kernels it has is its column of src/backend/kernels_by_backend.def. */
 #include "backend/cuda/common.cuh"
 

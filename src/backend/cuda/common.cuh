@@ -279,7 +279,7 @@ static __device__ __forceinline__ void ct_iter_offsets(const ct__cuda_iter &it, 
 }
 
 /* ---- the kernels of core/kernels.def, ct__cuda_<name>, each in the file of its family (copy.cu,
- * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, random.cu, index.cu,
+ * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, norm.cu, random.cu, index.cu,
  * optim.cu), with C linkage; the table is in backend.cu */
 #define CT_KERNEL(name, params) extern "C" ct_status ct__cuda_##name params;
 #include "core/kernels.def"
