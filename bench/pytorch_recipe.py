@@ -11,7 +11,10 @@ Prints one JSON line per epoch: epoch, train_loss, test_acc, images_per_s, secon
 cpu_seconds (time.process_time() over the training loop: all threads' CPU time).
 With --compile the model is wrapped in torch.compile; one forward and backward on the first batch
 (no optimizer step, the gradients then dropped) compiles it before the timed loop, its time given
-as compile_seconds. On a failure of torch.compile the script prints {"error": ...} and exits 3."""
+as compile_seconds. On a failure of torch.compile the script prints {"error": ...} and exits 3.
+On a GPU, float32 convolutions and matmuls run in full float32, as cuttle's do by default
+(ct_set_allow_tf32(0)): PyTorch's own default lets cuDNN use TF32 for convolutions
+(torch.backends.cudnn.allow_tf32 = True), which would time other arithmetic than cuttle's."""
 import argparse, gzip, json, os, struct, time
 
 import numpy as np
@@ -79,6 +82,8 @@ def main():
     ap.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test images only (0: all)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    torch.backends.cudnn.allow_tf32 = False  # cuttle's default: float32 convolutions in float32
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
     xtr, ytr = load(a.data_dir, "train")
