@@ -1,30 +1,18 @@
 /* tests/ops/test_batch_norm_cpu.c: batch norm on the CPU's kernels (src/backend/cpu/norm.c, one tape
  * node) against the composition of mean, var and elementwise ops that the front-end runs where a
  * backend lacks them (src/ops/norm.c): the composition runs on a copy of the CPU backend whose table
- * lacks batch_norm and batch_norm_backward, as CUDA's and OpenCL's do. Outputs, updated running
- * statistics and the gradients of x, weight and bias, in float32 and float64, for (N, C, H, W),
- * (N, C) and (N, C, L) inputs (with 1x1 images, more channels than a thread's block of sums, and
- * inputs big enough for the OpenMP threads), with and without weight and bias, with and without
- * running statistics, in training and in eval. And the cases that stay composed on the CPU, and
- * out of memory at each allocation of the kernels' forward and backward. */
+ * lacks batch_norm and batch_norm_backward (every backend has them; the composition stays for what
+ * they do not take). Outputs, updated running statistics and the gradients of x, weight and bias, in
+ * float32 and float64, for (N, C, H, W), (N, C) and (N, C, L) inputs (with 1x1 images, more channels
+ * than a thread's block of sums, and inputs big enough for the OpenMP threads), with and without
+ * weight and bias, with and without running statistics, in training and in eval. And the cases that
+ * stay composed on the CPU, and out of memory at each allocation of the kernels' forward and
+ * backward. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "testutil.h"
-#include "core/backend.h"
-#include "core/internal.h"
-
-static ct_backend composed_backend; /* the CPU without the batch norm kernels */
-
-static void make_composed_backend(void) {
-  composed_backend = ct__cpu_backend;
-  composed_backend.name = "cpu-composed";
-  ct_kernels k = ct__cpu_backend.kernels;
-  k.batch_norm = NULL;
-  k.batch_norm_backward = NULL;
-  composed_backend.kernels = k;
-}
+#include "composed_backend.h"
 
 typedef struct {
   const char *name;
@@ -40,35 +28,6 @@ static const bn_shape shapes[] = {
     {"(N, C, H, W), 300 channels", 4, {3, 300, 2, 3}},
     {"(N, C, H, W), threads", 4, {16, 8, 16, 17}}, /* over the threshold of the OpenMP threads */
 };
-
-/* uniform in [lo, hi), rounded to float32 for f32 so that both paths see the same values */
-static double *values(int64_t n, double lo, double hi, int f32, unsigned *seed) {
-  double *v = malloc((size_t)n * sizeof(double));
-  for (int64_t i = 0; i < n; i++) {
-    *seed = *seed * 1103515245u + 12345u;
-    double u = lo + ((*seed >> 8) & 0xffffff) / 16777216.0 * (hi - lo);
-    v[i] = f32 ? (double)(float)u : u;
-  }
-  return v;
-}
-
-/* a leaf of dtype dt holding v; on the composed backend when composed; requires grad when grad */
-static ct_tensor *leaf(const double *v, int ndim, const int64_t *shape, ct_dtype dt, int composed, int grad) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  ct_tensor *t;
-  if (dt == CT_F32) {
-    float *f = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
-    t = ct_assert_nonnull(ct_from_host(f, ndim, shape, CT_F32, CT_DEVICE_CPU));
-    free(f);
-  } else {
-    t = ct_assert_nonnull(ct_from_host(v, ndim, shape, CT_F64, CT_DEVICE_CPU));
-  }
-  if (composed) t->storage->backend = &composed_backend;
-  if (grad) ct_assert_ok(ct_requires_grad_(t, 1));
-  return t;
-}
 
 typedef struct {
   ct_tensor *x, *w, *b, *rm, *rv, *y;
@@ -237,7 +196,7 @@ static void test_out_of_memory(void **state) {
 }
 
 int main(void) {
-  make_composed_backend();
+  COMPOSED_BACKEND_WITHOUT(batch_norm, batch_norm_backward);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kernel_vs_composition),
       cmocka_unit_test(test_running_statistics),

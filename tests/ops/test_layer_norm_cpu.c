@@ -1,30 +1,18 @@
-/* tests/ops/test_layer_norm_cpu.c: layer norm on the CPU's kernels (src/backend/cpu/layer_norm.c, one
- * tape node) against the composition of mean, var and elementwise ops that the front-end runs where
- * a backend lacks them (src/ops/norm.c): the composition runs on a copy of the CPU backend whose
- * table lacks layer_norm and layer_norm_backward, as CUDA's and OpenCL's do. Outputs and the
- * gradients of x, weight and bias, in float32 and float64, over the last one and the last two dims
- * (a transformer's LayerNorm(d), rows of one element, and inputs big enough for the OpenMP
- * threads), with and without weight and bias. And the cases that stay composed on the CPU, and out
- * of memory at each allocation of the kernels' forward and backward. (Values against float64
- * references and gradcheck: the op-case table, tests/ops/op_cases.h.) */
+/* tests/ops/test_layer_norm_cpu.c: layer norm on the CPU's kernels (src/backend/cpu/layer_norm.c,
+ * one tape node) against the composition of mean, var and elementwise ops that the front-end runs
+ * where a backend lacks them (src/ops/norm.c): the composition runs on a copy of the CPU backend
+ * whose table lacks layer_norm and layer_norm_backward (every backend has them; the composition
+ * stays for what they do not take). Outputs and the gradients of x, weight and bias, in float32 and
+ * float64, over the last one and the last two dims (a transformer's LayerNorm(d), rows of one
+ * element, and inputs big enough for the OpenMP threads), with and without weight and bias. And the
+ * cases that stay composed on the CPU, and out of memory at each allocation of the kernels' forward
+ * and backward. (Values against float64 references and gradcheck: the op-case table,
+ * tests/ops/op_cases.h.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "testutil.h"
-#include "core/backend.h"
-#include "core/internal.h"
-
-static ct_backend composed_backend; /* the CPU without the layer norm kernels */
-
-static void make_composed_backend(void) {
-  composed_backend = ct__cpu_backend;
-  composed_backend.name = "cpu-composed";
-  ct_kernels k = ct__cpu_backend.kernels;
-  k.layer_norm = NULL;
-  k.layer_norm_backward = NULL;
-  composed_backend.kernels = k;
-}
+#include "composed_backend.h"
 
 typedef struct {
   const char *name;
@@ -38,27 +26,6 @@ static const ln_shape shapes[] = {
     {"rows of one element", 2, 1, {6, 1}},
     {"(R, d), threads", 2, 1, {96, 520}}, /* over the threshold of the OpenMP threads */
 };
-
-/* uniform in [lo, hi), rounded to float32 for f32 so that both paths see the same values */
-static double *values(int64_t n, double lo, double hi, int f32, unsigned *seed) {
-  double *v = malloc((size_t)n * sizeof(double));
-  for (int64_t i = 0; i < n; i++) {
-    *seed = *seed * 1103515245u + 12345u;
-    double u = lo + ((*seed >> 8) & 0xffffff) / 16777216.0 * (hi - lo);
-    v[i] = f32 ? (double)(float)u : u;
-  }
-  return v;
-}
-
-/* a leaf of dtype dt holding v; on the composed backend when composed; requires grad when grad */
-static ct_tensor *leaf(const double *v, int ndim, const int64_t *shape, ct_dtype dt, int composed, int grad) {
-  ct_tensor *h = ct_assert_nonnull(ct_from_host(v, ndim, shape, CT_F64, CT_DEVICE_CPU));
-  ct_tensor *t = ct_assert_nonnull(ct_cast(h, dt));
-  ct_tensor_free(h);
-  if (composed) t->storage->backend = &composed_backend;
-  if (grad) ct_assert_ok(ct_requires_grad_(t, 1));
-  return t;
-}
 
 typedef struct {
   ct_tensor *x, *w, *b, *y;
@@ -182,7 +149,7 @@ static void test_out_of_memory(void **state) {
 }
 
 int main(void) {
-  make_composed_backend();
+  COMPOSED_BACKEND_WITHOUT(layer_norm, layer_norm_backward);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kernel_vs_composition),
       cmocka_unit_test(test_composed_cases),
