@@ -161,7 +161,10 @@ static ct_status unscale(ct_grad_scaler *s, opt_record *r) {
       break;
     }
     const ct_backend *be = g->storage->backend;
-    if (ct__has_kernel(be, CT_K_amp_unscale_) && (g->dtype == CT_F32 || g->dtype == CT_F64) && ct_tensor_is_contiguous(g))
+    /* the kernel walks g's numel elements from its data: any dense layout (a channels_last conv
+     * weight's gradient too) */
+    int dense = ct_tensor_is_contiguous(g) || ct_tensor_is_contiguous_format(g, CT_CHANNELS_LAST);
+    if (ct__has_kernel(be, CT_K_amp_unscale_) && (g->dtype == CT_F32 || g->dtype == CT_F64) && dense)
       st = CT_KERNEL_CALL(be, amp_unscale_, __func__, g, g, inv, flag);
     else if (ct_dtype_is_floating(g->dtype))
       st = unscale_composed(g, inv, flag);

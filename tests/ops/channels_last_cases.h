@@ -228,6 +228,12 @@ static void cl_test_conv2d(void **state) {
     cl_conv_case("4x4 maps, 37 images", dt, 37, 16, 4, 4, 12, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, L, L);
     cl_conv_case("2x2 to 1x1, stride 2, groups 2, 41 images", dt, 41, 8, 2, 2, 6, 3,
                  (ct_conv2d_opts){.groups = 2, .stride = {2, 2}, .padding = {1, 1}}, 0, L, L);
+    /* maps no bigger than the kernel's live taps: the CPU's dense path (conv_dense.c) in both
+     * formats, resnet18's layer3 and layer4 on 28 x 28 images */
+    cl_conv_case("2x2 maps (dense)", dt, 5, 16, 2, 2, 12, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, L, L);
+    cl_conv_case("1x1 maps (dense in channels_last)", dt, 6, 16, 1, 1, 8, 3, (ct_conv2d_opts){.padding = {1, 1}}, 1, L, L);
+    cl_conv_case("2x2 to 1x1, stride 2 (dense in channels_last)", dt, 7, 8, 2, 2, 10, 3,
+                 (ct_conv2d_opts){.stride = {2, 2}, .padding = {1, 1}}, 0, L, L);
   }
 }
 
@@ -349,9 +355,9 @@ static void cl_test_module(void **state) {
     if (ct_tensor_ndim(p1[i].tensor) == 4) cl_assert_format(ct_grad(p1[i].tensor), CT_CHANNELS_LAST);
   }
   /* two optimizers of three SGD steps with momentum each: the channels_last weights keep their
-   * format, and the values the NCHW model gets (the composed update: the fused one takes row-major
-   * tensors only). SGD, not Adam: Adam's normalized step turns the rounding differences of
-   * near-zero gradients into differences of the order of lr. */
+   * format, and the values the NCHW model gets (both through the fused update, whose state takes
+   * the parameter's layout). SGD, not Adam: Adam's normalized step turns the rounding differences
+   * of near-zero gradients into differences of the order of lr. */
   for (int k = 0; k < 2; k++) {
     ct_optimizer *o0 = ct_assert_nonnull(ct_optimizer_new(m0, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9}));
     ct_optimizer *o1 = ct_assert_nonnull(ct_optimizer_new(m1, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9}));
@@ -387,6 +393,28 @@ static void cl_test_module(void **state) {
   }
   assert_int_equal(ct_module_to_memory_format(m1, (ct_memory_format)5), CT_EINVAL);
   assert_int_equal(ct_module_to_memory_format(NULL, CT_CHANNELS_LAST), CT_EINVAL);
+  /* Adam on a channels_last model runs the fused kernels for every parameter: once the first step
+   * has made the state, a step allocates nothing (the composed update of a channels_last weight
+   * allocates a dozen temporaries), and the weights stay channels_last */
+  ct_generator g2 = ct_generator_new(8);
+  ct_module *m2 = ct_assert_nonnull(ct_model_new("cnn", cl_dev, &g2));
+  ct_assert_ok(ct_module_to_memory_format(m2, CT_CHANNELS_LAST));
+  ct_named_tensor p2[16];
+  assert_int_equal(ct_module_named_tensors(m2, 0, p2, 16), n);
+  ct_tensor *z2 = ct_assert_nonnull(ct_module_forward(m2, xl));
+  cl_backward(z2, gup);
+  ct_tensor_free(z2);
+  ct_optimizer *oa = ct_assert_nonnull(ct_optimizer_new(m2, &(ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 1e-3}));
+  ct_assert_ok(ct_optimizer_step(oa));
+  ct__fault_inject_alloc(INT64_MAX); /* counts the allocation points, fails none */
+  ct_assert_ok(ct_optimizer_step(oa));
+  int64_t allocs = ct__fault_alloc_count();
+  ct__fault_inject_alloc(0);
+  assert_int_equal(allocs, 0);
+  for (int i = 0; i < n; i++)
+    if (ct_tensor_ndim(p2[i].tensor) == 4) cl_assert_format(p2[i].tensor, CT_CHANNELS_LAST);
+  ct_optimizer_free(oa);
+  ct_module_free(m2);
   ct_tensor_free(x), ct_tensor_free(xl), ct_tensor_free(y0), ct_tensor_free(y1), ct_tensor_free(gup);
   ct_module_free(m0), ct_module_free(m1);
 }

@@ -15,10 +15,12 @@ static ct_backend composed_backend; /* the CPU without the op's kernels */
 /* composed_backend := the CPU backend with kernels fwd and bwd (ct_kernels fields) removed */
 #define COMPOSED_BACKEND_WITHOUT(fwd, bwd)          \
   do {                                              \
+    ct_kernels k_ = ct__cpu_backend.kernels;        \
+    k_.fwd = NULL;                                  \
+    k_.bwd = NULL;                                  \
     composed_backend = ct__cpu_backend;             \
     composed_backend.name = "cpu-composed";         \
-    composed_backend.kernels.fwd = NULL;            \
-    composed_backend.kernels.bwd = NULL;            \
+    composed_backend.kernels = k_;                  \
   } while (0)
 
 /* n values uniform in [lo, hi) from *seed (an LCG), rounded to float32 for f32 so that both

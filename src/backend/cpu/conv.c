@@ -370,8 +370,8 @@ static void block_copy(int64_t es, int to_y, int64_t nb, int64_t O, int64_t L, i
 ct_status ct__cpu_conv2d(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
   geom dg = geometry(x, w, y->shape[2], y->shape[3], o);
   int32_t *map;
-  if (ct__conv_dense_plan(&dg, x->dtype, &map)) /* inputs smaller than the kernel: conv_dense.c */
-    return ct__conv_dense_forward(&dg, x->dtype, map, ct__ptr(x), ct__ptr(w), b ? ct__ptr(b) : NULL,
+  if (ct__conv_dense_plan(&dg, 0, x->dtype, &map)) /* inputs smaller than the kernel: conv_dense.c */
+    return ct__conv_dense_forward(&dg, 0, x->dtype, map, ct__ptr(x), ct__ptr(w), b ? ct__ptr(b) : NULL,
                                   b ? b->dtype : x->dtype, ct__ptr(y));
   ct_conv_fw c;
   ct_status s = ct__conv_forward_setup(&c, x, w, b, y->shape[2], y->shape[3], o);
@@ -513,8 +513,8 @@ ct_status ct__cpu_conv2d_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, c
                                   const ct_conv2d_opts *o) {
   geom dg = geometry(x, w, gy->shape[2], gy->shape[3], o);
   int32_t *map;
-  if (ct__conv_dense_plan(&dg, x->dtype, &map))
-    return ct__conv_dense_backward(&dg, x->dtype, map, ct__ptr(x), ct__ptr(w), ct__ptr(gy), gx ? ct__ptr(gx) : NULL,
+  if (ct__conv_dense_plan(&dg, 0, x->dtype, &map))
+    return ct__conv_dense_backward(&dg, 0, x->dtype, map, ct__ptr(x), ct__ptr(w), ct__ptr(gy), gx ? ct__ptr(gx) : NULL,
                                    gw ? ct__ptr(gw) : NULL, gb ? ct__ptr(gb) : NULL, gb ? gb->dtype : x->dtype);
   ct_conv_bw c;
   ct_status s = ct__conv_backward_setup(&c, gx, gw, gb, x, w, gy->shape[2], gy->shape[3], o);

@@ -124,16 +124,17 @@ void ct__conv_backward_block(const ct_conv_bw *c, int64_t n0, int64_t nb, int ti
 void ct__conv_backward_finish(const ct_conv_bw *c, ct_tensor *gw, ct_tensor *gb);
 
 /* The dense path (conv_dense.c): conv2d as one GEMM against an (O L, C H W) matrix assembled from
- * w, for input maps with fewer pixels than the kernel has live taps. ct__conv_dense_plan returns 1
- * and the pixel-to-tap map (in the calling thread's scratch, valid until its next conv) when g and
- * dt take it: groups 1, float32 or float64, that matrix at most 4 Mi elements; else 0. forward: y
- * (N, O, Ho, Wo) = conv(x, w) + b (b NULL or (O) of dtype bdt). backward: each of gx, gw, gb that
- * is not NULL written whole (gb in dtype gbdt) from gy. Both: contiguous x, w, y, gy, gx, gw of
- * dtype dt; CT_ENOMEM when the scratch cannot be had. */
-int ct__conv_dense_plan(const geom *g, ct_dtype dt, int32_t **map);
-ct_status ct__conv_dense_forward(const geom *g, ct_dtype dt, const int32_t *map, const void *x, const void *w,
+ * w, for input maps with fewer pixels than the kernel has live taps (nhwc: no more pixels).
+ * ct__conv_dense_plan returns 1 and the pixel-to-tap map (in the calling thread's scratch, valid
+ * until its next conv) when g and dt take it: groups 1, float32 or float64, that matrix at most
+ * 4 Mi elements; else 0. forward: y (N, O, Ho, Wo) = conv(x, w) + b (b NULL or (O) of dtype bdt).
+ * backward: each of gx, gw, gb that is not NULL written whole (gb in dtype gbdt) from gy. Both:
+ * x, w, y, gy, gx, gw of dtype dt, dense, contiguous (nhwc 0) or all channels_last (nhwc 1: x, y
+ * stored (N, H, W, C), w (O, kH, kW, C)); CT_ENOMEM when the scratch cannot be had. */
+int ct__conv_dense_plan(const geom *g, int nhwc, ct_dtype dt, int32_t **map);
+ct_status ct__conv_dense_forward(const geom *g, int nhwc, ct_dtype dt, const int32_t *map, const void *x, const void *w,
                                  const void *b, ct_dtype bdt, void *y);
-ct_status ct__conv_dense_backward(const geom *g, ct_dtype dt, const int32_t *map, const void *x, const void *w,
+ct_status ct__conv_dense_backward(const geom *g, int nhwc, ct_dtype dt, const int32_t *map, const void *x, const void *w,
                                   const void *gy, void *gx, void *gw, void *gb, ct_dtype gbdt);
 
 #endif

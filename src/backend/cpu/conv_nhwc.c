@@ -204,6 +204,10 @@ static int64_t nhwc_block_images(const nhwc_geom *q) { return one_channel(q) ? 1
 ct_status ct__cpu_conv2d_nhwc(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *o) {
   nhwc_geom q = geometry(x, w, y->shape[2], y->shape[3], o);
   const geom *g = &q.g;
+  int32_t *map;
+  if (ct__conv_dense_plan(g, 1, q.dt, &map)) /* maps no bigger than the kernel's live taps: conv_dense.c */
+    return ct__conv_dense_forward(g, 1, q.dt, map, ct__ptr(x), ct__ptr(w), b ? ct__ptr(b) : NULL, b ? b->dtype : q.dt,
+                                  ct__ptr(y));
   int64_t es = q.es, L = q.L, O = g->O, Og = q.Og, K = q.K, Kall = q.Kall, CHW = g->H * g->W * g->C;
   int64_t B = nhwc_block_images(&q), nblk = ct__conv_block_count(g->N, B);
   char *bufs = ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(omp_get_max_threads() * Kall * B * L * es));
@@ -234,6 +238,10 @@ ct_status ct__cpu_conv2d_nhwc_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *
   nhwc_geom q = geometry(x, w, gy->shape[2], gy->shape[3], o);
   const geom *g = &q.g;
   ct_dtype dt = q.dt;
+  int32_t *map;
+  if (ct__conv_dense_plan(g, 1, dt, &map))
+    return ct__conv_dense_backward(g, 1, dt, map, ct__ptr(x), ct__ptr(w), ct__ptr(gy), gx ? ct__ptr(gx) : NULL,
+                                   gw ? ct__ptr(gw) : NULL, gb ? ct__ptr(gb) : NULL, gb ? gb->dtype : dt);
   int64_t es = q.es, L = q.L, O = g->O, Og = q.Og, K = q.K, Kall = q.Kall, wsz = O * K, nt = omp_get_max_threads();
   int64_t CHW = g->H * g->W * g->C, B = nhwc_block_images(&q), nblk = ct__conv_block_count(g->N, B), BL = B * L;
   char *cols = gw ? ct__conv_scratch(CT_CONV_SCRATCH_COLS, (size_t)(nt * Kall * BL * es)) : NULL;
