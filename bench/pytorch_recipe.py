@@ -80,6 +80,8 @@ def main():
     ap.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
     ap.add_argument("--max-steps", type=int, default=0, help="end each epoch after N optimizer steps (0: none)")
     ap.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test images only (0: all)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and input batches in torch.channels_last (as cuttle's --channels-last)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.backends.cudnn.allow_tf32 = False  # cuttle's default: float32 convolutions in float32
@@ -94,6 +96,8 @@ def main():
         xte, yte = xte[:a.test_limit], yte[:a.test_limit]
     xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)
     net = model(a.model).to(dev)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    net = net.to(memory_format=fmt)
     opt = (torch.optim.Adam(net.parameters(), lr=a.lr) if a.optimizer == "adam" else
            torch.optim.SGD(net.parameters(), lr=a.lr))
     loss_fn = nn.CrossEntropyLoss()
@@ -121,7 +125,7 @@ def main():
             if a.max_steps and step >= a.max_steps:
                 break
             idx = perm[i:i + a.batch_size]
-            x, y = xtr[idx], ytr[idx]
+            x, y = xtr[idx].contiguous(memory_format=fmt), ytr[idx]
             opt.zero_grad()
             loss = loss_fn(net(x), y)
             loss.backward()
@@ -133,11 +137,13 @@ def main():
         secs, cpu = time.perf_counter() - t0, time.process_time() - c0
         net.eval()
         with torch.no_grad():
-            correct = sum((net(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, len(xte), 1000))
+            correct = sum((net(xte[i:i + 1000].contiguous(memory_format=fmt)).argmax(1) == yte[i:i + 1000]).sum().item()
+                          for i in range(0, len(xte), 1000))
         print(json.dumps({"epoch": epoch + 1, "train_loss": round(total.item() / seen, 6), "test_acc": correct / len(xte),
                           "images_per_s": round(seen / secs, 1), "seconds": round(secs, 3),
                           "images": seen, "cpu_seconds": round(cpu, 3), "device": str(dev),
                           "threads": a.threads, "torch": torch.__version__, "model": a.model, "compiled": a.compile,
+                          "channels_last": a.channels_last,
                           "compile_seconds": round(compile_secs, 3)}), flush=True)
 
 

@@ -13,7 +13,9 @@
  * whole epoch), --test-limit N evaluates on the first N test images on both sides, --losses prints
  * cuttle's loss of every step to stderr ("step S loss L", the batch's mean cross-entropy), to compare
  * one device's losses with another's for the same seed; --optimizer sgd (plain SGD) and --lr change the
- * recipe on both sides. Below the table, the CPU seconds of each side's training loop (all its
+ * recipe on both sides; --channels-last trains in the channels_last memory format on both sides
+ * (ct_module_to_memory_format and channels_last batches; model.to(memory_format=torch.channels_last)
+ * and channels_last inputs in PyTorch). Below the table, the CPU seconds of each side's training loop (all its
  * threads: CLOCK_PROCESS_CPUTIME_ID in cuttle, time.process_time() in PyTorch) per image, a figure
  * the other processes of a shared machine disturb less than the wall clock. */
 #define _GNU_SOURCE
@@ -41,7 +43,7 @@ typedef struct {
 typedef struct {
   const char *device, *data_dir, *python, *script, *optimizer;
   double lr;
-  int epochs, threads, workers, pytorch, pytorch_compile, progress, losses;
+  int epochs, threads, workers, pytorch, pytorch_compile, progress, losses, channels_last;
   int64_t limit, max_steps, test_limit, batch;
 } train_opts;
 
@@ -78,6 +80,7 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   ct_generator gen = ct_generator_new(0);
   ct_module *m = ct_model_new_for(model, 1, 28, 28, 10, dev, &gen);
   ct_optim_opts oo = {.kind = strcmp(o->optimizer, "sgd") == 0 ? CT_OPTIM_SGD : CT_OPTIM_ADAM, .lr = o->lr};
+  if (m && o->channels_last && ct_module_to_memory_format(m, CT_CHANNELS_LAST) != CT_OK) ct_module_free(m), m = NULL;
   ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
   ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers, .device = dev};
   ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
@@ -92,7 +95,7 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
     step_hook h = {.o = o};
     int64_t n = ct_dataset_len(train), per_epoch = o->max_steps && o->max_steps * o->batch < n ? o->max_steps * o->batch : n;
     ct_cli_epoch_opts eo = {.progress = o->progress, .epoch = e + 1, .epochs = o->epochs, .per_epoch = per_epoch,
-                            .after_step = after_step, .ctx = &h, .running = &h.running};
+                            .after_step = after_step, .ctx = &h, .running = &h.running, .channels_last = o->channels_last};
     ct_cli_epoch_stats es;
     double c0 = cpu_now();
     if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
@@ -128,7 +131,8 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
   if (o->lr != 1e-3) k += snprintf(limit + k, sizeof limit - (size_t)k, " --lr %.17g", o->lr);
   if (o->limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --limit %lld", (long long)o->limit);
   if (o->max_steps) k += snprintf(limit + k, sizeof limit - (size_t)k, " --max-steps %lld", (long long)o->max_steps);
-  if (o->test_limit) snprintf(limit + k, sizeof limit - (size_t)k, " --test-limit %lld", (long long)o->test_limit);
+  if (o->test_limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --test-limit %lld", (long long)o->test_limit);
+  if (o->channels_last) snprintf(limit + k, sizeof limit - (size_t)k, " --channels-last");
   snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s%s",
            o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
            o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "",
@@ -170,7 +174,8 @@ static int usage(FILE *f) {
   fprintf(f, "usage: cuttle bench train [--model MODEL|all] [--device cpu|cuda:N|opencl:N|auto] [--epochs N] [--threads N]\n"
              "                          [--workers N] [--data-dir DIR] [--pytorch] [--pytorch-compile] [--python PATH]\n"
              "                          [--script FILE] [--limit N] [--max-steps N] [--test-limit N] [--batch-size N]\n"
-             "                          [--losses] [--optimizer adam|sgd] [--lr X] [--no-progress] [--quick] [--csv FILE]\n"
+             "                          [--losses] [--optimizer adam|sgd] [--lr X] [--channels-last] [--no-progress]\n"
+             "                          [--quick] [--csv FILE]\n"
              "MODEL: mlp, cnn, resnet18, resnet34, resnet50 (torchvision's, conv1 taking 1 channel, 10 classes),\n"
              "       resnet18-small, resnet34-small, resnet50-small (3x3 stride-1 stem, no max-pool); all: mlp and cnn\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2 --batch-size 128\n"
@@ -180,7 +185,8 @@ static int usage(FILE *f) {
              "          without --pytorch) with the model in torch.compile (a failing compile says so in its cells)\n"
              "--limit N trains on the first N training images only (both sides); --quick: --limit 6000, 1 epoch\n"
              "--max-steps N ends each epoch after N optimizer steps (both sides); --test-limit N evaluates on the\n"
-             "          first N test images (both sides); --losses prints cuttle's loss of every step to stderr\n",
+             "          first N test images (both sides); --losses prints cuttle's loss of every step to stderr\n"
+             "--channels-last: conv weights and input batches in the channels_last memory format (both sides)\n",
           CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
@@ -296,6 +302,7 @@ int ct_bench_train(int argc, char **argv) {
                                {.name = "losses", .kind = CT_BENCH_FLAG, .dst = &o.losses, .value = 1},
                                {.name = "optimizer", .dst = &o.optimizer},
                                {.name = "lr", .kind = CT_BENCH_DOUBLE, .dst = &o.lr},
+                               {.name = "channels-last", .kind = CT_BENCH_FLAG, .dst = &o.channels_last, .value = 1},
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
@@ -325,8 +332,8 @@ int ct_bench_train(int argc, char **argv) {
   char steps[64] = "";
   if (o.max_steps) snprintf(steps, sizeof steps, " (at most %lld steps/epoch)", (long long)o.max_steps);
   snprintf(title, sizeof title, "train: %s lr %g, batch %lld, %lld training images/epoch%s, %lld test images, on %s, "
-           "%d threads, %d loader workers", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
-           (long long)ct_dataset_len(test), devname, o.threads, o.workers);
+           "%d threads, %d loader workers%s", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
+           (long long)ct_dataset_len(test), devname, o.threads, o.workers, o.channels_last ? ", channels_last" : "");
   const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "cuttle loader wait",
                          "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
                          "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};

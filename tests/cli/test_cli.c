@@ -99,6 +99,24 @@ static void weight_decay_reaches_the_optimizer(void **state) {
   assert_int_not_equal(memcmp(bytes[0], bytes[2], (size_t)len[0]), 0);
 }
 
+/* bench train --channels-last trains both sides in channels_last: cuttle's row and the PyTorch
+ * peer's (which gets the flag), on a few steps of the cnn */
+static void bench_train_channels_last(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  assert_int_equal(ct_test_run(out, sizeof out,
+                               "%s bench train --model cnn --device cpu --limit 512 --max-steps 2 --test-limit 200 --threads 1 "
+                               "--workers 0 --no-progress --channels-last --pytorch --python '%s'",
+                               cuttle, ct_test_python()),
+                   0);
+  assert_non_null(strstr(out, "loader workers, channels_last"));
+  assert_non_null(strstr(out, " --channels-last"));   /* the peer's command line */
+  assert_null(strstr(out, "failed"));                  /* both sides ran */
+  const char *row = strstr(out, "\ncnn ");
+  assert_non_null(row);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s bench train --model cnn --channels-last --frobnicate", cuttle), 2);
+}
+
 static void train_save_eval_resume(void **state) {
   (void)state;
   char out[16384], ck[4200], metrics[4200];
@@ -190,6 +208,7 @@ int main(void) {
     return fails ? fails : CT_TEST_SKIP;
   }
   const struct CMUnitTest training[] = {cmocka_unit_test(train_save_eval_resume), cmocka_unit_test(ctrl_c_saves_and_exits_cleanly),
-                                        cmocka_unit_test(weight_decay_reaches_the_optimizer)};
+                                        cmocka_unit_test(weight_decay_reaches_the_optimizer),
+                                        cmocka_unit_test(bench_train_channels_last)};
   return fails + cmocka_run_group_tests_name("cli training", training, setup, teardown);
 }
