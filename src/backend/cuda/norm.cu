@@ -230,6 +230,9 @@ static void bn_dims(const ct_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
   for (int d = 2; d < x->ndim; d++) *S *= x->shape[d];
 }
 
+/* The batch norm kernels' grid: a block per channel, or per 32 channels when S == 1 (cols) */
+static unsigned bn_grid(int64_t C, bool cols) { return (unsigned)(cols ? (C + NORM_TX - 1) / NORM_TX : C); }
+
 /* Blocks of 8 rows for R rows: enough to fill the device, capped; the kernels' row loop takes the rest. */
 static unsigned norm_row_blocks(const ct__cuda_ctx *ctx, int64_t R) {
   int64_t b = (R + NORM_TY - 1) / NORM_TY, cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 80) * 32;
@@ -247,7 +250,7 @@ extern "C" ct_status ct__cuda_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_
   if (N * C * S == 0) return CT_OK;
   const bool cols = S == 1;
   const dim3 block(NORM_TX, NORM_TY);
-  const unsigned grid = (unsigned)(cols ? (C + NORM_TX - 1) / NORM_TX : C);
+  const unsigned grid = bn_grid(C, cols);
   const int64_t rms = running_mean ? running_mean->stride[0] : 0, rvs = running_var ? running_var->stride[0] : 0;
   NORM_DISPATCH(x->dtype, "batch_norm", {
     T *yp = (T *)ct__ptr(y), *mp = (T *)ct__ptr(save_mean), *ip = (T *)ct__ptr(save_invstd);
@@ -273,7 +276,7 @@ extern "C" ct_status ct__cuda_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, 
   if (C == 0) return CT_OK;
   const bool cols = S == 1;
   const dim3 block(NORM_TX, NORM_TY);
-  const unsigned grid = (unsigned)(cols ? (C + NORM_TX - 1) / NORM_TX : C);
+  const unsigned grid = bn_grid(C, cols);
   const int sums = gw || gb || (gx && training);
   NORM_DISPATCH(x->dtype, "batch_norm_backward", {
     T *gxp = ptr_or_null<T>(gx), *gwp = ptr_or_null<T>(gw), *gbp = ptr_or_null<T>(gb);
