@@ -22,7 +22,10 @@ ct_status ct__record(ct_tensor *out, const char *name, ct_backward_fn fn, int n_
   n->backward = fn;
   n->n_in = n_in;
   for (int i = 0; i < n_in; i++)
-    if (in[i] && in[i]->requires_grad) n->in[i] = ct_tensor_retain(in[i]);
+    if (in[i] && in[i]->requires_grad) {
+      n->in[i] = ct_tensor_retain(in[i]);
+      __atomic_add_fetch(&in[i]->graph_refs, 1, __ATOMIC_ACQ_REL); /* after the retain: refs > graph_refs meanwhile */
+    }
   out->grad_fn = n;
   out->grad_fn_release = ct__node_free;
   out->requires_grad = true;
@@ -42,7 +45,10 @@ ct_status ct__save_detached(ct_node *n, int i, ct_tensor *t) {
 void ct__node_free(ct_node *n) {
   if (!n) return;
   for (int i = 0; i < CT_NODE_MAX_IN; i++) {
-    if (n->in[i]) ct__tensor_decref(n->in[i]);
+    if (n->in[i]) {
+      __atomic_sub_fetch(&n->in[i]->graph_refs, 1, __ATOMIC_ACQ_REL); /* before the release, as record's order reversed */
+      ct__tensor_decref(n->in[i]);
+    }
     if (n->saved[i]) ct__tensor_decref(n->saved[i]);
   }
   free(n->extra);

@@ -61,6 +61,13 @@ struct ct_tensor {
   int bw_pending;          /* consumers not yet processed during one backward pass */
   int bw_mark;             /* visited during one backward pass: its index in the pass's list plus one */
   int scope_refs;          /* references held by scopes on this thread */
+  /* References held by tape nodes that take this tensor as an input (autograd's ct__record adds
+   * one after its retain, ct__node_free drops one before its release; atomic). A node needs only
+   * its inputs' metadata (shape, dtype, device, strides, grad_fn), never their values, which it
+   * saves apart as detached views when its rule reads them; so when only nodes still hold a
+   * non-leaf, its storage reference goes (refs.c), as PyTorch frees an activation that no
+   * backward rule saved once the program drops it. */
+  int graph_refs;
 };
 
 /* ---- errors (src/core/status.c): set the thread-local message; return the status (or NULL from

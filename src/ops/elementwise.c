@@ -174,7 +174,12 @@ static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
     s = ct__record(out, name, bw_unary, 1, &x, &n);
     if (n) {
       n->iv[0] = op;
-      s = ct__save_detached(n, 0, src);
+      /* relu's derivative, 1 where !(x <= 0), is the same predicate of y = relu(x) (y > 0 where
+       * x > 0, 0 where x <= 0, NaN where x is NaN), so its node keeps y alone, in both slots, as
+       * PyTorch's threshold_backward(grad, result, 0) does: keeping x too held a second full-size
+       * tensor per relu until backward (a BatchNorm output in every resnet block; 19 MiB of a
+       * resnet18 step's peak, docs/perf.md) */
+      s = ct__save_detached(n, 0, op == CT_UNARY_RELU ? out : src);
       if (s == CT_OK) s = ct__save_detached(n, 1, out);
     }
     if (s != CT_OK) ct_tensor_free(out), out = NULL;

@@ -240,6 +240,48 @@ static void test_scope_owns_graph(void **state) {
 }
 
 /* cat of more tensors than a tape node holds (it concatenates in groups): values and gradients. */
+/* CPU bytes held by tensors now */
+static size_t held(void) {
+  ct_memory_stats ms;
+  ct_assert_ok(ct_memory_stats_get(CT_DEVICE_CPU, &ms));
+  return ms.allocated;
+}
+
+/* An activation whose values no backward rule saved goes when the program drops it, though the tape
+ * still holds it as an input (core/refs.c): b = 2a feeds relu (directly, or through a reshape),
+ * which keeps its own output only, so freeing b frees b's bytes; a view the program still holds
+ * keeps them until it goes too; and the gradients are right either way. */
+static void test_unsaved_activation_freed(void **state) {
+  (void)state;
+  int64_t n = 1 << 18; /* 1 MiB of float32: above the allocator's rounding */
+  ct_generator g = ct_generator_new(3);
+  ct_tensor *a = ct_assert_nonnull(ct_randn(1, &n, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_assert_ok(ct_requires_grad_(a, 1));
+  for (int view = 0; view < 2; view++) {
+    size_t h0 = held();
+    ct_tensor *b = ct_assert_nonnull(ct_mul_scalar(a, 2.0));
+    ct_tensor *v = view ? ct_assert_nonnull(ct_reshape(b, 2, (int64_t[]){512, 512})) : NULL;
+    ct_tensor *c = ct_assert_nonnull(ct_relu(view ? v : b));
+    size_t h1 = held();
+    ct_tensor_free(b);
+    if (view) { /* the program's view shares b's bytes: they stay until it goes too */
+      assert_int_equal(held(), h1);
+      ct_tensor_free(v);
+    }
+    size_t h2 = held();
+    assert_true(h2 + (size_t)n * sizeof(float) <= h1); /* b's bytes went */
+    assert_true(h2 >= h0 + (size_t)n * sizeof(float)); /* c's stay */
+    ct_tensor *s = ct_assert_nonnull(ct_sum(c, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    double *av = ct_test_values(a), *gv = ct_test_values(ct_grad(a));
+    for (int64_t i = 0; i < n; i++) assert_true(gv[i] == (av[i] > 0 ? 2.0 : 0.0));
+    free(av), free(gv);
+    ct_zero_grad(a);
+    ct_tensor_free(s), ct_tensor_free(c);
+  }
+  ct_tensor_free(a);
+}
+
 static void test_cat_many(void **state) {
   (void)state;
   ct_tensor *ts[11];
@@ -263,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_mlp_gradcheck),              cmocka_unit_test(test_gradcheck_catches_errors),
       cmocka_unit_test(test_deep_chain),                 cmocka_unit_test(test_broadcast_and_promoted_grads),
       cmocka_unit_test(test_scope_owns_graph),           cmocka_unit_test(test_cat_many),
+      cmocka_unit_test(test_unsaved_activation_freed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
