@@ -136,23 +136,30 @@ DEFINE_COLS(double, f64)
 
 /* im2col and col2im of a small output through its gather table (conv.h). Plane c is first copied
  * into the middle of a zero-bordered (H + 2 pH, W + 2 pW) plane (pad, this thread's), so that row
- * (c, r) of the (C T, L) matrix is a gather without a bounds test: row[l] = pad[table[r L + l]].
+ * (c, r) of the (C T, L) matrix is a gather without a bounds test: row[l] = pad[table[r L + l]],
+ * computed rather than read: output row ho of tap (i, j) is the padded row ho sH + i dH from
+ * column j dW on, every sW-th element (runs of Wo contiguous ones at stride 1).
  * For outputs of a few pixels that is much cheaper than the row copies above, which spend two
  * memsets and a memcpy on a row of 1 to 49 elements (docs/perf.md). col2im goes the other way,
  * through the gather lists built from the same table (col2im_gather below). */
 #define DEFINE_COLS_TABLE(E, SUFFIX)                                                                    \
   static void im2col_table_##SUFFIX(const geom *g, const ct_conv_taps *tp, E *pad, const E *x, E *out,   \
                                     int64_t ld) {                                                      \
-    int64_t L = g->Ho * g->Wo, Wp = g->W + 2 * g->pw, HWp = (g->H + 2 * g->ph) * Wp;                  \
+    int64_t Wp = g->W + 2 * g->pw, HWp = (g->H + 2 * g->ph) * Wp;                                      \
     memset(pad, 0, (size_t)HWp * sizeof(E));                                                           \
     for (int64_t c = 0; c < g->C; c++) {                                                               \
       const E *xp = x + c * g->H * g->W;                                                               \
       for (int64_t h = 0; h < g->H; h++) /* rows of a few elements: a loop, not a memcpy call each */   \
         for (int64_t w = 0; w < g->W; w++) pad[(h + g->ph) * Wp + g->pw + w] = xp[h * g->W + w];        \
-      for (int64_t r = 0; r < tp->T; r++) {                                                            \
-        const int32_t *idx = tp->table + r * L;                                                        \
+      for (int64_t r = 0; r < tp->T; r++) { /* the table's offsets, computed: no index loads */          \
+        int64_t t = tp->taps[r];                                                                       \
+        const E *src = pad + t / g->kw * g->dh * Wp + t % g->kw * g->dw;                               \
         E *row = out + (c * tp->T + r) * ld;                                                           \
-        for (int64_t l = 0; l < L; l++) row[l] = pad[idx[l]];                                          \
+        for (int64_t ho = 0; ho < g->Ho; ho++, src += g->sh * Wp, row += g->Wo)                        \
+          if (g->sw == 1)                                                                              \
+            for (int64_t wo = 0; wo < g->Wo; wo++) row[wo] = src[wo];                                  \
+          else                                                                                         \
+            for (int64_t wo = 0; wo < g->Wo; wo++) row[wo] = src[wo * g->sw];                          \
       }                                                                                                \
     }                                                                                                  \
   }
