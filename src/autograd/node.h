@@ -16,7 +16,11 @@ struct ct_node {
   const char *name;
   ct_backward_fn backward;
   int n_in;
-  ct_tensor *in[CT_NODE_MAX_IN];    /* retained inputs (NULL when not an autograd input) */
+  ct_tensor *in[CT_NODE_MAX_IN];    /* retained inputs (NULL when not an autograd input), for their
+                                       graph and metadata only (shape, dtype, device, strides): a
+                                       non-leaf input loses its storage once only nodes hold it
+                                       (core/refs.c), so a rule that reads an input's values saves
+                                       it (ct__save_detached) */
   ct_tensor *saved[CT_NODE_MAX_IN]; /* retained tensors the rule needs (the output must not be saved:
                                        that would be a cycle; save a detached view of it instead) */
   int64_t iv[16];                   /* integer parameters of the op */
