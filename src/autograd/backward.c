@@ -32,25 +32,6 @@ static void tvec_push(tvec *a, ct_tensor *t) {
   a->v[a->n++] = t;
 }
 
-/* 1 when t's elements fill its storage span without gaps or overlaps, in some order of dims
- * (PyTorch's non-overlapping-and-dense): a transposed gradient can then be summed into in place. */
-static int dense(const ct_tensor *t) {
-  int idx[CT_MAX_DIMS], n = 0;
-  for (int d = 0; d < t->ndim; d++)
-    if (t->shape[d] != 1) idx[n++] = d;
-  for (int i = 1; i < n; i++) /* sort the dims by stride, innermost first */
-    for (int j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
-      int k = idx[j];
-      idx[j] = idx[j - 1], idx[j - 1] = k;
-    }
-  int64_t expect = 1;
-  for (int i = 0; i < n; i++) {
-    if (t->stride[idx[i]] != expect) return 0;
-    expect *= t->shape[idx[i]];
-  }
-  return 1;
-}
-
 static int shared(const ct_tensor *t) {
   return __atomic_load_n(&t->refs, __ATOMIC_ACQUIRE) > 1 || __atomic_load_n(&t->storage->refs, __ATOMIC_ACQUIRE) > 1;
 }
@@ -82,7 +63,7 @@ static ct_status accumulate(ct_tensor **slot, ct_tensor *g, const ct_tensor *lea
     return CT_OK;
   }
   ct_status s;
-  if (leaf || (!shared(*slot) && dense(*slot))) s = ct__add_into(*slot, g);
+  if (leaf || (!shared(*slot) && ct__non_overlapping_and_dense(*slot))) s = ct__add_into(*slot, g);
   else {
     ct_tensor *sum = ct__alloc((*slot)->ndim, (*slot)->shape, (*slot)->dtype, (*slot)->device);
     s = sum ? ct__binary_into(CT_BINARY_ADD, sum, *slot, g) : ct_last_status();

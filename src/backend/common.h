@@ -4,7 +4,8 @@
  *  - temporaries (ct__be_tmp): a contiguous device tensor whose header and storage live in the
  *    launcher's frame, its memory taken through the core's allocation point (fault injection
  *    included) and given back to the backend that made it;
- *  - chunking (ct__be_chunk): how many items of a batch fit a scratch budget.
+ *  - chunking (ct__be_chunk): how many items of a batch fit a scratch budget;
+ *  - batch norm's (N, C, S) view of its input (ct__be_channel_dims).
  *
  * What the backends share that is core's is used from the core, not repeated: the contiguity
  * check is ct_tensor_is_contiguous (cuttle/tensor.h), the strided iterator ct__strided
@@ -46,6 +47,13 @@ ct_status ct__be_tmp_cast(ct__be_tmp *tmp, ct_tensor *t, ct_dtype dt);
 ct_status ct__be_tmp_contiguous(ct__be_tmp *tmp, ct_tensor *t);
 /* Gives the memory back when tmp owns it; tmp may be zeroed, borrowed or already freed. */
 void ct__be_tmp_free(ct__be_tmp *tmp);
+
+/* ---- batch norm's view of x (N, C, *) (core/kernels.def): N, C and S, the product of the dims
+ * after C (1 for (N, C)); channel c's element (n, s) is at (n C + c) S + s of a contiguous x */
+static inline void ct__be_channel_dims(const ct_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
+  *N = x->shape[0], *C = x->shape[1], *S = 1;
+  for (int d = 2; d < x->ndim; d++) *S *= x->shape[d];
+}
 
 /* ---- chunking: the most of n items whose scratch (item_bytes each) fits budget bytes, at least 1
  * and at most n (n when an item takes no scratch). */

@@ -1,6 +1,7 @@
 /* src/ops/elementwise.c: the front-ends of the elementwise ops (ops.def): broadcasting, dtype
  * promotion, device checks, and the autograd rules, plus fill_ and zero_. The helpers other
  * families and autograd share with it are in ops_internal.c. */
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 #include "autograd/node.h"
@@ -17,6 +18,37 @@ static const char *const unary_names[] = {
 #define CT_UNARY(E, name, fwd, deriv) #name,
 #include "core/ops.def"
 };
+/* each unary op's derivative as core/ops.def writes it */
+static const char *const unary_derivs[] = {
+#define CT_UNARY(E, name, fwd, deriv) #deriv,
+#include "core/ops.def"
+};
+
+/* 1 when the derivative of unary op reads x (the identifier x in its ops.def formula), 0 when it
+ * reads y = f(x) alone (exp, sqrt, relu, sigmoid, tanh). A node keeps x only when it is read: y's
+ * view serves both of the backward kernel's slots otherwise, as PyTorch's rules keep the result
+ * (threshold_backward(grad, result, 0) for relu); keeping x too held a second full-size tensor per
+ * op until backward (a BatchNorm output before every relu of a resnet: 19 MiB of a resnet18 step's
+ * peak, docs/perf.md). Read once per op from the formula's tokens. */
+static int deriv_reads_x(ct_unary_op op) {
+  static signed char known[CT_UNARY_COUNT]; /* 0: not read yet, 1: no, 2: yes (same value on every thread) */
+  int k = __atomic_load_n(&known[op], __ATOMIC_RELAXED);
+  if (k) return k == 2;
+  int reads = 0;
+  for (const char *p = unary_derivs[op]; *p && !reads;) {
+    if (isalpha((unsigned char)*p) || *p == '_') { /* an identifier: x itself, or exp, M_SQRT1_2, ... */
+      const char *q = p;
+      while (isalnum((unsigned char)*q) || *q == '_') q++;
+      reads = q - p == 1 && *p == 'x';
+      p = q;
+    } else if (isdigit((unsigned char)*p) || *p == '.') { /* a number, 1e-5 included */
+      while (isalnum((unsigned char)*p) || *p == '.') p++;
+    } else
+      p++;
+  }
+  __atomic_store_n(&known[op], (signed char)(reads ? 2 : 1), __ATOMIC_RELAXED);
+  return reads;
+}
 
 /* t expanded to shape and cast to dt (a view when no cast is needed). */
 static ct_tensor *prepare(ct_tensor *t, ct_dtype dt, int nd, const int64_t *shape) {
@@ -174,12 +206,7 @@ static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
     s = ct__record(out, name, bw_unary, 1, &x, &n);
     if (n) {
       n->iv[0] = op;
-      /* relu's derivative, 1 where !(x <= 0), is the same predicate of y = relu(x) (y > 0 where
-       * x > 0, 0 where x <= 0, NaN where x is NaN), so its node keeps y alone, in both slots, as
-       * PyTorch's threshold_backward(grad, result, 0) does: keeping x too held a second full-size
-       * tensor per relu until backward (a BatchNorm output in every resnet block; 19 MiB of a
-       * resnet18 step's peak, docs/perf.md) */
-      s = ct__save_detached(n, 0, op == CT_UNARY_RELU ? out : src);
+      s = ct__save_detached(n, 0, deriv_reads_x(op) ? src : out);
       if (s == CT_OK) s = ct__save_detached(n, 1, out);
     }
     if (s != CT_OK) ct_tensor_free(out), out = NULL;

@@ -120,6 +120,23 @@ ct_tensor *ct_contiguous_format(ct_tensor *t, ct_memory_format fmt) {
 }
 
 /* ---- elementwise ops */
+int ct__non_overlapping_and_dense(const ct_tensor *t) {
+  int idx[CT_MAX_DIMS], n = 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] != 1) idx[n++] = d;
+  for (int i = 1; i < n; i++) /* sort the dims by stride, innermost first */
+    for (int j = i; j > 0 && t->stride[idx[j]] < t->stride[idx[j - 1]]; j--) {
+      int k = idx[j];
+      idx[j] = idx[j - 1], idx[j - 1] = k;
+    }
+  int64_t expect = 1;
+  for (int i = 0; i < n; i++) {
+    if (t->stride[idx[i]] != expect) return 0;
+    expect *= t->shape[idx[i]];
+  }
+  return 1;
+}
+
 ct_memory_format ct__elementwise_format(int n, ct_tensor *const *in, int nd, const int64_t *shape) {
   if (nd != 4) return CT_CONTIGUOUS_FORMAT;
   for (int i = 0; i < n; i++) {

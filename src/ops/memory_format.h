@@ -14,6 +14,12 @@ ct_tensor *ct__alloc_format(int ndim, const int64_t *shape, ct_dtype dt, ct_devi
  * already dense in fmt with dtype dt, else a copy. For kernels that need one layout. */
 ct_tensor *ct__to_format(ct_tensor *t, ct_dtype dt, ct_memory_format fmt);
 
+/* 1 when t's numel elements fill its storage span from its data pointer without gaps or overlaps,
+ * in some order of dims (PyTorch's is_non_overlapping_and_dense: contiguous, channels_last, any
+ * permutation of them): a kernel that walks the elements flat covers exactly t (a transposed
+ * gradient summed into in place, the fused optimizer and unscale kernels). */
+int ct__non_overlapping_and_dense(const ct_tensor *t);
+
 /* The format of an elementwise op's output of shape (nd, shape) over its n inputs (NULL entries are
  * skipped): channels_last when the first input of exactly that shape, not expanded, suggests
  * channels_last, as PyTorch's TensorIterator lets the first full-size operand's strides decide. */

@@ -77,6 +77,30 @@ static int bn_kernel_takes(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor
   return !(ct_grad_enabled() && (rm->requires_grad || rv->requires_grad));
 }
 
+/* The tail both norm kernels' front-ends share, after the forward kernel ran with status s: y
+ * recorded as one node named name (rule bw) on in[3] = (x, weight, bias), keeping x, the two
+ * per-channel or per-row statistics and w (NULL: none) and the two integer parameters iv0 and iv1;
+ * then w, b and the statistics released. y, or NULL (y freed) with the error set. */
+static ct_tensor *norm_record(ct_status s, ct_tensor *y, const char *name, ct_backward_fn bw, ct_tensor *const in[3],
+                              ct_tensor *x, ct_tensor *stat0, ct_tensor *stat1, ct_tensor *w, ct_tensor *b, int64_t iv0,
+                              int64_t iv1) {
+  ct_node *n = NULL;
+  if (s == CT_OK) s = ct__record(y, name, bw, 3, in, &n);
+  if (s == CT_OK && n) {
+    n->iv[0] = iv0, n->iv[1] = iv1;
+    s = ct__save_detached(n, 0, x);
+    if (s == CT_OK) s = ct__save_detached(n, 1, stat0);
+    if (s == CT_OK) s = ct__save_detached(n, 2, stat1);
+    if (s == CT_OK && w) s = ct__save_detached(n, 3, w);
+  }
+  ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(stat0), ct_tensor_free(stat1);
+  if (s != CT_OK) {
+    ct_tensor_free(y);
+    return NULL;
+  }
+  return y;
+}
+
 /* batch_norm on its kernels, recorded as one node on (x, weight, bias) */
 static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *weight, ct_tensor *bias, int training,
                             double momentum, double eps) {
@@ -93,21 +117,7 @@ static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tenso
   ct_status s = yk ? CT_KERNEL_CALL(be, batch_norm, "batch_norm", xk, yk, mean, invstd, xk, w, b, rm, rv, training, momentum, eps)
                    : ct_last_status();
   bn_rows_free(xk, cl), bn_rows_free(yk, cl);
-  ct_node *n = NULL;
-  if (s == CT_OK) s = ct__record(y, "batch_norm", bw_batch_norm, 3, (ct_tensor *[]){x, w, b}, &n);
-  if (s == CT_OK && n) {
-    n->iv[0] = training != 0, n->iv[1] = cl;
-    s = ct__save_detached(n, 0, x);
-    if (s == CT_OK) s = ct__save_detached(n, 1, mean);
-    if (s == CT_OK) s = ct__save_detached(n, 2, invstd);
-    if (s == CT_OK && w) s = ct__save_detached(n, 3, w);
-  }
-  ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(mean), ct_tensor_free(invstd);
-  if (s != CT_OK) {
-    ct_tensor_free(y);
-    return NULL;
-  }
-  return y;
+  return norm_record(s, y, "batch_norm", bw_batch_norm, (ct_tensor *[]){x, w, b}, x, mean, invstd, w, b, training != 0, cl);
 }
 
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
@@ -229,21 +239,7 @@ static ct_tensor *ln_kernel(ct_tensor *x, ct_tensor *weight, ct_tensor *bias, in
   ct_tensor *mean = y ? ct__alloc(1, &R, x->dtype, x->device) : NULL;
   ct_tensor *rstd = mean ? ct__alloc(1, &R, x->dtype, x->device) : NULL;
   ct_status s = rstd ? CT_KERNEL_CALL(be, layer_norm, "layer_norm", x, y, mean, rstd, x, w, b, D, eps) : ct_last_status();
-  ct_node *n = NULL;
-  if (s == CT_OK) s = ct__record(y, "layer_norm", bw_layer_norm, 3, (ct_tensor *[]){x, weight, bias}, &n);
-  if (s == CT_OK && n) {
-    n->iv[0] = D;
-    s = ct__save_detached(n, 0, x);
-    if (s == CT_OK) s = ct__save_detached(n, 1, mean);
-    if (s == CT_OK) s = ct__save_detached(n, 2, rstd);
-    if (s == CT_OK && w) s = ct__save_detached(n, 3, w);
-  }
-  ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(mean), ct_tensor_free(rstd);
-  if (s != CT_OK) {
-    ct_tensor_free(y);
-    return NULL;
-  }
-  return y;
+  return norm_record(s, y, "layer_norm", bw_layer_norm, (ct_tensor *[]){x, weight, bias}, x, mean, rstd, w, b, D, 0);
 }
 
 ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *weight, ct_tensor *bias, double eps) {

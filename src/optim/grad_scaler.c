@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 #include "core/backend.h"
+#include "ops/memory_format.h" /* ct__non_overlapping_and_dense */
 #include "ops/ops_internal.h" /* ct__binary_into */
 #include "optim/internal.h"
 
@@ -163,8 +164,7 @@ static ct_status unscale(ct_grad_scaler *s, opt_record *r) {
     const ct_backend *be = g->storage->backend;
     /* the kernel walks g's numel elements from its data: any dense layout (a channels_last conv
      * weight's gradient too) */
-    int dense = ct_tensor_is_contiguous(g) || ct_tensor_is_contiguous_format(g, CT_CHANNELS_LAST);
-    if (ct__has_kernel(be, CT_K_amp_unscale_) && (g->dtype == CT_F32 || g->dtype == CT_F64) && dense)
+    if (ct__has_kernel(be, CT_K_amp_unscale_) && (g->dtype == CT_F32 || g->dtype == CT_F64) && ct__non_overlapping_and_dense(g))
       st = CT_KERNEL_CALL(be, amp_unscale_, __func__, g, g, inv, flag);
     else if (ct_dtype_is_floating(g->dtype))
       st = unscale_composed(g, inv, flag);

@@ -73,20 +73,15 @@ void ct_optimizer_free(ct_optimizer *o) {
   free(o);
 }
 
-/* 1 for a channels_last parameter (a conv weight after ct_module_to_memory_format): its state is
- * laid out as it is, as torch.zeros_like keeps the memory format, so that the fused kernels pair
- * their elements by memory position (fusable). */
-static int channels_last_param(const ct_tensor *p) {
-  return !ct_tensor_is_contiguous(p) && ct_tensor_is_contiguous_format(p, CT_CHANNELS_LAST);
-}
-
+/* The state slots are zeros in the parameter's memory format (a channels_last conv weight's are
+ * channels_last), as torch.zeros_like keeps it, so that the fused kernels pair their elements by
+ * memory position (fusable). */
 static ct_status ensure_state(ct_optimizer *o, int i) {
   ct_tensor *p = o->params[i].tensor;
   for (int s = 0; s < nslots(o); s++) {
     if (o->state[s][i]) continue;
-    ct_tensor *z = channels_last_param(p) ? ct__alloc_format(p->ndim, p->shape, p->dtype, p->device, CT_CHANNELS_LAST)
-                                          : ct_zeros(p->ndim, p->shape, p->dtype, p->device);
-    if (z && channels_last_param(p) && ct_zero_(z) != CT_OK) ct_tensor_free(z), z = NULL;
+    ct_tensor *z = ct__alloc_format(p->ndim, p->shape, p->dtype, p->device, ct_tensor_suggest_memory_format(p));
+    if (z && ct_zero_(z) != CT_OK) ct_tensor_free(z), z = NULL;
     if (!z) return ct_last_status();
     ct__untrack(z);
     o->state[s][i] = z;
@@ -119,7 +114,7 @@ static int same_layout(const ct_tensor *a, const ct_tensor *b) {
 }
 
 /* 1 when the backend's fused kernel can update parameter i: it has one, p's dtype is float32 or
- * float64 and g and the state share it, p is dense (contiguous or channels_last), and g and the
+ * float64 and g and the state share it, p is dense (ct__non_overlapping_and_dense), and g and the
  * state are laid out as p. The kernels walk the numel elements from each operand's data pointer,
  * so any dense layout that all operands share is theirs. (Before, a channels_last conv weight fell
  * to the composed update, a dozen elementwise ops: a fifth of a channels_last resnet18 step.) The
@@ -128,7 +123,7 @@ static int fusable(const ct_optimizer *o, int i) {
   ct_tensor *p = o->params[i].tensor, *g = p->grad;
   const ct_backend *be = p->storage->backend;
   int ok = (p->dtype == CT_F32 || p->dtype == CT_F64) && g->dtype == p->dtype && ct_device_eq(g->device, p->device) &&
-           (ct_tensor_is_contiguous(p) || channels_last_param(p)) && same_layout(p, g);
+           ct__non_overlapping_and_dense(p) && same_layout(p, g);
   for (int s = 0; ok && s < nslots(o); s++) ok = o->state[s][i] && same_layout(p, o->state[s][i]);
   return ok && (o->o.kind == CT_OPTIM_SGD ? ct__has_kernel(be, CT_K_sgd_step) : ct__has_kernel(be, CT_K_adam_step));
 }

@@ -248,20 +248,24 @@ static size_t held(void) {
 }
 
 /* An activation whose values no backward rule saved goes when the program drops it, though the tape
- * still holds it as an input (core/refs.c): b = 2a feeds relu (directly, or through a reshape),
- * which keeps its own output only, so freeing b frees b's bytes; a view the program still holds
- * keeps them until it goes too; and the gradients are right either way. */
+ * still holds it as an input (core/refs.c): b = 2a feeds relu or sigmoid (directly, or through a
+ * reshape), whose derivatives read their output only (core/ops.def), so their nodes keep y alone
+ * and freeing b frees b's bytes; a view the program still holds keeps them until it goes too; and
+ * the gradients are right either way (2 [2a > 0] and 2 s (1 - s), s = sigmoid(2a)). silu's
+ * derivative reads x: its node keeps b. */
 static void test_unsaved_activation_freed(void **state) {
   (void)state;
   int64_t n = 1 << 18; /* 1 MiB of float32: above the allocator's rounding */
   ct_generator g = ct_generator_new(3);
   ct_tensor *a = ct_assert_nonnull(ct_randn(1, &n, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
   ct_assert_ok(ct_requires_grad_(a, 1));
-  for (int view = 0; view < 2; view++) {
+  ct_tensor *(*ops[3])(ct_tensor *) = {ct_relu, ct_sigmoid, ct_silu};
+  for (int k = 0; k < 6; k++) {
+    int op = k / 2, view = k % 2;
     size_t h0 = held();
     ct_tensor *b = ct_assert_nonnull(ct_mul_scalar(a, 2.0));
     ct_tensor *v = view ? ct_assert_nonnull(ct_reshape(b, 2, (int64_t[]){512, 512})) : NULL;
-    ct_tensor *c = ct_assert_nonnull(ct_relu(view ? v : b));
+    ct_tensor *c = ct_assert_nonnull(ops[op](view ? v : b));
     size_t h1 = held();
     ct_tensor_free(b);
     if (view) { /* the program's view shares b's bytes: they stay until it goes too */
@@ -269,12 +273,17 @@ static void test_unsaved_activation_freed(void **state) {
       ct_tensor_free(v);
     }
     size_t h2 = held();
-    assert_true(h2 + (size_t)n * sizeof(float) <= h1); /* b's bytes went */
+    if (op == 2) assert_int_equal(h2, h1);            /* silu keeps x: b's bytes stay */
+    else assert_true(h2 + (size_t)n * sizeof(float) <= h1); /* b's bytes went */
     assert_true(h2 >= h0 + (size_t)n * sizeof(float)); /* c's stay */
     ct_tensor *s = ct_assert_nonnull(ct_sum(c, 0, NULL, 0));
     ct_assert_ok(ct_backward(s));
     double *av = ct_test_values(a), *gv = ct_test_values(ct_grad(a));
-    for (int64_t i = 0; i < n; i++) assert_true(gv[i] == (av[i] > 0 ? 2.0 : 0.0));
+    for (int64_t i = 0; i < n; i++) {
+      double x = (double)(float)(2.0 * av[i]), sg = 1.0 / (1.0 + exp(-x));
+      double want = op == 0 ? (x > 0 ? 2.0 : 0.0) : op == 1 ? 2.0 * sg * (1.0 - sg) : 2.0 * sg * (1.0 + x * (1.0 - sg));
+      if (fabs(gv[i] - want) > 1e-5) fail_msg("op %d, element %lld: gradient %.9g, want %.9g", op, (long long)i, gv[i], want);
+    }
     free(av), free(gv);
     ct_zero_grad(a);
     ct_tensor_free(s), ct_tensor_free(c);

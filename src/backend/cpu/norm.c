@@ -12,15 +12,11 @@
  * image by image, so it reads x in runs of (block) S contiguous values and keeps its sums on its stack. */
 #include <math.h>
 #include <omp.h>
+#include "backend/common.h"
 #include "backend/cpu/cpu.h"
 
 #define BN_BLOCK 256            /* channels whose sums a thread keeps at a time */
 #define BN_PARALLEL_MIN 32768   /* elements below which one thread does it all */
-
-static void bn_dims(const ct_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
-  *N = x->shape[0], *C = x->shape[1], *S = 1;
-  for (int d = 2; d < x->ndim; d++) *S *= x->shape[d];
-}
 
 /* this thread's channels [*c0, *c1) of C */
 static void bn_channels(int64_t C, int64_t *c0, int64_t *c1) {
@@ -155,7 +151,7 @@ ct_status ct__cpu_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save
   if (x->dtype != CT_F32 && x->dtype != CT_F64)
     return ct__error(CT_EDTYPE, "batch_norm (cpu): float32 or float64 only, got %s", ct_dtype_name(x->dtype));
   int64_t N, C, S;
-  bn_dims(x, &N, &C, &S);
+  ct__be_channel_dims(x, &N, &C, &S);
   const int f32 = x->dtype == CT_F32;
   const double n = (double)N * (double)S;
   const void *xp = ct__ptr(x);
@@ -203,7 +199,7 @@ ct_status ct__cpu_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *g
   if (x->dtype != CT_F32 && x->dtype != CT_F64)
     return ct__error(CT_EDTYPE, "batch_norm_backward (cpu): float32 or float64 only, got %s", ct_dtype_name(x->dtype));
   int64_t N, C, S;
-  bn_dims(x, &N, &C, &S);
+  ct__be_channel_dims(x, &N, &C, &S);
   const int f32 = x->dtype == CT_F32;
   const double n = (double)N * (double)S;
   const void *xp = ct__ptr(x), *gp = ct__ptr(gy);

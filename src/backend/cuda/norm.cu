@@ -225,11 +225,6 @@ __global__ void ln_backward_params_kernel(T *__restrict__ gw, T *__restrict__ gb
 template <typename T>
 static T *ptr_or_null(ct_tensor *t) { return t ? (T *)ct__ptr(t) : (T *)NULL; }
 
-static void bn_dims(const ct_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
-  *N = x->shape[0], *C = x->shape[1], *S = 1;
-  for (int d = 2; d < x->ndim; d++) *S *= x->shape[d];
-}
-
 /* The batch norm kernels' grid: a block per channel, or per 32 channels when S == 1 (cols) */
 static unsigned bn_grid(int64_t C, bool cols) { return (unsigned)(cols ? (C + NORM_TX - 1) / NORM_TX : C); }
 
@@ -246,7 +241,7 @@ extern "C" ct_status ct__cuda_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(x);
   if (!ctx) return ct_last_status();
   int64_t N, C, S;
-  bn_dims(x, &N, &C, &S);
+  ct__be_channel_dims(x, &N, &C, &S);
   if (N * C * S == 0) return CT_OK;
   const bool cols = S == 1;
   const dim3 block(NORM_TX, NORM_TY);
@@ -272,7 +267,7 @@ extern "C" ct_status ct__cuda_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, 
   ct__cuda_ctx *ctx = ct__cuda_ctx_of(x);
   if (!ctx) return ct_last_status();
   int64_t N, C, S;
-  bn_dims(x, &N, &C, &S);
+  ct__be_channel_dims(x, &N, &C, &S);
   if (C == 0) return CT_OK;
   const bool cols = S == 1;
   const dim3 block(NORM_TX, NORM_TY);

@@ -82,12 +82,6 @@ ct_status ct__ocl_layer_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *g
   return CT_OK;
 }
 
-/* (N, C, S) of x (N, C, *): S the product of the dims after C */
-static void bn_dims(const ct_tensor *x, cl_long *N, cl_long *C, cl_long *S) {
-  *N = x->shape[0], *C = x->shape[1], *S = 1;
-  for (int d = 2; d < x->ndim; d++) *S *= x->shape[d];
-}
-
 ct_status ct__ocl_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save_invstd, ct_tensor *x, ct_tensor *w,
                              ct_tensor *b, ct_tensor *running_mean, ct_tensor *running_var, int training, double momentum,
                              double eps) {
@@ -99,8 +93,9 @@ ct_status ct__ocl_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save
   CT_TRY(buf_or_x(has_run ? running_var : NULL, &f.x, &rvb));
   int i = x->device.index;
   cl_int hw = w != NULL, hb = b != NULL, tr = training != 0;
-  cl_long rms = has_run ? running_mean->stride[0] : 0, rvs = has_run ? running_var->stride[0] : 0, N, C, S;
-  bn_dims(x, &N, &C, &S);
+  cl_long rms = has_run ? running_mean->stride[0] : 0, rvs = has_run ? running_var->stride[0] : 0;
+  int64_t N, C, S;
+  ct__be_channel_dims(x, &N, &C, &S);
   ct__ocl_real rm_, re_;
   ct__ocl_arg args[] = {CT_OCL_ARG(f.y.mem),    CT_OCL_ARG(f.y.off),    CT_OCL_ARG(f.mean.mem), CT_OCL_ARG(f.mean.off),
                         CT_OCL_ARG(f.stat.mem), CT_OCL_ARG(f.stat.off), CT_OCL_ARG(f.x.mem),    CT_OCL_ARG(f.x.off),
@@ -119,8 +114,8 @@ ct_status ct__ocl_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *g
   CT_TRY(bw_bufs_of(&k, gx, gw, gb, gy, x, w, save_mean, save_invstd));
   int i = x->device.index;
   cl_int hgx = gx != NULL, hgw = gw != NULL, hgb = gb != NULL, hw = w != NULL, tr = training != 0;
-  cl_long N, C, S;
-  bn_dims(x, &N, &C, &S);
+  int64_t N, C, S;
+  ct__be_channel_dims(x, &N, &C, &S);
   ct__ocl_arg args[] = {CT_OCL_ARG(k.gx.mem),   CT_OCL_ARG(k.gx.off),   CT_OCL_ARG(hgx),        CT_OCL_ARG(k.gw.mem),
                         CT_OCL_ARG(k.gw.off),   CT_OCL_ARG(hgw),        CT_OCL_ARG(k.gb.mem),   CT_OCL_ARG(k.gb.off),
                         CT_OCL_ARG(hgb),        CT_OCL_ARG(k.gy.mem),   CT_OCL_ARG(k.gy.off),   CT_OCL_ARG(k.x.mem),
