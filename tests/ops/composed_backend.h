@@ -6,6 +6,7 @@
 #ifndef CUTTLE_TESTS_COMPOSED_BACKEND_H
 #define CUTTLE_TESTS_COMPOSED_BACKEND_H
 #include <stdlib.h>
+#include <string.h>
 #include "testutil.h"
 #include "core/backend.h"
 #include "core/internal.h"
@@ -43,5 +44,19 @@ static ct_tensor *leaf(const double *v, int ndim, const int64_t *shape, ct_dtype
   if (composed) t->storage->backend = &composed_backend;
   if (grad) ct_assert_ok(ct_requires_grad_(t, 1));
   return t;
+}
+/* Fails the test unless y was made, on one node named name when not composed (the kernels) and on
+ * some other node when composed; then runs backward of sum(y gy), gy of y's shape and dtype holding
+ * gyv. what (the case) and the path name the failure. */
+static void node_then_backward(ct_tensor *y, const char *name, int composed, const char *what, const double *gyv) {
+  const char *path = composed ? "composed" : "kernel";
+  if (!y) fail_msg("%s (%s): %s", what, path, ct_last_error());
+  const char *fn = ct_grad_fn_name(y);
+  if (composed ? strcmp(fn, name) == 0 : strcmp(fn, name) != 0) fail_msg("%s (%s): the output's node is %s", what, path, fn);
+  ct_tensor *gy = leaf(gyv, ct_tensor_ndim(y), ct_tensor_shape(y), ct_tensor_dtype(y), 0, 0);
+  ct_tensor *p = ct_assert_nonnull(ct_mul(y, gy));
+  ct_tensor *l = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
+  ct_assert_ok(ct_backward(l));
+  ct_tensor_free(l), ct_tensor_free(p), ct_tensor_free(gy);
 }
 #endif

@@ -42,15 +42,7 @@ static bn_run run(const bn_shape *sh, ct_dtype dt, int composed, const double *x
   if (affine) r.w = leaf(wv, 1, &C, dt, composed, 1), r.b = leaf(bv, 1, &C, dt, composed, 1);
   if (stats) r.rm = leaf(rmv, 1, &C, dt, composed, 0), r.rv = leaf(rvv, 1, &C, dt, composed, 0);
   r.y = ct_batch_norm(r.x, r.rm, r.rv, r.w, r.b, training, 0.3, 1e-5);
-  if (!r.y) fail_msg("%s (%s, %s): %s", sh->name, ct_dtype_name(dt), composed ? "composed" : "kernel", ct_last_error());
-  const char *fn = ct_grad_fn_name(r.y);
-  if (composed ? strcmp(fn, "batch_norm") == 0 : strcmp(fn, "batch_norm") != 0)
-    fail_msg("%s (%s, %s): the output's node is %s", sh->name, ct_dtype_name(dt), composed ? "composed" : "kernel", fn);
-  ct_tensor *gy = leaf(gyv, sh->ndim, sh->shape, dt, 0, 0);
-  ct_tensor *p = ct_assert_nonnull(ct_mul(r.y, gy));
-  ct_tensor *l = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
-  ct_assert_ok(ct_backward(l));
-  ct_tensor_free(l), ct_tensor_free(p), ct_tensor_free(gy);
+  node_then_backward(r.y, "batch_norm", composed, sh->name, gyv);
   return r;
 }
 

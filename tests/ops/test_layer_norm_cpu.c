@@ -40,15 +40,7 @@ static ln_run run(const ln_shape *sh, ct_dtype dt, int composed, const double *x
   if (weight) r.w = leaf(wv, sh->k, ns, dt, composed, 1);
   if (bias) r.b = leaf(bv, sh->k, ns, dt, composed, 1);
   r.y = ct_layer_norm(r.x, sh->k, r.w, r.b, 1e-5);
-  if (!r.y) fail_msg("%s (%s, %s): %s", sh->name, ct_dtype_name(dt), composed ? "composed" : "kernel", ct_last_error());
-  const char *fn = ct_grad_fn_name(r.y);
-  if (composed ? strcmp(fn, "layer_norm") == 0 : strcmp(fn, "layer_norm") != 0)
-    fail_msg("%s (%s, %s): the output's node is %s", sh->name, ct_dtype_name(dt), composed ? "composed" : "kernel", fn);
-  ct_tensor *gy = leaf(gyv, sh->ndim, sh->shape, dt, 0, 0);
-  ct_tensor *p = ct_assert_nonnull(ct_mul(r.y, gy));
-  ct_tensor *l = ct_assert_nonnull(ct_sum(p, 0, NULL, 0));
-  ct_assert_ok(ct_backward(l));
-  ct_tensor_free(l), ct_tensor_free(p), ct_tensor_free(gy);
+  node_then_backward(r.y, "layer_norm", composed, sh->name, gyv);
   return r;
 }
 
