@@ -6,6 +6,7 @@
  *  - an image folder with train/ and val/, RGB and --image-size; one without, --gray and
  *    --val-split with --seed, trains and evaluates the same way;
  *  - an image that does not decode: an error naming it, or skipped and counted (--skip-bad-images);
+ *  - --normalize MEAN/STD (torchvision's Normalize) on both commands;
  *  - bad --data values and data options: usage errors (2) or failures (1) that say why.
  * Needs no data set: nothing here is skipped. */
 #define _GNU_SOURCE
@@ -74,6 +75,13 @@ static void cifar10_trains_and_evaluates(void **state) {
   train_then_eval("cnn", data, "", "");
   train_then_eval("cnn", data, "--augment", "");
   train_then_eval("mlp", data, "--augment --batch-size 4", "");
+  /* torchvision's Normalize over the set's own: one value for every channel, or one per channel */
+  train_then_eval("mlp", data, "--normalize 0.5/0.25", "--normalize 0.5/0.25");
+  train_then_eval("cnn", data, "--normalize 0.4,0.5,0.6/0.2,0.25,0.3", "--normalize 0.4,0.5,0.6/0.2,0.25,0.3");
+  char out[16384]; /* two values for three channels: the data set's error, exit 1 */
+  int rc = ct_test_run(out, sizeof out, "%s train --device cpu --data %s --normalize 0.5,0.5/0.2,0.2", cuttle, data);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(out, "ct_dataset_set_normalize"));
 }
 
 static void cifar100_trains_and_evaluates(void **state) {
@@ -171,6 +179,10 @@ static void bad_data_options(void **state) {
       {"train --data imagefolder:/x --val-split 1", "--val-split", 2},
       {"eval --checkpoint x --data cifar10:/x --augment", "--augment is for training", 2},
       {"eval --checkpoint x --data frob:/x", "unknown --data", 2},
+      {"train --normalize 0.5", "bad --normalize", 2},
+      {"train --normalize 0.5/0", "bad --normalize", 2},
+      {"train --normalize 0.5,0.5/0.2", "bad --normalize", 2},
+      {"eval --checkpoint x --normalize a/b", "bad --normalize", 2},
       {"train --device cpu --data cifar10:/nonexistent/c10", "/nonexistent/c10", 1},
       {"train --device cpu --data cifar100:/nonexistent/c100", "cifar-100", 1},
       {"train --device cpu --data imagefolder:/nonexistent/imf", "/nonexistent/imf", 1},

@@ -30,6 +30,7 @@ void ct_cli_print_alignment(ct_module *m, ct_device dev, int64_t batch, const in
 /* The data options of `cuttle train` and `cuttle eval` (data_arg.c). The caller fills the options
  * as given; ct_cli_data_check reads the rest. */
 enum { CT_CLI_FASHION_MNIST = 0, CT_CLI_CIFAR10 = 1, CT_CLI_CIFAR100 = 2, CT_CLI_IMAGEFOLDER = 3 };
+enum { CT_CLI_MAX_CHANNELS = 4 }; /* --normalize takes at most this many values per list */
 typedef struct {
   const char *data;       /* --data: fashion-mnist (NULL: the same), cifar10:DIR, cifar100:DIR, imagefolder:DIR */
   const char *data_dir;   /* --data-dir: Fashion-MNIST's folder (NULL: the default) */
@@ -38,10 +39,13 @@ typedef struct {
   int augment;            /* --augment: the train split only */
   double val_split;       /* --val-split F (image folders without train/ and val/) */
   uint64_t seed;          /* the --val-split draw's seed (--seed) */
+  const char *normalize;  /* --normalize MEAN[,...]/STD[,...] (torchvision's Normalize; NULL: the data set's own) */
   /* read by ct_cli_data_check: */
   int kind;               /* CT_CLI_* */
   const char *dir;        /* the folder after "kind:" */
   int image_h, image_w;   /* --image-size, 0 without it */
+  int norm_n;             /* --normalize's value count per list (1, or one per channel), 0 without it */
+  float mean[CT_CLI_MAX_CHANNELS], std[CT_CLI_MAX_CHANNELS];
 } ct_cli_data_opts;
 
 /* Read --data and check the data options together. 0, or 2 after saying why (prefixed with prog). */

@@ -1,7 +1,7 @@
 /* tools/cuttle/data_arg.c: the data options of `cuttle train` and `cuttle eval` (commands.h):
  * --data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR read into a data set of
- * cuttle/data.h or cuttle/datasets.h, with --image-size, --gray, --val-split, --skip-bad-images and
- * --augment. */
+ * cuttle/data.h or cuttle/datasets.h, with --image-size, --gray, --val-split, --skip-bad-images,
+ * --normalize and --augment. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,34 @@ static int read_size(const char *s, int *h, int *w) {
   }
   if (*end || a < 1 || b < 1 || a > 65536 || b > 65536) return -1;
   *h = (int)a, *w = (int)b;
+  return 0;
+}
+
+/* A comma list of at most CT_CLI_MAX_CHANNELS finite floats from s up to end (exclusive) into v.
+ * Its length, or -1 when malformed. */
+static int read_floats(const char *s, const char *end, float *v) {
+  int n = 0;
+  while (s < end) {
+    char *e;
+    double x = strtod(s, &e);
+    if (e == s || e > end || n == CT_CLI_MAX_CHANNELS || !(x == x) || x > 1e30 || x < -1e30) return -1;
+    v[n++] = (float)x;
+    s = e;
+    if (s < end && *s++ != ',') return -1;
+    if (s == end && s[-1] == ',') return -1;
+  }
+  return n;
+}
+
+/* --normalize MEAN[,...]/STD[,...]: two lists of the same length, stds nonzero. 0, or -1. */
+static int read_normalize(ct_cli_data_opts *o) {
+  const char *s = o->normalize, *slash = strchr(s, '/');
+  if (!slash) return -1;
+  int n = read_floats(s, slash, o->mean), m = read_floats(slash + 1, slash + 1 + strlen(slash + 1), o->std);
+  if (n < 1 || n != m) return -1;
+  for (int i = 0; i < n; i++)
+    if (o->std[i] == 0) return -1;
+  o->norm_n = n;
   return 0;
 }
 
@@ -65,6 +93,11 @@ int ct_cli_data_check(const char *prog, ct_cli_data_opts *o) {
     fprintf(stderr, "%s: bad --image-size \"%s\": use H or H,W (pixels, >= 1)\n", prog, o->image_size);
     return 2;
   }
+  if (o->normalize && read_normalize(o)) {
+    fprintf(stderr, "%s: bad --normalize \"%s\": use MEAN/STD or M1,M2,M3/S1,S2,S3 (torchvision's Normalize: one value, "
+                    "or one per channel, in each list; stds nonzero)\n", prog, o->normalize);
+    return 2;
+  }
   if (!(o->val_split >= 0 && o->val_split < 1)) {
     fprintf(stderr, "%s: --val-split must be in [0, 1)\n", prog);
     return 2;
@@ -99,6 +132,10 @@ ct_dataset *ct_cli_data_open(const char *prog, const ct_cli_data_opts *o, ct_spl
     case CT_CLI_CIFAR10: ds = ct_cifar10_load(o->dir, split); break;
     case CT_CLI_CIFAR100: ds = ct_cifar100_load(o->dir, split, CT_CIFAR100_FINE); break;
     default: ds = open_folder(o, split); break;
+  }
+  if (ds && o->norm_n && ct_dataset_set_normalize(ds, o->norm_n, o->mean, o->std) != CT_OK) {
+    ct_dataset_free(ds);
+    ds = NULL;
   }
   if (ds && o->augment && split == CT_SPLIT_TRAIN && augment(ds) != CT_OK) {
     ct_dataset_free(ds);
