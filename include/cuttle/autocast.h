@@ -3,22 +3,27 @@
  * Inside an autocast region, the ops that gain from a lower precision run in it and the ops that
  * need float32's range run in float32, whatever dtype their inputs come in; the caller keeps its
  * parameters in float32 and writes no cast. The policy is PyTorch's (torch.autocast, and the op
- * lists of aten/src/ATen/autocast_mode.cpp):
+ * lists of aten/src/ATen/autocast_mode.cpp and autocast_mode.h, PyTorch 2.x), whose lists differ
+ * by device: a CUDA or OpenCL region follows torch's CUDA lists, a CPU region its CPU lists.
  *  - lower precision (the region's dtype, float16 or bfloat16): ct_matmul (batched too),
  *    ct_linear, ct_conv2d, ct_conv2d_relu_max_pool2d;
- *  - float32: ct_softmax, ct_log_softmax, ct_cross_entropy, ct_mse_loss, ct_batch_norm, ct_layer_norm, ct_sum,
- *    ct_mean, ct_exp, ct_log, ct_norm;
+ *  - float32 on every device: ct_cross_entropy, ct_mse_loss (torch's cross_entropy_loss, nll_loss,
+ *    mse_loss);
+ *  - float32 in CUDA and OpenCL regions only: ct_softmax, ct_log_softmax, ct_sum (torch's
+ *    fp32_set_opt_dtype list), ct_norm (fp32_append_dtype), ct_exp, ct_log, ct_layer_norm (the fp32
+ *    list). torch's CPU lists leave them out, so in a CPU region they run in their inputs' dtype;
  *  - the widest input type: ct_add, ct_cat and ct_where with mixed inputs (float32 when any
  *    floating input is float32, or when float16 meets bfloat16);
  *  - every other op runs in its inputs' dtype, with the ordinary promotion (ct_promote_types).
+ *    That includes ct_mean, the activations, the pools, and ct_batch_norm, which is in none of
+ *    torch's lists: a half input with float32 weight, bias and running statistics gives a half
+ *    output, normalized in float32 (torch's mixed-type batch norm; cuttle/nn.h).
  * As in PyTorch, only floating inputs are cast, float64 inputs never are, an op's output dtype
  * follows from its cast inputs (so ct_softmax of a float16 tensor gives float32), and an op runs
  * under the policy only when its inputs live on a device of the region's kind: autocast on CT_CPU
  * leaves ops on OpenCL or CUDA tensors alone, as torch.autocast("cpu") leaves CUDA tensors. The ops
  * an autocast op is made of run without autocast (torch excludes its Autocast dispatch key inside
  * an autocast kernel), so ct_linear's bias add is in the lower precision, not re-promoted.
- * batch_norm's running statistics are not cast: they are updated in place and must stay the
- * caller's tensors.
  *
  * The cast cache. Within a region, the cast of a float32 leaf tensor that requires grad (a
  * parameter) to the lower precision is made once and reused by every later op of the region, as

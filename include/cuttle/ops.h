@@ -150,7 +150,9 @@ CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tenso
  * kernels/norm.cl, CUDA norm.cu: one tape node that keeps x and two (C) statistics for the
  * backward, as torch's); anything else is composed of mean, var and elementwise ops (the same
  * values to rounding, more memory kept for backward). A float16/bfloat16 x is normalized in
- * float32 and rounded once; under autocast the op runs in float32 (torch's fp32 list).
+ * float32 and rounded once, with parameters and running statistics of any floating dtype (float32
+ * ones stay float32: torch's mixed-type batch norm), and the result keeps x's dtype; autocast leaves
+ * the op alone, as torch's lists do (cuttle/autocast.h).
  * Differentiable in x, weight and bias. The caller frees the result; the running statistics stay
  * the caller's. Errors (NULL, ct_last_error() naming batch_norm): CT_EINVAL for a NULL x, eps < 0
  * or NaN, or eval without both running statistics; CT_ESHAPE for an x of fewer than 2 dims, a
@@ -166,8 +168,9 @@ CT_API ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor
  * default here, the caller passes it; PyTorch's default (nn.LayerNorm) is 1e-5. Differentiable in
  * x, weight and bias. dtypes: floating; a float16/bfloat16 x is normalized in float32 and rounded
  * once, its result keeping x's dtype whatever the parameters' dtype; otherwise the result has the
- * promoted dtype of x and the parameters. Under autocast it runs in float32 (torch's fp32 list), so
- * a float16 x there gives a float32 result. A contiguous float32/float64 x with parameters of its
+ * promoted dtype of x and the parameters. Under CUDA or OpenCL autocast it runs in float32
+ * (torch's CUDA fp32 list), so a float16 x there gives a float32 result; under CPU autocast it runs
+ * in x's dtype (torch's CPU lists leave it out). A contiguous float32/float64 x with parameters of its
  * dtype runs on the backend's layer norm kernels (CPU src/backend/cpu/layer_norm.c, OpenCL
  * kernels/norm.cl, CUDA norm.cu: one tape node that keeps x and two per-row statistics for the
  * backward, as torch's), else the op is composed of mean, var and elementwise ops (the same values

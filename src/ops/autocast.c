@@ -169,7 +169,10 @@ static ct_dtype target(ct__autocast_policy p, int n, ct_tensor *const *ts) {
     if (ts[i]) kind = ts[i]->device.kind;
   const region *r = valid_kind(kind) ? innermost(kind) : NULL;
   if (!r || !r->enabled) return CT_DTYPE_COUNT;
-  ct_dtype dt = p == CT__AUTOCAST_LOWER ? r->dtype : p == CT__AUTOCAST_F32 ? CT_F32 : CT_DTYPE_COUNT;
+  if (p == CT__AUTOCAST_F32_GPU && kind == CT_CPU) return CT_DTYPE_COUNT;
+  ct_dtype dt = p == CT__AUTOCAST_LOWER                                 ? r->dtype
+                : p == CT__AUTOCAST_F32 || p == CT__AUTOCAST_F32_GPU ? CT_F32
+                                                                      : CT_DTYPE_COUNT;
   if (p == CT__AUTOCAST_PROMOTE) /* torch's promote_type: float32 wins; float16 with bfloat16 gives float32 too */
     for (int i = 0; i < n; i++)
       if (eligible(ts[i], kind)) dt = dt == CT_DTYPE_COUNT ? ts[i]->dtype : ct_promote_types(dt, ts[i]->dtype);

@@ -17,6 +17,8 @@
 typedef enum {
   CT__AUTOCAST_LOWER,   /* the region's float16 or bfloat16 */
   CT__AUTOCAST_F32,     /* float32 */
+  CT__AUTOCAST_F32_GPU, /* float32 in a CUDA or OpenCL region (torch's CUDA list), the inputs' dtype in a
+                         * CPU region (torch's CPU list leaves the op out) */
   CT__AUTOCAST_PROMOTE, /* the widest floating input type */
 } ct__autocast_policy;
 

@@ -185,7 +185,7 @@ static ct_status bw_unary(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 
 static ct_tensor *unary(ct_unary_op op, ct_tensor *x) {
   if (!x) return ct__null_arg(unary_names[op], "x");
-  if (op == CT_UNARY_EXP || op == CT_UNARY_LOG) CT__AUTOCAST(CT__AUTOCAST_F32, unary(op, x), &x);
+  if (op == CT_UNARY_EXP || op == CT_UNARY_LOG) CT__AUTOCAST(CT__AUTOCAST_F32_GPU, unary(op, x), &x);
   const char *name = unary_names[op];
   int keeps_int = op == CT_UNARY_NEG || op == CT_UNARY_ABS || op == CT_UNARY_RELU;
   ct_dtype dt = ct_dtype_is_floating(x->dtype) || (keeps_int && x->dtype != CT_BOOL) ? x->dtype : CT_F32;

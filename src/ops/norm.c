@@ -123,9 +123,9 @@ static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tenso
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *running_var, ct_tensor *weight,
                          ct_tensor *bias, int training, double momentum, double eps) {
   if (!x) return ct__null_arg("batch_norm", "x");
-  /* the running statistics are updated in place: they stay the caller's tensors, never cast */
-  CT__AUTOCAST(CT__AUTOCAST_F32, ct_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps), &x,
-               &weight, &bias);
+  /* No autocast policy: batch_norm is in none of torch's lists, so a half input stays half; the
+   * mixed path below computes in float32 with the float32 parameters and running statistics, as
+   * cuDNN's and ATen's mixed-type batch norms do. */
   char sx[160], sp[160];
   ct_tensor *all[5] = {x, running_mean, running_var, weight, bias};
   if (ct__same_device("batch_norm", 5, all, (const char *[]){"input", "running_mean", "running_var", "weight", "bias"}) != CT_OK)
@@ -244,7 +244,7 @@ static ct_tensor *ln_kernel(ct_tensor *x, ct_tensor *weight, ct_tensor *bias, in
 
 ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *weight, ct_tensor *bias, double eps) {
   if (!x) return ct__null_arg("layer_norm", "x");
-  CT__AUTOCAST(CT__AUTOCAST_F32, ct_layer_norm(x, normalized_ndim, weight, bias, eps), &x, &weight, &bias);
+  CT__AUTOCAST(CT__AUTOCAST_F32_GPU, ct_layer_norm(x, normalized_ndim, weight, bias, eps), &x, &weight, &bias);
   static const char *const names[3] = {"input", "weight", "bias"};
   char sx[160], sp[160];
   ct_tensor *all[3] = {x, weight, bias};
@@ -342,7 +342,7 @@ static ct_tensor *softmax_last(ct_tensor *x, int log_) {
 
 static ct_tensor *softmax_dim(const char *op, ct_tensor *x, int dim, int log_) {
   if (!x) return ct__null_arg(op, "x");
-  CT__AUTOCAST(CT__AUTOCAST_F32, softmax_dim(op, x, dim, log_), &x);
+  CT__AUTOCAST(CT__AUTOCAST_F32_GPU, softmax_dim(op, x, dim, log_), &x);
   char sx[160];
   int d = ct__dim(dim, x->ndim);
   if (x->ndim == 0 || d < 0) CT_FAIL_NULL(CT_ESHAPE, "%s: dim %d out of range for shape %s", op, dim, ct_shape_str(x, sx, sizeof sx));

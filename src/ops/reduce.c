@@ -70,7 +70,8 @@ static ct_status bw_sum(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 /* sum (scale 1) and mean (scale 1/count) share their kernel and rule. */
 static ct_tensor *sum_scaled(const char *op, ct_tensor *x, int ndims, const int *dims, int keepdim, int mean) {
   if (!x) return ct__null_arg(op, "x");
-  CT__AUTOCAST(CT__AUTOCAST_F32, sum_scaled(op, x, ndims, dims, keepdim, mean), &x);
+  /* torch's CUDA list sums in float32 (sum's fp32_set_opt_dtype); mean is in no list */
+  if (!mean) CT__AUTOCAST(CT__AUTOCAST_F32_GPU, sum_scaled(op, x, ndims, dims, keepdim, mean), &x);
   int red[CT_MAX_DIMS];
   int64_t ks[CT_MAX_DIMS];
   if (!reduce_dims(op, x, ndims, dims, red, ks)) return NULL;
@@ -205,7 +206,7 @@ ct_tensor *ct_argmax(ct_tensor *x, int dim, int keepdim) {
 
 ct_tensor *ct_norm(ct_tensor *x) {
   if (!x) return ct__null_arg("norm", "x");
-  CT__AUTOCAST(CT__AUTOCAST_F32, ct_norm(x), &x);
+  CT__AUTOCAST(CT__AUTOCAST_F32_GPU, ct_norm(x), &x);
   if (!ct_dtype_is_floating(x->dtype)) CT_FAIL_NULL(CT_EDTYPE, "norm: needs a floating input, got %s", ct_dtype_name(x->dtype));
   if (x->dtype == CT_F16 || x->dtype == CT_BF16) { /* squares summed in float32: half's would overflow past 255.9^2 */
     ct_tensor *xf = ct_cast(x, CT_F32), *nf = xf ? ct_norm(xf) : NULL;

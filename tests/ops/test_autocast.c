@@ -1,11 +1,13 @@
 /* tests/ops/test_autocast.c: autocast (cuttle/autocast.h, src/ops/autocast.c) against PyTorch's
- * torch.autocast policy (aten/src/ATen/autocast_mode.cpp) as issue 11 states it.
+ * torch.autocast policy (aten/src/ATen/autocast_mode.cpp and autocast_mode.h, PyTorch 2.x), whose
+ * op lists differ between the CPU and CUDA (issue 19; issue 11 had listed one policy for both).
  *
  * - The policy table: the output dtype of every op of the policy (and a few outside it) with
- *   float32, float16, bfloat16, float64 and int64 inputs, under five states: no region, a float16
+ *   float32, float16, bfloat16, float64 and int64 inputs, under six states: no region, a float16
  *   and a bfloat16 region on the CPU, a region for another device kind (which must leave CPU
- *   tensors alone), and an enabled=0 region nested in an enabled one (which must give the
- *   no-region result). Every row is checked and each failure printed before the test fails.
+ *   tensors alone), an enabled=0 region nested in an enabled one (which must give the no-region
+ *   result), and a float16 region for OpenCL on opencl:0's tensors (torch's CUDA lists, which
+ *   differ from its CPU lists). Every row is checked and each failure printed before the test fails.
  * - Regions: nesting per device kind, enabled=0 inside enabled, end restoring the outer state,
  *   the dtype defaults, the argument errors, and the depth limit.
  * - Thread-locality: a second thread sees no region while the first is inside one, and its own
@@ -36,17 +38,23 @@
 #include "ops/autocast.h"
 
 static const ct_device CPU = CT_DEVICE_CPU;
+static ct_device DEV = CT_DEVICE_CPU; /* where the policy table's inputs are made */
 
 /* ---- inputs */
 
-/* Uniform values in [0.5, 2) (positive, so log and the norm are defined), cast to dt. */
+/* Uniform values in [0.5, 2) (positive, so log and the norm are defined), cast to dt, on DEV. */
 static ct_tensor *mk(ct_dtype dt, int ndim, const int64_t *shape) {
   static ct_generator g = {.seed = 11};
   ct_tensor *r = ct_assert_nonnull(ct_rand(ndim, shape, 0.5, 2.0, dt == CT_F64 ? CT_F64 : CT_F32, CPU, &g));
-  if (ct_tensor_dtype(r) == dt) return r;
-  ct_tensor *c = ct_assert_nonnull(ct_cast(r, dt));
+  if (ct_tensor_dtype(r) != dt) {
+    ct_tensor *c = ct_assert_nonnull(ct_cast(r, dt));
+    ct_tensor_free(r);
+    r = c;
+  }
+  if (ct_device_eq(DEV, CPU)) return r;
+  ct_tensor *d = ct_assert_nonnull(ct_to(r, DEV, 0));
   ct_tensor_free(r);
-  return c;
+  return d;
 }
 #define MK(dt, ...) mk(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
@@ -54,6 +62,8 @@ static ct_tensor *mk(ct_dtype dt, int ndim, const int64_t *shape) {
 
 /* The row's inputs are made in these dtypes; HALF is the region's dtype (float16 with no region). */
 enum { HALF = CT_DTYPE_COUNT + 1, LOW = CT_DTYPE_COUNT + 2 };
+/* a row's gpu column: float32 in a CUDA or OpenCL region (CT_F32 itself is 0, "as in a CPU region") */
+enum { G32 = CT_DTYPE_COUNT + 3 };
 
 typedef ct_tensor *(*row_fn)(ct_dtype a, ct_dtype b);
 
@@ -71,10 +81,11 @@ static ct_tensor *r_softmax(ct_dtype a, ct_dtype b) { return (void)b, ct_softmax
 static ct_tensor *r_log_softmax(ct_dtype a, ct_dtype b) { return (void)b, ct_log_softmax(MK(a, 3, 4), 0); }
 static ct_tensor *r_cross_entropy(ct_dtype a, ct_dtype b) {
   (void)b;
-  ct_tensor *t = ct_assert_nonnull(ct_from_host((int64_t[]){0, 3, 1}, 1, (int64_t[]){3}, CT_I64, CPU));
+  ct_tensor *t = ct_assert_nonnull(ct_from_host((int64_t[]){0, 3, 1}, 1, (int64_t[]){3}, CT_I64, DEV));
   return ct_cross_entropy(MK(a, 3, 4), t, CT_REDUCTION_MEAN, 0.1);
 }
 static ct_tensor *r_mse_loss(ct_dtype a, ct_dtype b) { return ct_mse_loss(MK(a, 3, 4), MK(b, 3, 4), CT_REDUCTION_MEAN); }
+/* running statistics float32, weight and bias of dtype b */
 static ct_tensor *r_batch_norm(ct_dtype a, ct_dtype b) {
   return ct_batch_norm(MK(a, 4, 3, 2, 2), MK(CT_F32, 3), MK(CT_F32, 3), MK(b, 3), MK(b, 3), 1, 0.1, 1e-5);
 }
@@ -93,90 +104,97 @@ static ct_tensor *r_exp(ct_dtype a, ct_dtype b) { return (void)b, ct_exp(MK(a, 3
 static ct_tensor *r_log(ct_dtype a, ct_dtype b) { return (void)b, ct_log(MK(a, 3, 4)); }
 static ct_tensor *r_norm(ct_dtype a, ct_dtype b) { return (void)b, ct_norm(MK(a, 3, 4)); }
 static ct_tensor *r_add(ct_dtype a, ct_dtype b) { return ct_add(MK(a, 3, 4), MK(b, 3, 4)); }
-static ct_tensor *r_add_0dim(ct_dtype a, ct_dtype b) { return ct_add(MK(a, 3, 4), ct_scalar(0.5, b, CPU)); }
-static ct_tensor *r_mul_0dim(ct_dtype a, ct_dtype b) { return ct_mul(MK(a, 3, 4), ct_scalar(0.5, b, CPU)); }
+static ct_tensor *r_add_0dim(ct_dtype a, ct_dtype b) { return ct_add(MK(a, 3, 4), ct_scalar(0.5, b, DEV)); }
+static ct_tensor *r_mul_0dim(ct_dtype a, ct_dtype b) { return ct_mul(MK(a, 3, 4), ct_scalar(0.5, b, DEV)); }
 static ct_tensor *r_cat(ct_dtype a, ct_dtype b) { return ct_cat(3, (ct_tensor *[]){MK(a, 2, 4), MK(b, 3, 4), MK(a, 1, 4)}, 0); }
 static ct_tensor *r_where(ct_dtype a, ct_dtype b) {
-  ct_tensor *c = ct_assert_nonnull(ct_gt(MK(CT_F32, 3, 4), ct_scalar(1.0, CT_F32, CPU)));
+  ct_tensor *c = ct_assert_nonnull(ct_gt(MK(CT_F32, 3, 4), ct_scalar(1.0, CT_F32, DEV)));
   return ct_where(c, MK(a, 3, 4), MK(b, 3, 4));
 }
 static ct_tensor *r_where_0dim(ct_dtype a, ct_dtype b) {
-  ct_tensor *c = ct_assert_nonnull(ct_gt(MK(CT_F32, 3, 4), ct_scalar(1.0, CT_F32, CPU)));
-  return ct_where(c, MK(a, 3, 4), ct_scalar(0.0, b, CPU));
+  ct_tensor *c = ct_assert_nonnull(ct_gt(MK(CT_F32, 3, 4), ct_scalar(1.0, CT_F32, DEV)));
+  return ct_where(c, MK(a, 3, 4), ct_scalar(0.0, b, DEV));
 }
 static ct_tensor *r_relu(ct_dtype a, ct_dtype b) { return (void)b, ct_relu(MK(a, 3, 4)); }
 static ct_tensor *r_sum_int(ct_dtype a, ct_dtype b) {
   (void)a, (void)b;
-  return ct_sum(ct_arange(0, 12, 1, CT_I64, CPU), 0, NULL, 0);
+  return ct_sum(ct_arange(0, 12, 1, CT_I64, DEV), 0, NULL, 0);
 }
 
 typedef struct {
   const char *name;
   row_fn fn;
   int a, b;           /* input dtypes (or HALF) */
-  int want_off, want; /* the output dtype with autocast off, and on (LOW: the region's dtype) */
+  int want_off, want; /* the output dtype with autocast off, and on in a CPU region (LOW: the region's dtype) */
+  int gpu;            /* on in a CUDA or OpenCL region, where torch's CUDA lists differ (G32); 0: as want */
 } row;
 
-/* The policy of the issue: lower precision for matmul (batched too), linear and conv2d; float32
- * for softmax, log_softmax, cross_entropy, mse_loss, batch_norm, layer_norm, sum, mean, exp, log,
- * norm; the widest input type for add, cat and where; float64 and integer inputs untouched; other
- * ops (relu, silu, gelu, gelu_tanh, sigmoid, tanh, mul) as they are. The want_off column is PyTorch's result without autocast (torch.result_type: a 0-dim
- * tensor of the same category does not widen a dimensioned one). */
+/* PyTorch 2.x's policy (aten/src/ATen/autocast_mode.cpp and .h) for cuttle's ops: lower precision
+ * for matmul (batched too), linear and conv2d on every device; float32 for cross_entropy and
+ * mse_loss on every device; float32 for softmax, log_softmax, sum, norm, exp, log and layer_norm in
+ * CUDA (here OpenCL) regions only, torch's CPU lists leaving them out; the widest input type for
+ * add, cat and where; float64 and integer inputs untouched; every other op (mean, batch_norm, relu,
+ * silu, gelu, gelu_tanh, sigmoid, tanh, mul) in its inputs' dtype. The want_off column is
+ * PyTorch's result without autocast (torch.result_type: a 0-dim tensor of the same category does
+ * not widen a dimensioned one). */
 static const row rows[] = {
-    {"matmul f32", r_matmul, CT_F32, CT_F32, CT_F32, LOW},
-    {"matmul f16 x f32", r_matmul, CT_F16, CT_F32, CT_F32, LOW},
-    {"matmul batched f32", r_bmm, CT_F32, CT_F32, CT_F32, LOW},
-    {"matmul f64 (untouched)", r_matmul, CT_F64, CT_F64, CT_F64, CT_F64},
-    {"linear f32", r_linear, CT_F32, CT_F32, CT_F32, LOW},
-    {"conv2d f32", r_conv2d, CT_F32, CT_F32, CT_F32, LOW},
-    {"conv2d_relu_max_pool2d f32", r_conv_pool, CT_F32, CT_F32, CT_F32, LOW},
-    {"softmax half", r_softmax, HALF, 0, CT_F16, CT_F32},
-    {"softmax f32", r_softmax, CT_F32, 0, CT_F32, CT_F32},
-    {"log_softmax half", r_log_softmax, HALF, 0, CT_F16, CT_F32},
-    {"cross_entropy half", r_cross_entropy, HALF, 0, CT_F16, CT_F32},
-    {"mse_loss half", r_mse_loss, HALF, HALF, CT_F16, CT_F32},
-    {"batch_norm half", r_batch_norm, HALF, HALF, CT_F16, CT_F32},
-    {"layer_norm half", r_layer_norm, HALF, HALF, CT_F16, CT_F32},
-    {"layer_norm half, f32 weight and bias", r_layer_norm, HALF, CT_F32, CT_F16, CT_F32},
-    {"layer_norm half, no affine", r_layer_norm_noaffine, HALF, 0, CT_F16, CT_F32},
-    {"layer_norm f32", r_layer_norm, CT_F32, CT_F32, CT_F32, CT_F32},
-    {"layer_norm f64 (untouched)", r_layer_norm, CT_F64, CT_F64, CT_F64, CT_F64},
-    {"sum half", r_sum, HALF, 0, CT_F16, CT_F32},
-    {"sum bf16", r_sum, CT_BF16, 0, CT_BF16, CT_F32},
-    {"sum int64 (untouched)", r_sum_int, 0, 0, CT_I64, CT_I64},
-    {"mean half", r_mean, HALF, 0, CT_F16, CT_F32},
-    {"exp half", r_exp, HALF, 0, CT_F16, CT_F32},
-    {"log half", r_log, HALF, 0, CT_F16, CT_F32},
-    {"norm half", r_norm, HALF, 0, CT_F16, CT_F32},
-    {"norm f32", r_norm, CT_F32, 0, CT_F32, CT_F32},
-    {"add half + f32", r_add, HALF, CT_F32, CT_F32, CT_F32},
-    {"add half + half", r_add, HALF, HALF, CT_F16, LOW},
-    {"add f16 + bf16", r_add, CT_F16, CT_BF16, CT_F32, CT_F32},
-    {"add half + 0-dim f32", r_add_0dim, HALF, CT_F32, CT_F16, CT_F32},
-    {"add f32 + f32", r_add, CT_F32, CT_F32, CT_F32, CT_F32},
-    {"cat half, f32", r_cat, HALF, CT_F32, CT_F32, CT_F32},
-    {"cat half, half", r_cat, HALF, HALF, CT_F16, LOW},
-    {"cat f16, bf16", r_cat, CT_F16, CT_BF16, CT_F32, CT_F32},
-    {"where half, f32", r_where, HALF, CT_F32, CT_F32, CT_F32},
-    {"where half, 0-dim f32", r_where_0dim, HALF, CT_F32, CT_F16, CT_F32},
-    {"mul half * 0-dim f32 (not in the policy)", r_mul_0dim, HALF, CT_F32, CT_F16, LOW},
-    {"relu f32 (not in the policy)", r_relu, CT_F32, 0, CT_F32, CT_F32},
+    {"matmul f32", r_matmul, CT_F32, CT_F32, CT_F32, LOW, 0},
+    {"matmul f16 x f32", r_matmul, CT_F16, CT_F32, CT_F32, LOW, 0},
+    {"matmul batched f32", r_bmm, CT_F32, CT_F32, CT_F32, LOW, 0},
+    {"matmul f64 (untouched)", r_matmul, CT_F64, CT_F64, CT_F64, CT_F64, 0},
+    {"linear f32", r_linear, CT_F32, CT_F32, CT_F32, LOW, 0},
+    {"conv2d f32", r_conv2d, CT_F32, CT_F32, CT_F32, LOW, 0},
+    {"conv2d_relu_max_pool2d f32", r_conv_pool, CT_F32, CT_F32, CT_F32, LOW, 0},
+    {"softmax half", r_softmax, HALF, 0, CT_F16, LOW, G32},
+    {"softmax f32", r_softmax, CT_F32, 0, CT_F32, CT_F32, 0},
+    {"log_softmax half", r_log_softmax, HALF, 0, CT_F16, LOW, G32},
+    {"cross_entropy half", r_cross_entropy, HALF, 0, CT_F16, CT_F32, 0},
+    {"mse_loss half", r_mse_loss, HALF, HALF, CT_F16, CT_F32, 0},
+    {"batch_norm half (in no list)", r_batch_norm, HALF, HALF, CT_F16, LOW, 0},
+    {"batch_norm half, f32 weight and bias (mixed)", r_batch_norm, HALF, CT_F32, CT_F16, LOW, 0},
+    {"batch_norm f32", r_batch_norm, CT_F32, CT_F32, CT_F32, CT_F32, 0},
+    {"layer_norm half", r_layer_norm, HALF, HALF, CT_F16, LOW, G32},
+    {"layer_norm half, f32 weight and bias", r_layer_norm, HALF, CT_F32, CT_F16, LOW, G32},
+    {"layer_norm half, no affine", r_layer_norm_noaffine, HALF, 0, CT_F16, LOW, G32},
+    {"layer_norm f32", r_layer_norm, CT_F32, CT_F32, CT_F32, CT_F32, 0},
+    {"layer_norm f64 (untouched)", r_layer_norm, CT_F64, CT_F64, CT_F64, CT_F64, 0},
+    {"sum half", r_sum, HALF, 0, CT_F16, LOW, G32},
+    {"sum bf16", r_sum, CT_BF16, 0, CT_BF16, CT_BF16, G32},
+    {"sum int64 (untouched)", r_sum_int, 0, 0, CT_I64, CT_I64, 0},
+    {"mean half (in no list)", r_mean, HALF, 0, CT_F16, LOW, 0},
+    {"exp half", r_exp, HALF, 0, CT_F16, LOW, G32},
+    {"log half", r_log, HALF, 0, CT_F16, LOW, G32},
+    {"norm half", r_norm, HALF, 0, CT_F16, LOW, G32},
+    {"norm f32", r_norm, CT_F32, 0, CT_F32, CT_F32, 0},
+    {"add half + f32", r_add, HALF, CT_F32, CT_F32, CT_F32, 0},
+    {"add half + half", r_add, HALF, HALF, CT_F16, LOW, 0},
+    {"add f16 + bf16", r_add, CT_F16, CT_BF16, CT_F32, CT_F32, 0},
+    {"add half + 0-dim f32", r_add_0dim, HALF, CT_F32, CT_F16, CT_F32, 0},
+    {"add f32 + f32", r_add, CT_F32, CT_F32, CT_F32, CT_F32, 0},
+    {"cat half, f32", r_cat, HALF, CT_F32, CT_F32, CT_F32, 0},
+    {"cat half, half", r_cat, HALF, HALF, CT_F16, LOW, 0},
+    {"cat f16, bf16", r_cat, CT_F16, CT_BF16, CT_F32, CT_F32, 0},
+    {"where half, f32", r_where, HALF, CT_F32, CT_F32, CT_F32, 0},
+    {"where half, 0-dim f32", r_where_0dim, HALF, CT_F32, CT_F16, CT_F32, 0},
+    {"mul half * 0-dim f32 (not in the policy)", r_mul_0dim, HALF, CT_F32, CT_F16, LOW, 0},
+    {"relu f32 (not in the policy)", r_relu, CT_F32, 0, CT_F32, CT_F32, 0},
     /* the activations are in no list of torch's: a half input stays in its own dtype (float16 in a
      * bfloat16 region too), a float32 one is not lowered */
-    {"silu half (not in the policy)", r_silu, HALF, 0, CT_F16, LOW},
-    {"silu f16 in any region (not in the policy)", r_silu, CT_F16, 0, CT_F16, CT_F16},
-    {"silu f32 (not in the policy)", r_silu, CT_F32, 0, CT_F32, CT_F32},
-    {"gelu half (not in the policy)", r_gelu, HALF, 0, CT_F16, LOW},
-    {"gelu_tanh half (not in the policy)", r_gelu_tanh, HALF, 0, CT_F16, LOW},
-    {"gelu_tanh f32 (not in the policy)", r_gelu_tanh, CT_F32, 0, CT_F32, CT_F32},
-    {"sigmoid half (not in the policy)", r_sigmoid, HALF, 0, CT_F16, LOW},
-    {"tanh half (not in the policy)", r_tanh, HALF, 0, CT_F16, LOW},
+    {"silu half (not in the policy)", r_silu, HALF, 0, CT_F16, LOW, 0},
+    {"silu f16 in any region (not in the policy)", r_silu, CT_F16, 0, CT_F16, CT_F16, 0},
+    {"silu f32 (not in the policy)", r_silu, CT_F32, 0, CT_F32, CT_F32, 0},
+    {"gelu half (not in the policy)", r_gelu, HALF, 0, CT_F16, LOW, 0},
+    {"gelu_tanh half (not in the policy)", r_gelu_tanh, HALF, 0, CT_F16, LOW, 0},
+    {"gelu_tanh f32 (not in the policy)", r_gelu_tanh, CT_F32, 0, CT_F32, CT_F32, 0},
+    {"sigmoid half (not in the policy)", r_sigmoid, HALF, 0, CT_F16, LOW, 0},
+    {"tanh half (not in the policy)", r_tanh, HALF, 0, CT_F16, LOW, 0},
 };
 
-/* The states the table runs under. */
-typedef enum { S_OFF, S_F16, S_BF16, S_OTHER_KIND, S_NESTED_OFF, S_COUNT } state;
+/* The states the table runs under: the CPU's (inputs on the CPU), then a float16 region for
+ * OpenCL on opencl:0's tensors, which follows torch's CUDA lists. */
+typedef enum { S_OFF, S_F16, S_BF16, S_OTHER_KIND, S_NESTED_OFF, S_OPENCL_F16, S_COUNT } state;
 static const char *const state_names[] = {"no region", "cpu float16", "cpu bfloat16", "cuda float16 (cpu tensors)",
-                                          "cpu enabled=0 inside cpu float16"};
+                                          "cpu enabled=0 inside cpu float16", "opencl float16 (opencl tensors)"};
 
 static int open_state(state s) {
   switch (s) {
@@ -184,6 +202,7 @@ static int open_state(state s) {
     case S_F16: ct_assert_ok(ct_autocast_begin(CT_CPU, CT_F16, 1)); return 1;
     case S_BF16: ct_assert_ok(ct_autocast_begin(CT_CPU, CT_BF16, 1)); return 1;
     case S_OTHER_KIND: ct_assert_ok(ct_autocast_begin(CT_CUDA, CT_F16, 1)); return 1;
+    case S_OPENCL_F16: ct_assert_ok(ct_autocast_begin(CT_OPENCL, CT_F16, 1)); return 1;
     default:
       ct_assert_ok(ct_autocast_begin(CT_CPU, CT_F16, 1));
       ct_assert_ok(ct_autocast_begin(CT_CPU, CT_BF16, 0));
@@ -196,14 +215,26 @@ static ct_dtype resolve(int d, state s) {
   return (ct_dtype)d;
 }
 
+/* Whether the OpenCL state can run: PoCL wherever the tests run (only GPU-only tests may skip). */
+static int have_opencl(void) {
+#ifdef CUTTLE_WITH_OPENCL
+  return ct_test_require_opencl(1);
+#else
+  return 0; /* a build without the OpenCL backend (the GPU kit's): the CPU's states only */
+#endif
+}
+
 static void test_policy_table(void **st) {
   (void)st;
-  int bad = 0, n = 0;
+  int bad = 0, n = 0, ocl = have_opencl();
   for (int s = 0; s < S_COUNT; s++) {
+    if (s == S_OPENCL_F16 && !ocl) continue;
+    DEV = s == S_OPENCL_F16 ? CT_DEVICE_OPENCL(0) : CPU;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
       const row *r = &rows[i];
-      int on = s == S_F16 || s == S_BF16;
-      ct_dtype want = on ? resolve(r->want, s) : (ct_dtype)r->want_off;
+      int on = s == S_F16 || s == S_BF16 || s == S_OPENCL_F16;
+      int w = s == S_OPENCL_F16 && r->gpu == G32 ? CT_F32 : r->want;
+      ct_dtype want = on ? resolve(w, s) : (ct_dtype)r->want_off;
       ct_assert_ok(ct_scope_begin()); /* the inputs and the output go at ct_scope_end */
       int opened = open_state(s);
       ct_clear_error();
@@ -220,6 +251,7 @@ static void test_policy_table(void **st) {
       assert_int_equal(ct__autocast_cache_size(), 0);
     }
   }
+  DEV = CPU;
   fprintf(stderr, "policy table: %d of %d rows as the policy says\n", n - bad, n);
   assert_int_equal(bad, 0);
 }
