@@ -11,7 +11,8 @@
  *    (of 10000) as PyTorch does;
  *  - every ResNet (18, 34, 50; both stems; two (in_channels, num_classes)) that cuttle builds saves
  *    torchvision's state_dict: the same names, shapes and dtypes, and a strict load.
- * Each comparison prints the max abs difference it measured and fails above TOL. The PyTorch side is
+ * Each comparison prints the max abs difference it measured ("resnet18 logits: max |cuttle - torch|
+ * = X over 256 images") and fails above TOL. The PyTorch side is
  * tests/io/torch_interop.py, run by $CUTTLE_PYTHON (the build folder's venv, see
  * scripts/python_env.sh). A missing torch or safetensors is a failure, not a skip, unless
  * CUTTLE_INTEROP_OPTIONAL=1; the dataset missing is a skip, as in every test that reads it. */
@@ -102,14 +103,14 @@ static ct_tensor *read_logits(const char *path) {
   return t;
 }
 
-/* Print the max abs difference of cuttle's and PyTorch's logits and assert it is at most TOL. */
-static void compare(const char *what, ct_tensor *ours, ct_tensor *theirs) {
+/* Print the max abs difference of cuttle's and PyTorch's logits (the figure issue 19's 1e-4 is
+ * about, so the log shows the margin) and assert it is at most TOL. how: who trained and saved. */
+static void compare(const char *model, const char *how, ct_tensor *ours, ct_tensor *theirs) {
   ct_assert_close(ours, theirs, TOL, 0); /* the shapes first, and the worst element if it fails */
   double *a = ct_test_values(ours), *b = ct_test_values(theirs), worst = 0;
   for (int64_t i = 0; i < ct_tensor_numel(ours); i++) worst = fmax(worst, fabs(a[i] - b[i]));
   free(a), free(b);
-  printf("%s: max abs difference of the logits of %d test images, measured by cuttle: %.3g (tolerance %g)\n", what,
-         NTEST, worst, TOL);
+  printf("%s logits: max |cuttle - torch| = %.3g over %d images (%s; tolerance %g)\n", model, worst, NTEST, how, TOL);
   assert_true(worst <= TOL);
 }
 
@@ -131,9 +132,7 @@ static void cuttle_trains_torch_loads(const char *model) {
   fflush(stdout); /* so that what cuttle printed comes before what Python prints */
   assert_int_equal(system(cmd), 0);
   ct_tensor *theirs = read_logits(theirs_path);
-  char what[64];
-  snprintf(what, sizeof what, "%s: cuttle trained and saved, PyTorch loaded", model);
-  compare(what, ours, theirs);
+  compare(model, "cuttle trained and saved, PyTorch loaded", ours, theirs);
   ct_tensor_free(theirs), ct_tensor_free(ours);
   ct_optimizer_free(opt);
   ct_module_free(m);
@@ -154,9 +153,7 @@ static void torch_trains_cuttle_loads(const char *model) {
   ct_assert_ok(ct_checkpoint_load(ck, m, NULL, &meta));
   assert_int_equal(meta.has_training_state, 0);
   ct_tensor *ours = logits(m), *theirs = read_logits(theirs_path);
-  char what[64];
-  snprintf(what, sizeof what, "%s: PyTorch trained and saved, cuttle loaded", model);
-  compare(what, ours, theirs);
+  compare(model, "PyTorch trained and saved, cuttle loaded", ours, theirs);
   ct_tensor_free(theirs), ct_tensor_free(ours);
   ct_module_free(m);
   ct_test_rmdir(dir);
