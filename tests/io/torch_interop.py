@@ -15,9 +15,18 @@ Fashion-MNIST test set's first 256 images, read here from the same IDX files cut
   python3 torch_interop.py correct MODEL DATA CKPT
       load the state_dict CKPT into MODEL and print "correct N": its right answers on the 10000 test
       images, which `cuttle eval --model MODEL --checkpoint CKPT` must count too.
+  python3 torch_interop.py keys SPEC...
+      SPEC is NAME,IN_CHANNELS,NUM_CLASSES,CKPT (NAME "resnet18", ..., "resnet50-small"): the file
+      CKPT, a freshly built cuttle ResNet, must hold torchvision's state_dict of the same settings
+      name by name, shape by shape and dtype by dtype (read from its own header, so that
+      num_batches_tracked is I64 and the rest F32 in the file itself, not after a conversion), and
+      load with load_state_dict(strict=True). Exit status 1, naming the first mismatch, otherwise.
+      (Not the order: a safetensors header has none to speak of; writers sort it.)
 DATA is the folder of the four (gzipped or plain) IDX files.
 """
 import gzip
+import json
+import struct
 import os
 import sys
 
@@ -33,14 +42,25 @@ STEPS, BATCH, NTEST, TOL = 5, 64, 256, 1e-4
 MEAN, STD = np.float32(0.2860), np.float32(0.3530)
 
 
+def resnet(name, in_channels, num_classes):
+    """torchvision's resnet18, resnet34 or resnet50 as ct_model_new_for(name, in_channels, h, w,
+    num_classes) builds it: conv1 takes in_channels; with "-small" (src/nn/resnet.c's small_input)
+    conv1 is a 3x3 stride-1 conv and maxpool is nn.Identity, which has no state, so the keys stay."""
+    import torchvision
+    small = name.endswith("-small")
+    net = getattr(torchvision.models, name.removesuffix("-small"))(num_classes=num_classes)
+    k, stride = (3, 1) if small else (7, 2)
+    net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=k, stride=stride, padding=k // 2, bias=False)
+    if small:
+        net.maxpool = nn.Identity()
+    return net
+
+
 def model(name):
-    """The networks of src/nn/models.c (and bench/pytorch_recipe.py); resnet18 is torchvision's with
-    a 1-channel conv1, as ct_model_new_for("resnet18", 1, 28, 28, 10) builds it."""
-    if name == "resnet18":
-        import torchvision
-        net = torchvision.models.resnet18(num_classes=10)
-        net.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
-        return net
+    """The networks of src/nn/models.c (and bench/pytorch_recipe.py) for Fashion-MNIST, as
+    ct_model_new(name) builds them: the ResNets with a 1-channel conv1 and 10 classes."""
+    if name.startswith("resnet"):
+        return resnet(name, 1, 10)
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                              nn.Linear(128, 10))
@@ -130,10 +150,58 @@ def train(name, data, ckpt, logits_path):
     return 0
 
 
+# The safetensors dtype of each torch dtype a ResNet's state_dict holds.
+ST_DTYPE = {torch.float32: "F32", torch.int64: "I64"}
+
+
+def header(path):
+    """The safetensors header of path: {name: {"dtype", "shape", "data_offsets"}},
+    without "__metadata__" (8 bytes little-endian length N, then N bytes of JSON)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        h = json.loads(f.read(n))
+    h.pop("__metadata__", None)
+    return h
+
+
+def state_dict_mismatch(want, got):
+    """The first difference between torchvision's state_dict want and a file's header got, or None."""
+    for k, t in want.items():
+        if k not in got:
+            return f"torchvision's {k} is missing from the file"
+        # The issue's rule, and torchvision's own dtype, which must agree with it.
+        rule = "I64" if k.endswith("num_batches_tracked") else "F32"
+        if got[k]["dtype"] != rule or ST_DTYPE.get(t.dtype) != rule:
+            return f"{k}: dtype {got[k]['dtype']} in the file, torchvision's {t.dtype}, expected {rule}"
+        if got[k]["shape"] != list(t.shape):
+            return f"{k}: shape {got[k]['shape']} in the file, torchvision's {list(t.shape)}"
+    extra = [k for k in got if k not in want]
+    if extra:
+        return f"the file has {extra[0]}, which torchvision's state_dict lacks ({len(extra)} such keys)"
+    return None
+
+
+def keys(specs):
+    for spec in specs:
+        name, in_channels, num_classes, path = spec.split(",", 3)
+        in_channels, num_classes = int(in_channels), int(num_classes)
+        what = f"{name} (in_channels {in_channels}, num_classes {num_classes})"
+        net, got = resnet(name, in_channels, num_classes), header(path)
+        bad = state_dict_mismatch(net.state_dict(), got)
+        if bad:
+            print(f"torch_interop.py: {what}: {bad}", file=sys.stderr)
+            return 1
+        net.load_state_dict(load_file(path), strict=True)  # raises, naming the keys, on a mismatch
+        print(f"{what}: {len(got)} keys with torchvision's names, shapes and dtypes; strict load passed")
+    return 0
+
+
 def main():
-    mode, name, data = sys.argv[1], sys.argv[2], sys.argv[3]
     # One thread: ctest runs other tests beside this one on the same few cores.
     torch.set_num_threads(1)
+    if sys.argv[1] == "keys":
+        return keys(sys.argv[2:])
+    mode, name, data = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "load":
         return load(name, data, sys.argv[4], sys.argv[5], sys.argv[6])
     if mode == "correct":
