@@ -12,6 +12,8 @@
  * lr * dg / eps; with eps 1e-6 that is 1e3 dg and 1e-5 holds, with the defaults (eps 1e-8) it is
  * 1e5 dg and the test asserts 1e-4.
  *
+ * A user module with BatchNorm buffers (bn_equivalence) checks the running statistics' rule.
+ *
  * Also: after ct_data_parallel_broadcast every replica holds m's values bit for bit; the copies are
  * in the ledger; the replicas really run at the same time (their loss functions meet at a barrier
  * that a sequential run could never pass); a replica's error comes back in the caller's thread
