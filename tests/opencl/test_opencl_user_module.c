@@ -106,7 +106,8 @@ static void test_user_module_on_opencl(void **state) {
   /* the step changed the parameters: the comparison above compared something */
   ct_generator g3 = ct_generator_new(11);
   ct_module *init = ct_assert_nonnull(residual_bn_new(CT_DEVICE_CPU, &g3));
-  double *a = ct_test_values(ct_module_tensor(dev, "block.fc.weight")), *b = ct_test_values(ct_module_tensor(init, "block.fc.weight"));
+  double *a = ct_test_values(ct_module_tensor(dev, "block.fc.weight"));
+  double *b = ct_test_values(ct_module_tensor(init, "block.fc.weight"));
   double moved = 0;
   for (int j = 0; j < 32 * 32; j++) moved = fmax(moved, fabs(a[j] - b[j]));
   free(a), free(b);
