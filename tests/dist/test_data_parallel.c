@@ -12,6 +12,8 @@
  * lr * dg / eps; with eps 1e-6 that is 1e3 dg and 1e-5 holds, with the defaults (eps 1e-8) it is
  * 1e5 dg and the test asserts 1e-4.
  *
+ * A user module with BatchNorm buffers (bn_equivalence) checks the running statistics' rule.
+ *
  * Also: after ct_data_parallel_broadcast every replica holds m's values bit for bit; the copies are
  * in the ledger; the replicas really run at the same time (their loss functions meet at a barrier
  * that a sequential run could never pass); a replica's error comes back in the caller's thread
@@ -193,6 +195,89 @@ static void test_cpu_user_module(void **state) {
   (void)state;
   ct_device devs[2] = {CT_DEVICE_CPU, CT_DEVICE_CPU};
   equivalence_of("residual", "SGD lr 0.05 momentum 0.9, user module, cpu x 2, 10 = 5 + 5", 2, devs, 10, 10, SGD, 1e-5);
+}
+
+/* ---- BatchNorm buffers: the user module of residual_bn_new (a BatchNorm1d in a child user module)
+ *
+ * In training mode each replica normalizes its shard with the shard's own statistics, so the
+ * reference is not one pass over the batch but one device taking the shards in turn, in the
+ * replicas' order, each loss weighted b_k / B, the gradients accumulating. The running statistics
+ * follow data_parallel.h's rule, torch.nn.DataParallel's: m's are replica 0's, updated on shard 0
+ * only (the other replicas' updates are overwritten by the broadcast), so the reference puts its
+ * buffers back after each shard but the first. After the steps m's parameters AND buffers
+ * (running_mean, running_var, num_batches_tracked = steps, not steps times the replicas) must equal
+ * the reference's, and every replica m's, bit for bit, after the broadcast. A rule that averaged
+ * the replicas' statistics, or took the last replica's, fails on the buffers. */
+
+/* The buffers of m (borrowed) and copies of them on their device; returns their count. */
+static int save_buffers(ct_module *m, ct_named_tensor *bufs, ct_tensor **saved) {
+  ct_named_tensor nt[32];
+  int n = ct_module_named_tensors(m, 1, nt, 32), k = 0;
+  for (int i = 0; i < n; i++)
+    if (nt[i].is_buffer) {
+      bufs[k] = nt[i];
+      saved[k] = ct_assert_nonnull(ct_to(nt[i].tensor, ct_tensor_device(nt[i].tensor), CT_COPY));
+      k++;
+    }
+  return k;
+}
+
+static void bn_equivalence(const char *name, int n, const ct_device *devs, int64_t b, int steps, double tol) {
+  ct_generator g = ct_generator_new(7), g0 = ct_generator_new(7), g1 = ct_generator_new(7);
+  ct_module *m = ct_assert_nonnull(residual_bn_new(devs[0], &g));
+  ct_module *ref = ct_assert_nonnull(residual_bn_new(devs[0], &g0));
+  ct_module *init = ct_assert_nonnull(residual_bn_new(devs[0], &g1));
+  ct_data_parallel *dp = ct_assert_nonnull(ct_data_parallel_new(m, n, devs, NULL));
+  assert_replicas_equal(dp); /* the buffers were copied to the replicas */
+  ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(m, &SGD));
+  ct_optimizer *ropt = ct_assert_nonnull(ct_optimizer_new(ref, &SGD));
+  for (int s = 0; s < steps; s++) {
+    dp_step(dp, opt, s, b);
+    ct_scope_begin();
+    ct_tensor *x, *y;
+    batch(s, b, &x, &y);
+    x = ct_to(x, devs[0], 0), y = ct_to(y, devs[0], 0);
+    ct_named_tensor bufs[8];
+    ct_tensor *saved[8];
+    int nb = 0;
+    for (int k = 0, start = 0; k < n && k < b; k++) {
+      int64_t bk = b / n + (k < b % n); /* data_parallel.h's split: the first B mod n get one more */
+      ct_tensor *out = ct_module_forward(ref, ct_narrow(x, 0, start, bk));
+      ct_tensor *loss = ct_assert_nonnull(ct_cross_entropy(out, ct_narrow(y, 0, start, bk), CT_REDUCTION_MEAN, 0));
+      ct_assert_ok(ct_backward(ct_mul_scalar(loss, (double)bk / (double)b)));
+      if (k == 0) nb = save_buffers(ref, bufs, saved); /* shard 0's statistics are the ones kept */
+      else
+        for (int i = 0; i < nb; i++) ct_assert_ok(ct_copy_(bufs[i].tensor, saved[i]));
+      start += (int)bk;
+    }
+    assert_int_equal(nb, 3);
+    for (int i = 0; i < nb; i++) ct_tensor_free(saved[i]);
+    ct_assert_ok(ct_optimizer_step(ropt));
+    ct_optimizer_zero_grad(ropt);
+    ct_scope_end();
+  }
+  double diff = max_diff(m, ref);
+  double *rm = ct_test_values(ct_module_tensor(m, "block.bn.running_mean")), rm_moved = 0;
+  for (int j = 0; j < 32; j++) rm_moved = fmax(rm_moved, fabs(rm[j])); /* from its initial 0 */
+  free(rm);
+  printf("test_data_parallel: residual_bn %s: %d replicas x batch %lld/%d, %d steps: max abs difference (parameters and "
+         "buffers) from one device taking the shards in turn, statistics of shard 0 = %.3g\n",
+         name, n, (long long)b, n, steps, diff);
+  fflush(stdout);
+  assert_true(diff <= tol);
+  assert_true(max_diff(m, init) > 1e-3); /* it trained */
+  assert_true(rm_moved > 1e-3);          /* and the running statistics moved */
+  assert_int_equal((int64_t)ct_item(ct_module_tensor(m, "block.bn.num_batches_tracked")), steps);
+  assert_replicas_equal(dp); /* the broadcast carried the buffers: each replica's own statistics are gone */
+  ct_optimizer_free(opt), ct_optimizer_free(ropt);
+  ct_data_parallel_free(dp);
+  ct_module_free(m), ct_module_free(ref), ct_module_free(init);
+}
+
+static void test_cpu_user_module_batchnorm(void **state) {
+  (void)state;
+  ct_device devs[3] = {CT_DEVICE_CPU, CT_DEVICE_CPU, CT_DEVICE_CPU};
+  bn_equivalence("SGD lr 0.05 momentum 0.9, cpu x 3, 13 = 5 + 4 + 4", 3, devs, 13, 10, 1e-5);
 }
 
 /* The loss of the autocast test: cross-entropy, recording the dtype of each replica's output. */
@@ -413,6 +498,12 @@ static void test_opencl_adam(void **state) {
               (ct_optim_opts){.kind = CT_OPTIM_ADAM}, 1e-4);
 }
 
+/* The BatchNorm user module on the two PoCL devices: 3 steps (PoCL compiles each kernel once). */
+static void test_opencl_user_module_batchnorm(void **state) {
+  (void)state;
+  bn_equivalence("SGD lr 0.05 momentum 0.9, opencl:0 + opencl:1, 12 = 6 + 6", 2, OCL2, 12, 3, 1e-5);
+}
+
 /* The replicas' loss functions meet at a barrier: each waits (up to 120 s) for the other before it
  * computes its loss, which a run of one replica after the other could never pass. Each also
  * records when it arrived and left, on its own thread. */
@@ -539,6 +630,7 @@ int main(void) {
       cmocka_unit_test(test_cpu_three_replicas_uneven),
       cmocka_unit_test(test_cpu_batch_smaller_than_replicas),
       cmocka_unit_test(test_cpu_cnn), cmocka_unit_test(test_cpu_user_module),
+      cmocka_unit_test(test_cpu_user_module_batchnorm),
       cmocka_unit_test(test_cpu_autocast_replicas),
       cmocka_unit_test(test_batch_requiring_grad),
       cmocka_unit_test(test_shared_generator_threads),
@@ -551,6 +643,7 @@ int main(void) {
       cmocka_unit_test(test_opencl_ledger),
       cmocka_unit_test(test_opencl_uneven),
       cmocka_unit_test(test_opencl_adam),
+      cmocka_unit_test(test_opencl_user_module_batchnorm),
   };
   int failed = cmocka_run_group_tests_name("cpu", cpu, NULL, NULL);
   if (!ocl) return 1; /* OpenCL tests must not skip (ct_test_require_opencl said why) */

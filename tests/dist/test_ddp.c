@@ -13,6 +13,8 @@
  * rank 0's bit for bit. It runs for SGD with momentum and for Adam, with small buckets (several
  * per step) and with the default 25 MiB (one bucket), and checks with the small buckets that every
  * bucket's all-reduce was started by a gradient hook during backward, none by ct_ddp_sync_grads.
+ * A user module with BatchNorm buffers checks what happens to buffers (broadcast from rank 0 in
+ * ct_ddp_new, then each rank's own; batchnorm_buffers says how this differs from PyTorch's).
  * It checks no_sync accumulation (K = 2 micro-batches of B/2N per rank, grad sync off for the first,
  * equals one batch of B), the collectives directly (mean, exact int64 sums, broadcast), and that
  * ranks holding different models (parameter counts, shapes with the same count, dtypes) all fail in
@@ -56,6 +58,14 @@ static int failures;
 /* The parameters of m, borrowed, in registration order; returns their count. */
 static int params(ct_module *m, ct_named_tensor *out, int cap) { return ct_module_named_tensors(m, 1, out, cap); }
 
+/* The values of t as float64 on the host (malloc'd), whatever its dtype: num_batches_tracked is int64. */
+static double *values(ct_tensor *t) {
+  int64_t k = ct_tensor_numel(t);
+  double *v = malloc((size_t)(k > 0 ? k : 1) * sizeof *v);
+  CHECK(v && ct_to_host(t, v, (size_t)k * sizeof *v, CT_F64) == CT_OK, "reading a tensor");
+  return v;
+}
+
 /* Max |a - b| over the parameters and buffers of two models of the same architecture. */
 static double max_diff(ct_module *a, ct_module *b) {
   ct_named_tensor pa[32], pb[32];
@@ -64,13 +74,31 @@ static double max_diff(ct_module *a, ct_module *b) {
   double worst = 0;
   for (int i = 0; i < n; i++) {
     int64_t k = ct_tensor_numel(pa[i].tensor);
-    const float *x = ct_tensor_data(pa[i].tensor), *y = ct_tensor_data(pb[i].tensor);
+    double *x = values(pa[i].tensor), *y = values(pb[i].tensor);
     for (int64_t j = 0; j < k; j++) {
-      double d = fabs((double)x[j] - (double)y[j]);
+      double d = fabs(x[j] - y[j]);
       if (d > worst || isnan(d)) worst = d;
     }
+    free(x), free(y);
   }
   return worst;
+}
+
+/* Max |t - rank 0's t| over m's parameters (with_buffers 0) or parameters and buffers (1); 0 on
+ * rank 0. A collective: every rank calls it. */
+static double spread_from_rank0(ct_module *m, int with_buffers) {
+  ct_named_tensor p[32];
+  int n = ct_module_named_tensors(m, with_buffers, p, 32);
+  double spread = 0;
+  for (int i = 0; i < n; i++) {
+    ct_tensor *c = ct_to(p[i].tensor, CT_DEVICE_CPU, CT_COPY);
+    CHECK(ct_dist_broadcast(&c, 1, 0) == CT_OK, "broadcast of %s", p[i].name);
+    double *a = values(c), *b = values(p[i].tensor);
+    for (int64_t j = 0; j < ct_tensor_numel(c); j++) spread = fmax(spread, fabs(a[j] - b[j]));
+    free(a), free(b);
+    ct_tensor_free(c);
+  }
+  return spread;
 }
 
 /* Batch `step` of the fixed sequence: x (B, 1, 28, 28) float32, y (B) int64, the same on every rank. */
@@ -338,6 +366,103 @@ static void accumulation(int late_enable) {
   ct_module_free(m);
 }
 
+/* Buffers under DDP: the user module of residual_bn_new, whose child holds a BatchNorm1d, each rank
+ * training on its own share of every batch (so each rank's batch statistics differ).
+ *
+ * cuttle's rule (dist.h, ct_ddp_new): rank 0's parameters AND buffers are broadcast once, in
+ * ct_ddp_new; after that only gradients travel, and each rank's running statistics follow its own
+ * shares. PyTorch's DistributedDataParallel with its default broadcast_buffers=True also broadcasts
+ * rank 0's buffers before every forward, so there a rank r > 0 ends with rank 0's statistics of the
+ * step before last updated by its own last share; rank 0's own buffers and every rank's
+ * num_batches_tracked are the same under both rules. cuttle has no DDP forward to hang that
+ * broadcast on; this test holds cuttle to its documented rule (a change to PyTorch's must change
+ * the reference below for ranks > 0).
+ *
+ * Each rank starts from its own parameters and its own buffers (running_mean = rank, running_var =
+ * 1 + rank, num_batches_tracked = 10 rank), so after ct_ddp_new every tensor must be rank 0's bit
+ * for bit. After STEPS_BN SGD steps: the parameters are identical on every rank; num_batches_tracked
+ * is STEPS_BN everywhere; and every rank's model equals, to 1e-5, one process that starts from rank
+ * 0's model, takes every rank's share of each batch in turn (each loss scaled 1/world, the gradients
+ * accumulating, which is DDP's averaged gradient), and keeps the running statistics of this rank's
+ * share only (put back after each other share). */
+#define STEPS_BN 10
+
+/* Rank r's buffers, as described above (r = 0 gives BatchNorm's defaults). */
+static void set_rank_buffers(ct_module *m, int r) {
+  CHECK(ct_fill_(ct_module_tensor(m, "block.bn.running_mean"), r) == CT_OK, "fill running_mean");
+  CHECK(ct_fill_(ct_module_tensor(m, "block.bn.running_var"), 1 + r) == CT_OK, "fill running_var");
+  CHECK(ct_fill_(ct_module_tensor(m, "block.bn.num_batches_tracked"), 10 * r) == CT_OK, "fill num_batches_tracked");
+}
+
+static void batchnorm_buffers(void) {
+  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  ct_optim_opts oo = {.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
+  ct_generator g = ct_generator_new(rank == 0 ? 7 : 300 + (uint64_t)rank);
+  ct_module *m = residual_bn_new(CT_DEVICE_CPU, &g);
+  CHECK(m != NULL, "building the BatchNorm module");
+  if (!m) return;
+  set_rank_buffers(m, rank);
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = 0.05});
+  CHECK(d != NULL, "ct_ddp_new");
+  if (!d) {
+    ct_module_free(m);
+    return;
+  }
+  double start = spread_from_rank0(m, 1);
+  CHECK(start == 0, "BatchNorm: after ct_ddp_new rank %d's parameters and buffers differ from rank 0's by %g", rank, start);
+  ct_optimizer *opt = ct_optimizer_new(m, &oo);
+  int64_t share = B / world;
+  for (int s = 0; s < STEPS_BN; s++) step(m, opt, d, s, rank * share, share);
+  double spread = spread_from_rank0(m, 0);
+  CHECK(spread == 0, "BatchNorm: rank %d's parameters differ from rank 0's by %g", rank, spread);
+  double nbt = ct_item(ct_module_tensor(m, "block.bn.num_batches_tracked"));
+  CHECK(nbt == STEPS_BN, "BatchNorm: rank %d counted %g batches, expected %d", rank, nbt, STEPS_BN);
+
+  /* the reference, on every rank for its own buffers */
+  ct_generator g0 = ct_generator_new(7);
+  ct_module *ref = residual_bn_new(CT_DEVICE_CPU, &g0);
+  ct_optimizer *ropt = ct_optimizer_new(ref, &oo);
+  set_rank_buffers(ref, 0);
+  static const char *const bufs[3] = {"block.bn.running_mean", "block.bn.running_var", "block.bn.num_batches_tracked"};
+  for (int s = 0; s < STEPS_BN; s++) {
+    ct_tensor *before[3], *mine[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) before[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
+    for (int k = 0; k < world; k++) {
+      for (int i = 0; i < 3; i++) CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), before[i]) == CT_OK, "restore");
+      forward_backward(ref, s, k * share, share, 1.0 / world);
+      if (k == rank)
+        for (int i = 0; i < 3; i++) mine[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
+    }
+    for (int i = 0; i < 3; i++) {
+      CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), mine[i]) == CT_OK, "this rank's statistics");
+      ct_tensor_free(before[i]), ct_tensor_free(mine[i]);
+    }
+    CHECK(ct_optimizer_step(ropt) == CT_OK, "reference step %d", s);
+    ct_optimizer_zero_grad(ropt);
+  }
+  double diff = max_diff(m, ref);
+  ct_named_tensor p[32];
+  int n = params(m, p, 32);
+  double moved = 0; /* the running mean, from rank 0's 0 */
+  for (int i = 0; i < n; i++)
+    if (strcmp(p[i].name, "block.bn.running_mean") == 0) {
+      double *v = values(p[i].tensor);
+      for (int64_t j = 0; j < ct_tensor_numel(p[i].tensor); j++) moved = fmax(moved, fabs(v[j]));
+      free(v);
+    }
+  if (rank == 0)
+    printf("test_ddp: BatchNorm user module, %d ranks x batch %lld, %d steps: max abs difference (parameters and buffers) "
+           "from 1 process taking the shares in turn, running statistics of rank 0's share = %.3g\n", world,
+           (long long)share, STEPS_BN, diff);
+  CHECK(diff <= 1e-5, "BatchNorm: rank %d's parameters and buffers differ from the reference by %g", rank, diff);
+  CHECK(moved > 1e-3, "BatchNorm: rank %d's running mean did not move", rank);
+  ct_optimizer_free(ropt);
+  ct_module_free(ref);
+  ct_optimizer_free(opt);
+  ct_ddp_free(d);
+  ct_module_free(m);
+}
+
 static void collectives(void) {
   int rank = ct_dist_rank(), world = ct_dist_world_size();
   int64_t shape[1] = {5};
@@ -453,6 +578,7 @@ int main(void) {
   model_name = "mlp";
   accumulation(0);
   accumulation(1);
+  batchnorm_buffers();
   double_backward();
   late_rank();
   CHECK(ct_dist_finalize() == CT_OK, "finalize: %s", ct_last_error());

@@ -1,7 +1,9 @@
 /* tests/nn/test_user_module.c: modules that users define (ct_module_new): registration and its
  * errors, state_dict names and order as torch.nn.Module's, lookup by path, forward, train/eval
  * and num_batches_tracked, optimizers, checkpoints, memory format, printing; and the ResNets built
- * from them (torchvision's parameter counts and key counts, the small-input stem). */
+ * from them (torchvision's parameter counts and key counts, the small-input stem). Every optimizer
+ * against the equivalent Sequential, and the GradScaler under float16 autocast, on user modules
+ * whose children hold BatchNorm buffers. */
 #define _GNU_SOURCE /* open_memstream */
 #include <math.h>
 #include <stdio.h>
@@ -399,12 +401,247 @@ static void test_layers(void **state) {
   ct_tensor_free(x);
 }
 
+/* ---- every optimizer, and the GradScaler, on a user module with BatchNorm buffers (issue 19) */
+
+/* "LinBN": bn(fc(x)), a user module whose child holds BatchNorm1d's buffers. */
+static ct_tensor *lin_bn_forward(ct_module *self, ct_tensor *x) {
+  ct_scope_begin();
+  ct_tensor *y = ct_module_forward(ct_module_child(self, "bn"), ct_module_forward(ct_module_child(self, "fc"), x));
+  if (y) ct_scope_keep(y);
+  ct_scope_end();
+  return y;
+}
+
+/* "Head": head(relu(block(x))), the same ops in the same order as
+ * Sequential(Linear(6, 5), BatchNorm1d(5), ReLU(), Linear(5, 3)). */
+static ct_tensor *head_forward(ct_module *self, ct_tensor *x) {
+  ct_scope_begin();
+  ct_tensor *h = ct_relu(ct_module_forward(ct_module_child(self, "block"), x));
+  ct_tensor *y = ct_module_forward(ct_module_child(self, "head"), h);
+  if (y) ct_scope_keep(y);
+  ct_scope_end();
+  return y;
+}
+
+static ct_module *lin_bn_user_new(ct_generator *g) {
+  ct_module *b = ct_assert_nonnull(ct_module_new("LinBN", lin_bn_forward, NULL, NULL));
+  ct_assert_ok(ct_module_add_child(b, "fc", ct_linear_new(6, 5, 1, CT_DEVICE_CPU, g)));
+  ct_assert_ok(ct_module_add_child(b, "bn", ct_batchnorm1d_new(5, 0, 0, CT_DEVICE_CPU)));
+  ct_module *m = ct_assert_nonnull(ct_module_new("Head", head_forward, NULL, NULL));
+  ct_assert_ok(ct_module_add_child(m, "block", b));
+  ct_assert_ok(ct_module_add_child(m, "head", ct_linear_new(5, 3, 1, CT_DEVICE_CPU, g)));
+  return m;
+}
+
+static ct_module *lin_bn_sequential_new(ct_generator *g) {
+  ct_module *l[4] = {ct_linear_new(6, 5, 1, CT_DEVICE_CPU, g), ct_batchnorm1d_new(5, 0, 0, CT_DEVICE_CPU), ct_relu_new(),
+                     ct_linear_new(5, 3, 1, CT_DEVICE_CPU, g)};
+  for (int i = 0; i < 4; i++) ct_assert_nonnull(l[i]);
+  return ct_assert_nonnull(ct_sequential_new(4, l));
+}
+
+/* One training step of m on batch s (8 samples of 6 features, 3 classes), the same for every m. */
+static void train_step(ct_module *m, ct_optimizer *opt, int s) {
+  ct_generator g = ct_generator_new(100 + (uint64_t)s);
+  ct_scope_begin();
+  ct_tensor *x = ct_randn(2, (int64_t[]){8, 6}, 0, 1, CT_F32, CT_DEVICE_CPU, &g);
+  ct_tensor *t = ct_randint(1, (int64_t[]){8}, 0, 3, CT_I64, CT_DEVICE_CPU, &g);
+  ct_optimizer_zero_grad(opt);
+  ct_assert_ok(ct_backward(ct_assert_nonnull(ct_cross_entropy(ct_module_forward(m, x), t, CT_REDUCTION_MEAN, 0))));
+  ct_assert_ok(ct_optimizer_step(opt));
+  ct_scope_end();
+}
+
+/* SGD with momentum, Adam and AdamW (each with weight decay, AdamW's decoupled) take 3 steps on a
+ * user module whose child holds BatchNorm buffers, and on the Sequential that runs the same ops
+ * with the same weights: every parameter, every buffer (running statistics, num_batches_tracked)
+ * and every optimizer state tensor must be equal bit for bit, position by position (the tree's
+ * state_dict order is the Sequential's). So the optimizer found every parameter of the nested
+ * children, left the buffers alone, and keeps its state per parameter under the tree's names. */
+static void test_every_optimizer_matches_sequential(void **state) {
+  (void)state;
+  static const ct_optim_opts kinds[3] = {
+      {.kind = CT_OPTIM_SGD, .lr = 0.1, .momentum = 0.9, .weight_decay = 1e-2},
+      {.kind = CT_OPTIM_ADAM, .lr = 0.05, .weight_decay = 1e-2},
+      {.kind = CT_OPTIM_ADAMW, .lr = 0.05, .weight_decay = 0.1},
+  };
+  static const char *const user_names[9] = {
+      "block.fc.weight", "block.fc.bias", "block.bn.weight", "block.bn.bias", "block.bn.running_mean",
+      "block.bn.running_var", "block.bn.num_batches_tracked", "head.weight", "head.bias"};
+  for (int k = 0; k < 3; k++) {
+    ct_generator g = ct_generator_new(20 + (uint64_t)k), g2 = ct_generator_new(50);
+    ct_module *seq = lin_bn_sequential_new(&g), *user = lin_bn_user_new(&g2);
+    ct_named_tensor a[9], b[9];
+    assert_int_equal(ct_module_named_tensors(seq, 1, a, 9), 9);
+    assert_int_equal(ct_module_named_tensors(user, 1, b, 9), 9);
+    /* the Sequential's weights, BatchNorm's affine parameters drawn too (not 1 and 0), into the
+     * user module; init keeps them to see that every parameter moved */
+    ct_tensor *init[9] = {0};
+    ct_no_grad_begin();
+    for (int i = 0; i < 9; i++) {
+      assert_string_equal(b[i].name, user_names[i]);
+      assert_int_equal(a[i].is_buffer, b[i].is_buffer);
+      if (!a[i].is_buffer) {
+        ct_tensor *r = ct_assert_nonnull(ct_randn(ct_tensor_ndim(a[i].tensor), ct_tensor_shape(a[i].tensor), 0.5, 0.5,
+                                                  CT_F32, CT_DEVICE_CPU, &g));
+        ct_assert_ok(ct_copy_(a[i].tensor, r));
+        ct_tensor_free(r);
+      }
+      ct_assert_ok(ct_copy_(b[i].tensor, a[i].tensor));
+      init[i] = ct_assert_nonnull(ct_to(a[i].tensor, CT_DEVICE_CPU, CT_COPY));
+    }
+    ct_no_grad_end();
+    ct_optimizer *os = ct_assert_nonnull(ct_optimizer_new(seq, &kinds[k]));
+    ct_optimizer *ou = ct_assert_nonnull(ct_optimizer_new(user, &kinds[k]));
+    for (int s = 0; s < 3; s++) train_step(seq, os, s), train_step(user, ou, s);
+    for (int i = 0; i < 9; i++) ct_assert_close(b[i].tensor, a[i].tensor, 0, 0);
+    /* the steps did something to every parameter (block.fc.bias too: BatchNorm cancels its
+     * gradient, but weight decay moves it) and to the running statistics */
+    for (int i = 0; i < 9; i++) {
+      if (i == 6) continue; /* num_batches_tracked: below */
+      double *v = ct_test_values(b[i].tensor), *w = ct_test_values(init[i]), moved = 0;
+      for (int64_t j = 0; j < ct_tensor_numel(init[i]); j++) moved = fmax(moved, fabs(v[j] - w[j]));
+      free(v), free(w);
+      if (moved < 1e-4) fprintf(stderr, "optimizer %d: %s moved %g\n", k, b[i].name, moved);
+      assert_true(moved >= 1e-4);
+    }
+    assert_int_equal((int64_t)ct_item(ct_module_tensor(user, "block.bn.num_batches_tracked")), 3);
+    assert_int_equal(ct_optimizer_steps(ou), 3);
+    /* the state: one slot (momentum_buffer) or two (exp_avg, exp_avg_sq) per parameter, none for
+     * a buffer, named by the tree, equal to the Sequential's */
+    int slots = kinds[k].kind == CT_OPTIM_SGD ? 1 : 2;
+    ct_named_tensor sa[16], sb[16];
+    assert_int_equal(ct_optimizer_named_state(os, sa, 16), 6 * slots);
+    assert_int_equal(ct_optimizer_named_state(ou, sb, 16), 6 * slots);
+    assert_string_equal(sb[0].name, slots == 1 ? "state.block.fc.weight.momentum_buffer" : "state.block.fc.weight.exp_avg");
+    assert_string_equal(sb[6 * slots - 1].name, slots == 1 ? "state.head.bias.momentum_buffer" : "state.head.bias.exp_avg_sq");
+    for (int i = 0; i < 6 * slots; i++) ct_assert_close(sb[i].tensor, sa[i].tensor, 0, 0);
+    for (int i = 0; i < 9; i++) ct_tensor_free(init[i]);
+    ct_optimizer_free(os), ct_optimizer_free(ou);
+    ct_module_free(seq), ct_module_free(user);
+  }
+}
+
+/* Host copies of every named tensor (ct_module_named_tensors or ct_optimizer_named_state). */
+static void snapshot(const ct_named_tensor *nt, int n, ct_tensor **out) {
+  for (int i = 0; i < n; i++) out[i] = ct_assert_nonnull(ct_to(nt[i].tensor, CT_DEVICE_CPU, CT_COPY));
+}
+
+/* One float16 autocast step with the scaler; returns ct_grad_scaler_step's result. */
+static int scaled_step(ct_module *m, ct_optimizer *opt, ct_grad_scaler *gs, ct_tensor *x, ct_tensor *t, int *inf_grad) {
+  ct_scope_begin();
+  ct_optimizer_zero_grad(opt);
+  ct_assert_ok(ct_autocast_begin(CT_CPU, CT_F16, 1));
+  ct_tensor *out = ct_assert_nonnull(ct_module_forward(m, x));
+  ct_tensor *loss = ct_assert_nonnull(ct_cross_entropy(out, t, CT_REDUCTION_MEAN, 0));
+  ct_assert_ok(ct_autocast_end()); /* backward and the step outside the region, as torch says */
+  assert_int_equal(ct_tensor_dtype(out), CT_F16); /* fc ran in float16 */
+  ct_assert_ok(ct_backward(ct_assert_nonnull(ct_grad_scaler_scale(gs, loss))));
+  /* whether backward overflowed float16 somewhere (read before step unscales the gradients) */
+  ct_named_tensor p[32];
+  int np = ct_module_named_tensors(m, 0, p, 32);
+  *inf_grad = 0;
+  for (int i = 0; i < np; i++) {
+    double *v = ct_test_values(ct_assert_nonnull(ct_grad(p[i].tensor)));
+    for (int64_t j = 0; j < ct_tensor_numel(p[i].tensor); j++) *inf_grad |= !isfinite(v[j]);
+    free(v);
+  }
+  int r = ct_grad_scaler_step(gs, opt);
+  ct_assert_ok(ct_grad_scaler_update(gs));
+  ct_scope_end();
+  return r;
+}
+
+/* The GradScaler on a user module (net_new: convs, BatchNorm buffers and the user's own parameter
+ * in nested user modules) whose forward runs under float16 autocast on the CPU:
+ * - finite steps (scale 1024): the update of every parameter equals that of the same module
+ *   trained in float32 without a scaler, within float16's rounding (SGD with momentum, whose
+ *   update is proportional to the gradient, so a gradient left scaled or a step not taken shows);
+ * - a step whose backward overflows float16 (the scale set to 2^40: the forward is finite, the
+ *   gradient of the float16 logits is not) is skipped: the parameters and the optimizer state
+ *   (momentum buffers; Adam's moments and its step count, which its bias correction reads) stay
+ *   bit for bit, and update halves the scale. The BatchNorm buffers do change: the forward ran, as
+ *   in PyTorch. */
+static void test_grad_scaler_f16_autocast(void **state) {
+  (void)state;
+  static const ct_optim_opts kinds[2] = {{.kind = CT_OPTIM_SGD, .lr = 0.1, .momentum = 0.9},
+                                         {.kind = CT_OPTIM_ADAM, .lr = 1e-2}};
+  for (int k = 0; k < 2; k++) {
+    ct_generator g = ct_generator_new(30), g2 = ct_generator_new(30), gx = ct_generator_new(31);
+    ct_module *m = net_new(NULL, &g), *ref = net_new(NULL, &g2);
+    ct_tensor *x = ct_assert_nonnull(ct_randn(4, (int64_t[]){8, 1, 6, 6}, 0, 1, CT_F32, CT_DEVICE_CPU, &gx));
+    ct_tensor *t = ct_assert_nonnull(ct_randint(1, (int64_t[]){8}, 0, 3, CT_I64, CT_DEVICE_CPU, &gx));
+    ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(m, &kinds[k]));
+    ct_optimizer *ropt = ct_assert_nonnull(ct_optimizer_new(ref, &kinds[k]));
+    ct_grad_scaler *gs = ct_assert_nonnull(ct_grad_scaler_new(&(ct_grad_scaler_opts){.init_scale = 1024}));
+    ct_named_tensor p[32], rp[32];
+    int np = ct_module_named_tensors(m, 0, p, 32);
+    assert_int_equal(ct_module_named_tensors(ref, 0, rp, 32), np);
+    ct_tensor *before[32], *rbefore[32];
+    for (int s = 0; s < 2; s++) {
+      snapshot(p, np, before), snapshot(rp, np, rbefore);
+      int inf_grad = 1;
+      assert_int_equal(scaled_step(m, opt, gs, x, t, &inf_grad), 1);
+      assert_false(inf_grad);
+      assert_true(ct_grad_scaler_scale_value(gs) == 1024); /* growth_interval 2000: unchanged */
+      ct_scope_begin();
+      ct_optimizer_zero_grad(ropt);
+      ct_assert_ok(ct_backward(ct_cross_entropy(ct_module_forward(ref, x), t, CT_REDUCTION_MEAN, 0)));
+      ct_assert_ok(ct_optimizer_step(ropt));
+      double biggest = 0;
+      for (int i = 0; i < np; i++) {
+        ct_tensor *du = ct_sub(p[i].tensor, before[i]), *dr = ct_sub(rp[i].tensor, rbefore[i]);
+        double *v = ct_test_values(dr);
+        for (int64_t j = 0; j < ct_tensor_numel(dr); j++) biggest = fmax(biggest, fabs(v[j]));
+        free(v);
+        /* float16's rounding of activations and gradients (2^-11 relative); Adam normalizes each
+         * entry, so where a gradient is near zero a relative error of it moves the update by up to
+         * 2 lr: compared only for SGD */
+        if (k == 0) ct_assert_close(du, dr, 5e-5, 5e-3);
+      }
+      assert_true(biggest > 1e-3); /* the reference moved: a skipped step would show */
+      ct_scope_end();
+      for (int i = 0; i < np; i++) ct_tensor_free(before[i]), ct_tensor_free(rbefore[i]);
+    }
+    assert_int_equal(ct_grad_scaler_steps_taken(gs), 2);
+    /* an overflowing backward: skipped, nothing of the optimizer's touched, the scale halved */
+    ct_grad_scaler_state st;
+    ct_assert_ok(ct_grad_scaler_state_get(gs, &st));
+    st.scale = 0x1p40;
+    ct_assert_ok(ct_grad_scaler_state_set(gs, &st));
+    ct_named_tensor os[64];
+    int ns = ct_optimizer_named_state(opt, os, 64);
+    assert_int_equal(ns, np * (k == 0 ? 1 : 2));
+    ct_tensor *sbefore[64];
+    snapshot(p, np, before), snapshot(os, ns, sbefore);
+    int64_t steps = ct_optimizer_steps(opt);
+    int inf_grad = 0;
+    assert_int_equal(scaled_step(m, opt, gs, x, t, &inf_grad), 0);
+    assert_true(inf_grad);
+    for (int i = 0; i < np; i++) ct_assert_close(p[i].tensor, before[i], 0, 0);
+    assert_int_equal(ct_optimizer_named_state(opt, os, 64), ns);
+    for (int i = 0; i < ns; i++) ct_assert_close(os[i].tensor, sbefore[i], 0, 0);
+    assert_int_equal(ct_optimizer_steps(opt), steps);
+    assert_true(ct_grad_scaler_scale_value(gs) == 0x1p39);
+    assert_int_equal(ct_grad_scaler_last_step_skipped(gs), 1);
+    assert_int_equal(ct_grad_scaler_steps_skipped(gs), 1);
+    assert_int_equal(ct_grad_scaler_steps_taken(gs), 2);
+    for (int i = 0; i < np; i++) ct_tensor_free(before[i]);
+    for (int i = 0; i < ns; i++) ct_tensor_free(sbefore[i]);
+    ct_grad_scaler_free(gs);
+    ct_optimizer_free(opt), ct_optimizer_free(ropt);
+    ct_tensor_free(x), ct_tensor_free(t);
+    ct_module_free(m), ct_module_free(ref);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names_and_lookup),       cmocka_unit_test(test_registration_errors),
       cmocka_unit_test(test_forward_train_eval),     cmocka_unit_test(test_optimizer_and_checkpoint),
       cmocka_unit_test(test_memory_format_autocast_to), cmocka_unit_test(test_print),
       cmocka_unit_test(test_resnets),                cmocka_unit_test(test_layers),
+      cmocka_unit_test(test_every_optimizer_matches_sequential), cmocka_unit_test(test_grad_scaler_f16_autocast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
