@@ -146,7 +146,10 @@ typedef struct {
  *   (registration order) the dtype and shape, and the same bucket_mb. Ranks that differ all fail
  *   at once with CT_EINVAL and the same message, naming the first parameter that differs and its
  *   dtype and shape on each rank, rather than hanging at the first all-reduce;
- * - broadcasts rank 0's parameters and buffers to every rank, so all ranks start from one model;
+ * - broadcasts rank 0's parameters and buffers to every rank, so all ranks start from one model.
+ *   Only here: afterwards each rank's buffers (BatchNorm's running statistics) follow its own
+ *   shards, where torch's DDP (broadcast_buffers=True) copies rank 0's buffers to the others before
+ *   every forward. Rank 0's buffers, the ones a checkpoint saves, are the same under both rules;
  * - lays out the gradient buckets: the parameters in reverse registration order, a new bucket
  *   starting when the next parameter would take it over bucket_mb MiB (a parameter larger than a
  *   bucket gets one of its own), each bucket with its own float32 buffer;

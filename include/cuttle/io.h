@@ -214,9 +214,9 @@ CT_API ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer
  *    in float16 loads into a float32 model, rounding as ct_copy_ does); any other pair is CT_EDTYPE;
  *  - strict about extra keys, like PyTorch's load_state_dict default: a key in the file that m lacks
  *    is CT_EFORMAT "unexpected key", except (a) keys starting with "optimizer." when opt is NULL, and
- *    (b) int64 "num_batches_tracked" buffers (any key ending in it) that m lacks: PyTorch's BatchNorm
- *    counts batches in that buffer, which cuttle's BatchNorm does not keep (it only matters for
- *    momentum=None, the cumulative average, which cuttle does not offer), so files PyTorch wrote load;
+ *    (b) int64 "num_batches_tracked" buffers (any key ending in it) that m lacks (a model built
+ *    without them), so files PyTorch wrote load. cuttle's BatchNorm keeps the buffer as PyTorch's
+ *    does; a file that lacks it loads too, leaving the model's count as it was;
  *  - with opt: when the file names its optimizer ("optimizer"), opt must be of that kind, as the
  *    optimizer a PyTorch user constructs must be the one whose state_dict they load: CT_EINVAL naming
  *    both ("the checkpoint holds the state of an adamw optimizer, but the optimizer given is adam").
