@@ -28,7 +28,8 @@ static void every_command_has_help(void **state) {
   static const char *const cmds[] = {"devices", "train", "eval", "smi", "bench", "bench gemm", "bench overhead",
                                      "bench matmul-sweep", "bench norms", "bench bandwidth", "bench train",
                                      "bench two-devices", "bench data-parallel", "bench amp-memory",
-                                     "bench conv-format", "bench allreduce", "bench ddp-overlap"};
+                                     "bench conv-format", "bench allreduce", "bench ddp-overlap", "bench memory",
+                                     "bench decode"};
   char out[16384];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int rc = ct_test_run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);
@@ -101,6 +102,23 @@ static void weight_decay_reaches_the_optimizer(void **state) {
 
 /* bench train --channels-last trains both sides in channels_last: cuttle's row and the PyTorch
  * peer's (which gets the flag), on a few steps of the cnn */
+/* issue 19's memory and decoding benchmarks run and print their tables: a step's allocator peak
+ * (nonzero: the step allocates), and images/s for every reader with 0 and 1 loader workers. */
+static void bench_memory_and_decode(void **state) {
+  (void)state;
+  static char out[1 << 15];
+  assert_int_equal(ct_test_run(out, sizeof out, "%s bench memory --model mlp --batch-size 8 --threads 1", cuttle), 0);
+  const char *row = strstr(out, "\ncuttle ");
+  assert_non_null(row);
+  long long held = -1, peak = -1;
+  assert_int_equal(sscanf(row, "\ncuttle %lld (%*[^)]) %lld", &held, &peak), 2);
+  assert_true(held > 0 && peak > 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s bench decode --quick --workers 0,1", cuttle), 0);
+  assert_non_null(strstr(out, "ct_image_load"));
+  assert_non_null(strstr(out, "synthetic jpeg q90"));
+  assert_int_equal(ct_test_run(out, sizeof out, "%s bench decode --workers x", cuttle), 2);
+}
+
 static void bench_train_channels_last(void **state) {
   (void)state;
   static char out[1 << 16];
@@ -209,6 +227,7 @@ int main(void) {
   }
   const struct CMUnitTest training[] = {cmocka_unit_test(train_save_eval_resume), cmocka_unit_test(ctrl_c_saves_and_exits_cleanly),
                                         cmocka_unit_test(weight_decay_reaches_the_optimizer),
-                                        cmocka_unit_test(bench_train_channels_last)};
+                                        cmocka_unit_test(bench_train_channels_last),
+      cmocka_unit_test(bench_memory_and_decode)};
   return fails + cmocka_run_group_tests_name("cli training", training, setup, teardown);
 }
