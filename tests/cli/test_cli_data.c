@@ -7,6 +7,8 @@
  *    --val-split with --seed, trains and evaluates the same way;
  *  - an image that does not decode: an error naming it, or skipped and counted (--skip-bad-images);
  *  - --normalize MEAN/STD (torchvision's Normalize) on both commands;
+ *  - resnet34 and resnet18-small train and evaluate, and resnet18 stopped mid-epoch and resumed
+ *    saves exactly the checkpoint of an uninterrupted run;
  *  - bad --data values and data options: usage errors (2) or failures (1) that say why.
  * Needs no data set: nothing here is skipped. */
 #define _GNU_SOURCE
@@ -82,6 +84,54 @@ static void cifar10_trains_and_evaluates(void **state) {
   int rc = ct_test_run(out, sizeof out, "%s train --device cpu --data %s --normalize 0.5,0.5/0.2,0.2", cuttle, data);
   assert_int_equal(rc, 1);
   assert_non_null(strstr(out, "ct_dataset_set_normalize"));
+}
+
+/* The bytes of a file into a malloc'd buffer (*n its size). */
+static char *slurp(const char *path, long *n) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *n = ftell(f);
+  rewind(f);
+  char *b = malloc((size_t)*n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)*n, f), (size_t)*n);
+  fclose(f);
+  return b;
+}
+
+/* torchvision's ResNets through the CLI on CIFAR-format files: resnet34 and resnet18-small train
+ * and evaluate; resnet18 stopped mid-epoch (--max-steps) and resumed saves the checkpoint an
+ * uninterrupted run saves, byte for byte (parameters, BatchNorm buffers, Adam state, position). */
+static void resnets_train_resume_and_evaluate(void **state) {
+  (void)state;
+  char name[32], data[4300], out[16384];
+  for (int b = 1; b <= 5; b++) {
+    snprintf(name, sizeof name, "data_batch_%d.bin", b);
+    write_cifar(path_in("r10"), name, b, 8, 1, 10);
+  }
+  write_cifar(path_in("r10"), "test_batch.bin", 0, 10, 1, 10);
+  snprintf(data, sizeof data, "cifar10:%s", path_in("r10"));
+  train_then_eval("resnet34", data, "", "");
+  train_then_eval("resnet18-small", data, "--augment", "");
+  const char *run = "%s train --model resnet18 --data %s --epochs 2 --batch-size 8 --workers 2 --device cpu --no-progress "
+                    "--save %s %s";
+  char full[4200], part[4200];
+  snprintf(full, sizeof full, "%s", path_in("r18_full.safetensors"));
+  snprintf(part, sizeof part, "%s", path_in("r18_part.safetensors"));
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, full, ""), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, part, "--max-steps 7"), 0); /* 5 steps an epoch */
+  assert_non_null(strstr(out, "batch 2 of epoch 2"));
+  char resume[4300];
+  snprintf(resume, sizeof resume, "--resume %s", part);
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, part, resume), 0);
+  assert_non_null(strstr(out, "resumed from"));
+  assert_non_null(strstr(out, "epoch 2:"));
+  long nf, np;
+  char *a = slurp(full, &nf), *b = slurp(part, &np);
+  assert_int_equal(nf, np);
+  assert_true(memcmp(a, b, (size_t)nf) == 0);
+  free(a), free(b);
 }
 
 static void cifar100_trains_and_evaluates(void **state) {
@@ -235,6 +285,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(bad_data_options), cmocka_unit_test(cifar10_trains_and_evaluates),
                                      cmocka_unit_test(cifar100_trains_and_evaluates),
+                                     cmocka_unit_test(resnets_train_resume_and_evaluate),
                                      cmocka_unit_test(imagefolder_trains_and_evaluates),
                                      cmocka_unit_test(imagefolder_bad_image)};
   return cmocka_run_group_tests_name("cli data", tests, setup, teardown);
