@@ -93,6 +93,13 @@ static ct_tensor *r_layer_norm(ct_dtype a, ct_dtype b) { return ct_layer_norm(MK
 static ct_tensor *r_layer_norm_noaffine(ct_dtype a, ct_dtype b) {
   return (void)b, ct_layer_norm(MK(a, 2, 3, 4), 2, NULL, NULL, 1e-5);
 }
+static ct_tensor *r_avg_pool(ct_dtype a, ct_dtype b) {
+  return (void)b, ct_avg_pool2d(MK(a, 1, 2, 4, 4), &(ct_pool2d_opts){.kernel = {2, 2}});
+}
+static ct_tensor *r_adaptive_pool(ct_dtype a, ct_dtype b) { return (void)b, ct_adaptive_avg_pool2d(MK(a, 1, 2, 5, 5), 2, 3); }
+static ct_tensor *r_max_pool(ct_dtype a, ct_dtype b) {
+  return (void)b, ct_max_pool2d(MK(a, 1, 2, 4, 4), &(ct_pool2d_opts){.kernel = {2, 2}});
+}
 static ct_tensor *r_silu(ct_dtype a, ct_dtype b) { return (void)b, ct_silu(MK(a, 3, 4)); }
 static ct_tensor *r_gelu(ct_dtype a, ct_dtype b) { return (void)b, ct_gelu(MK(a, 3, 4)); }
 static ct_tensor *r_gelu_tanh(ct_dtype a, ct_dtype b) { return (void)b, ct_gelu_tanh(MK(a, 3, 4)); }
@@ -188,6 +195,12 @@ static const row rows[] = {
     {"gelu_tanh f32 (not in the policy)", r_gelu_tanh, CT_F32, 0, CT_F32, CT_F32, 0},
     {"sigmoid half (not in the policy)", r_sigmoid, HALF, 0, CT_F16, LOW, 0},
     {"tanh half (not in the policy)", r_tanh, HALF, 0, CT_F16, LOW, 0},
+    /* the 2-d pools are in no list either (torch's CPU list has only the 3-d ones) */
+    {"avg_pool2d half (not in the policy)", r_avg_pool, HALF, 0, CT_F16, LOW, 0},
+    {"avg_pool2d f32 (not in the policy)", r_avg_pool, CT_F32, 0, CT_F32, CT_F32, 0},
+    {"adaptive_avg_pool2d half (not in the policy)", r_adaptive_pool, HALF, 0, CT_F16, LOW, 0},
+    {"adaptive_avg_pool2d f32 (not in the policy)", r_adaptive_pool, CT_F32, 0, CT_F32, CT_F32, 0},
+    {"max_pool2d half (not in the policy)", r_max_pool, HALF, 0, CT_F16, LOW, 0},
 };
 
 /* The states the table runs under: the CPU's (inputs on the CPU), then a float16 region for
