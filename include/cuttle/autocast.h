@@ -17,9 +17,11 @@
  *  - every other op runs in its inputs' dtype, with the ordinary promotion (ct_promote_types).
  *    That includes ct_mean, the activations, the pools, and ct_batch_norm, which is in none of
  *    torch's lists: a half input with float32 weight, bias and running statistics gives a half
- *    output, normalized in float32 (torch's mixed-type batch norm; cuttle/nn.h).
+ *    output, normalized in float32, and float32 gradients for the float32 weight and bias (torch's
+ *    mixed-type batch norm; ct_batch_norm in cuttle/ops.h).
  * As in PyTorch, only floating inputs are cast, float64 inputs never are, an op's output dtype
- * follows from its cast inputs (so ct_softmax of a float16 tensor gives float32), and an op runs
+ * follows from its cast inputs (so ct_softmax of a float16 tensor gives float32 in a CUDA or OpenCL
+ * region, and float16 in a CPU one), and an op runs
  * under the policy only when its inputs live on a device of the region's kind: autocast on CT_CPU
  * leaves ops on OpenCL or CUDA tensors alone, as torch.autocast("cpu") leaves CUDA tensors. The ops
  * an autocast op is made of run without autocast (torch excludes its Autocast dispatch key inside

@@ -209,14 +209,15 @@ CT_API ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer
  * Two phases: everything is validated first, and nothing in m or opt changes unless all of it
  * passes. Validation (the first problem is named, with the key):
  *  - every tensor of m's state_dict is in the file (CT_EFORMAT "missing key") with the same shape
- *    (CT_ESHAPE "0.weight: file has (32, 1, 3, 3), model has (64, 1, 3, 3)");
+ *    (CT_ESHAPE "0.weight: file has (32, 1, 3, 3), model has (64, 1, 3, 3)"), except BatchNorm's
+ *    int64 "num_batches_tracked" buffers: a file without them (PyTorch before 0.4.1) loads, the
+ *    model's counts left as they were, as torch's _NormBase._load_from_state_dict does;
  *  - dtypes: the same dtype, or both floating, in which case the values are converted (a file saved
  *    in float16 loads into a float32 model, rounding as ct_copy_ does); any other pair is CT_EDTYPE;
  *  - strict about extra keys, like PyTorch's load_state_dict default: a key in the file that m lacks
  *    is CT_EFORMAT "unexpected key", except (a) keys starting with "optimizer." when opt is NULL, and
- *    (b) int64 "num_batches_tracked" buffers (any key ending in it) that m lacks (a model built
- *    without them), so files PyTorch wrote load. cuttle's BatchNorm keeps the buffer as PyTorch's
- *    does; a file that lacks it loads too, leaving the model's count as it was;
+ *    (b) int64 "num_batches_tracked" buffers (any key ending in it) that m lacks (a module built
+ *    without them), so files PyTorch wrote load;
  *  - with opt: when the file names its optimizer ("optimizer"), opt must be of that kind, as the
  *    optimizer a PyTorch user constructs must be the one whose state_dict they load: CT_EINVAL naming
  *    both ("the checkpoint holds the state of an adamw optimizer, but the optimizer given is adam").

@@ -46,7 +46,8 @@ CT_API ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b);
 /* min(max(x, lo), hi); pass -INFINITY/INFINITY for no bound. Gradient 1 inside [lo, hi]. */
 CT_API ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi);
 
-/* ---- unary math (floating results; an integer input gives float32) */
+/* ---- unary math (floating results; an integer input gives float32). ct_exp and ct_log of a half x
+ * give float32 in a CUDA or OpenCL autocast region (cuttle/autocast.h). */
 CT_API ct_tensor *ct_neg(ct_tensor *x);
 CT_API ct_tensor *ct_abs(ct_tensor *x);
 CT_API ct_tensor *ct_exp(ct_tensor *x);
@@ -72,7 +73,9 @@ CT_API ct_tensor *ct_silu(ct_tensor *x);
  * ct_gelu is the exact (erf) form, approximate='none'. */
 CT_API ct_tensor *ct_gelu_tanh(ct_tensor *x);
 
-/* ---- reductions over dims: dims has ndims entries (ndims 0 = all dims). keepdim keeps them as 1. */
+/* ---- reductions over dims: dims has ndims entries (ndims 0 = all dims). keepdim keeps them as 1.
+ * ct_sum and ct_norm of a half x give float32 in a CUDA or OpenCL autocast region; ct_mean keeps
+ * x's dtype in every region (cuttle/autocast.h). */
 CT_API ct_tensor *ct_sum(ct_tensor *x, int ndims, const int *dims, int keepdim);
 CT_API ct_tensor *ct_mean(ct_tensor *x, int ndims, const int *dims, int keepdim);
 /* Variance with Bessel's correction `correction` (1 = unbiased, torch.var's default). */
@@ -184,7 +187,8 @@ CT_API ct_tensor *ct_layer_norm(ct_tensor *x, int normalized_ndim, ct_tensor *we
 /* Zero elements with probability p and scale the rest by 1/(1-p) when training; x itself (one more
  * reference) otherwise. gen may be NULL for the default generator. */
 CT_API ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator *gen);
-/* x floating (an integer x is CT_EDTYPE, as in torch); the result has x's shape and dtype. */
+/* x floating (an integer x is CT_EDTYPE, as in torch); the result has x's shape and dtype (float32
+ * for a half x in a CUDA or OpenCL autocast region: cuttle/autocast.h). */
 CT_API ct_tensor *ct_softmax(ct_tensor *x, int dim);
 CT_API ct_tensor *ct_log_softmax(ct_tensor *x, int dim);
 

@@ -28,10 +28,15 @@ ct_status ct_dataset_set_normalize(ct_dataset *ds, int n, const float *mean, con
   if (n != 1 && n != ds->c)
     return ct__error(CT_EINVAL, "ct_dataset_set_normalize: n = %d values, need 1 (every channel) or the dataset's %d channels",
                      n, ds->c);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     if (!(std[i] != 0.0f) || isnan(std[i]) || isnan(mean[i]))
       return ct__error(CT_EINVAL, "ct_dataset_set_normalize: std[%d] = %g, mean[%d] = %g: std must be nonzero and neither NaN",
                        i, std[i], i, mean[i]);
+    /* the extreme samples, pixel 0 and 255, must come out finite (a std of 1e-45 would give inf) */
+    if (!isfinite((0.0f - mean[i]) / std[i]) || !isfinite((1.0f - mean[i]) / std[i]))
+      return ct__error(CT_EINVAL, "ct_dataset_set_normalize: std[%d] = %g, mean[%d] = %g: (pixel / 255 - mean) / std is not "
+                       "finite for every pixel", i, std[i], i, mean[i]);
+  }
   if (frozen(ds))
     return ct__error(CT_EINVAL, "ct_dataset_set_normalize: a loader is reading this dataset; set the normalization before ct_loader_new (or free the loader first)");
   ct_status s = ct__dataset_normalize(ds, n, mean, std);

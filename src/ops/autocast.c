@@ -169,7 +169,7 @@ static ct_dtype target(ct__autocast_policy p, int n, ct_tensor *const *ts) {
     if (ts[i]) kind = ts[i]->device.kind;
   const region *r = valid_kind(kind) ? innermost(kind) : NULL;
   if (!r || !r->enabled) return CT_DTYPE_COUNT;
-  if (p == CT__AUTOCAST_F32_GPU && kind == CT_CPU) return CT_DTYPE_COUNT;
+  if (p == CT__AUTOCAST_F32_GPU && kind != CT_CUDA && kind != CT_OPENCL) return CT_DTYPE_COUNT;
   ct_dtype dt = p == CT__AUTOCAST_LOWER                                 ? r->dtype
                 : p == CT__AUTOCAST_F32 || p == CT__AUTOCAST_F32_GPU ? CT_F32
                                                                       : CT_DTYPE_COUNT;

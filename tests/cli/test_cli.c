@@ -100,10 +100,8 @@ static void weight_decay_reaches_the_optimizer(void **state) {
   assert_int_not_equal(memcmp(bytes[0], bytes[2], (size_t)len[0]), 0);
 }
 
-/* bench train --channels-last trains both sides in channels_last: cuttle's row and the PyTorch
- * peer's (which gets the flag), on a few steps of the cnn */
 /* issue 19's memory and decoding benchmarks run and print their tables: a step's allocator peak
- * (nonzero: the step allocates), and images/s for every reader with 0 and 1 loader workers. */
+ * (nonzero: the step allocates), and the decode table's readers; a bad --workers is a usage error. */
 static void bench_memory_and_decode(void **state) {
   (void)state;
   static char out[1 << 15];
@@ -119,6 +117,8 @@ static void bench_memory_and_decode(void **state) {
   assert_int_equal(ct_test_run(out, sizeof out, "%s bench decode --workers x", cuttle), 2);
 }
 
+/* bench train --channels-last trains both sides in channels_last: cuttle's row and the PyTorch
+ * peer's (which gets the flag), on a few steps of the cnn */
 static void bench_train_channels_last(void **state) {
   (void)state;
   static char out[1 << 16];

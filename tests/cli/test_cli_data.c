@@ -80,10 +80,18 @@ static void cifar10_trains_and_evaluates(void **state) {
   /* torchvision's Normalize over the set's own: one value for every channel, or one per channel */
   train_then_eval("mlp", data, "--normalize 0.5/0.25", "--normalize 0.5/0.25");
   train_then_eval("cnn", data, "--normalize 0.4,0.5,0.6/0.2,0.25,0.3", "--normalize 0.4,0.5,0.6/0.2,0.25,0.3");
-  char out[16384]; /* two values for three channels: the data set's error, exit 1 */
-  int rc = ct_test_run(out, sizeof out, "%s train --device cpu --data %s --normalize 0.5,0.5/0.2,0.2", cuttle, data);
-  assert_int_equal(rc, 1);
-  assert_non_null(strstr(out, "ct_dataset_set_normalize"));
+  train_then_eval("mlp", data, "--normalize 0.5/0.2,0.25,0.3", "--normalize 0.5/0.2,0.25,0.3");
+  /* and it is applied: the same run with other inputs has another loss */
+  char out[16384], loss_own[32] = "", loss_norm[32] = "";
+  const char *run = "%s train --model mlp --data %s --epochs 1 --batch-size 8 --workers 2 --device cpu --no-progress %s";
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, ""), 0);
+  assert_non_null(strstr(out, "train_loss "));
+  sscanf(strstr(out, "train_loss "), "train_loss %31s", loss_own);
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, "--normalize 0.5/0.25"), 0);
+  assert_non_null(strstr(out, "train_loss "));
+  sscanf(strstr(out, "train_loss "), "train_loss %31s", loss_norm);
+  assert_true(loss_own[0] && loss_norm[0]);
+  assert_string_not_equal(loss_own, loss_norm);
 }
 
 /* The bytes of a file into a malloc'd buffer (*n its size). */
@@ -232,6 +240,11 @@ static void bad_data_options(void **state) {
       {"train --normalize 0.5", "bad --normalize", 2},
       {"train --normalize 0.5/0", "bad --normalize", 2},
       {"train --normalize 0.5,0.5/0.2", "bad --normalize", 2},
+      {"train --normalize 0.5,0.5/0.2,0.2", "this data has 1", 2},
+      {"train --data imagefolder:/x --normalize 0.5,0.5/0.2", "this data has 3", 2},
+      {"train --normalize 0.5/nan", "bad --normalize", 2},
+      {"train --normalize 0.5,/0.2", "bad --normalize", 2},
+      {"train --device cpu --normalize 0.5/1e-45", "not finite", 1},
       {"eval --checkpoint x --normalize a/b", "bad --normalize", 2},
       {"train --device cpu --data cifar10:/nonexistent/c10", "/nonexistent/c10", 1},
       {"train --device cpu --data cifar100:/nonexistent/c100", "cifar-100", 1},

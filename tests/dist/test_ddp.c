@@ -55,7 +55,8 @@ static int failures;
   } while (0)
 
 #ifdef CUTTLE_WITH_MPI
-/* The parameters of m, borrowed, in registration order; returns their count. */
+/* The parameters and buffers of m (its state_dict's tensors), borrowed, in registration order;
+ * returns their count. */
 static int params(ct_module *m, ct_named_tensor *out, int cap) { return ct_module_named_tensors(m, 1, out, cap); }
 
 /* The values of t as float64 on the host (malloc'd), whatever its dtype: num_batches_tracked is int64. */

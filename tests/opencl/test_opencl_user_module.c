@@ -86,7 +86,7 @@ static void test_user_module_on_opencl(void **state) {
   assert_true(ct_device_eq(ct_tensor_device(yd), D0));
   ct_assert_close(yd, yc, 1e-5, 1e-5);
   assert_int_equal((int64_t)ct_item(ct_module_tensor(dev, "block.bn.num_batches_tracked")), 6);
-  assert_modules_close(dev, cpu, 1e-6, 1e-6); /* the running statistics moved alike; no parameter yet */
+  assert_modules_close(dev, cpu, 1e-6, 1e-6); /* the running statistics equal the CPU's; no parameter moved yet */
   /* one step on each */
   ct_assert_ok(ct_backward(ct_assert_nonnull(ct_cross_entropy(yc, t, CT_REDUCTION_MEAN, 0))));
   ct_assert_ok(ct_backward(ct_assert_nonnull(ct_cross_entropy(yd, td, CT_REDUCTION_MEAN, 0))));
@@ -114,7 +114,7 @@ static void test_user_module_on_opencl(void **state) {
   ct_module_free(init);
   assert_true(moved > 1e-4);
 
-  /* eval mode: the running statistics normalize, and stay as they are */
+  /* eval mode: the running statistics normalize (the outputs agree), and the batch count stays */
   ct_module_train(cpu, 0), ct_module_train(dev, 0);
   ct_scope_begin();
   yc = ct_assert_nonnull(ct_module_forward(cpu, x)), yd = ct_assert_nonnull(ct_module_forward(dev, xd));

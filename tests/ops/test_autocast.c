@@ -228,12 +228,16 @@ static ct_dtype resolve(int d, state s) {
   return (ct_dtype)d;
 }
 
-/* Whether the OpenCL state can run: PoCL wherever the tests run (only GPU-only tests may skip). */
+/* Whether the OpenCL state runs: in every build with the OpenCL backend, where PoCL is there
+ * wherever the tests run (only GPU-only tests may skip, so a missing device fails the test). */
 static int have_opencl(void) {
 #ifdef CUTTLE_WITH_OPENCL
-  return ct_test_require_opencl(1);
+  int ok = ct_test_require_opencl(1);
+  assert_true(ok);
+  return ok;
 #else
-  return 0; /* a build without the OpenCL backend (the GPU kit's): the CPU's states only */
+  fprintf(stderr, "policy table: built without OpenCL (the GPU kit's build): the opencl state is left out\n");
+  return 0;
 #endif
 }
 
@@ -503,6 +507,31 @@ static void test_cache(void **st) {
   ct_tensor_free(x), ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(xg), ct_tensor_free(w2), ct_tensor_free(b2);
 }
 
+/* ---- batch norm in a region: in no list, so a float16 x stays float16 (normalized in float32 with
+ * the float32 parameters and running statistics), and backward outside the region gives the
+ * float32 weight and bias float32 gradients and x a float16 one, as torch's mixed-type batch norm */
+
+static void test_batch_norm_mixed_in_region(void **st) {
+  (void)st;
+  ct_assert_ok(ct_scope_begin());
+  ct_tensor *x = MK(CT_F16, 4, 3, 2, 2), *w = MK(CT_F32, 3), *b = MK(CT_F32, 3);
+  ct_tensor *rm = ct_assert_nonnull(ct_zeros(1, (int64_t[]){3}, CT_F32, CPU));
+  ct_tensor *rv = ct_assert_nonnull(ct_ones(1, (int64_t[]){3}, CT_F32, CPU));
+  ct_assert_ok(ct_requires_grad_(x, 1)), ct_assert_ok(ct_requires_grad_(w, 1)), ct_assert_ok(ct_requires_grad_(b, 1));
+  ct_assert_ok(ct_autocast_begin(CT_CPU, CT_F16, 1));
+  ct_tensor *y = ct_assert_nonnull(ct_batch_norm(x, rm, rv, w, b, 1, 0.1, 1e-5));
+  ct_assert_ok(ct_autocast_end());
+  assert_int_equal(ct_tensor_dtype(y), CT_F16);
+  assert_int_equal(ct_tensor_dtype(rm), CT_F32);
+  assert_true(ct_item(ct_sum(rm, 0, NULL, 0)) != 0); /* the running mean moved (x is in [0.5, 2)) */
+  ct_tensor *l = ct_assert_nonnull(ct_sum(ct_mul(ct_cast(y, CT_F32), ct_cast(y, CT_F32)), 0, NULL, 0));
+  ct_assert_ok(ct_backward(l));
+  assert_int_equal(ct_tensor_dtype(ct_grad(w)), CT_F32);
+  assert_int_equal(ct_tensor_dtype(ct_grad(b)), CT_F32);
+  assert_int_equal(ct_tensor_dtype(ct_grad(x)), CT_F16);
+  ct_scope_end();
+}
+
 /* ---- gradients of a Linear under bfloat16 autocast */
 
 static void test_linear_grads_bf16(void **st) {
@@ -731,7 +760,7 @@ int main(void) {
       cmocka_unit_test(test_policy_table), cmocka_unit_test(test_regions_nest),      cmocka_unit_test(test_thread_local),
       cmocka_unit_test(test_cache),        cmocka_unit_test(test_linear_grads_bf16), cmocka_unit_test(test_cnn_step_bf16),
       cmocka_unit_test(test_cnn_step_peak_memory), cmocka_unit_test(test_alloc_failures),
-      cmocka_unit_test(test_opencl_kind),
+      cmocka_unit_test(test_opencl_kind), cmocka_unit_test(test_batch_norm_mixed_in_region),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

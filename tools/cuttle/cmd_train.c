@@ -147,9 +147,10 @@ static int data_option(int ch, ct_cli_data_opts *d) {
   "                  every image must have the first one's size)\n"                                             \
   "--gray            imagefolder: decode to 1 channel (grayscale; default RGB, 3 channels)\n"                    \
   "--skip-bad-images imagefolder: leave out (and count) an image that does not decode, instead of failing\n"   \
-  "--normalize M/S   torchvision's Normalize(mean, std) after ToTensor, replacing the data set's own (Fashion-\n" \
-  "                  MNIST 0.2860/0.3530, CIFAR's published per-channel values; an image folder has none:\n"  \
-  "                  pixel / 255): one value or one per channel in each list, e.g. 0.5,0.5,0.5/0.25,0.25,0.25\n"
+  "--normalize M/S   torchvision's Normalize(mean, std) after ToTensor, replacing the data set's own\n"           \
+  "                  (Fashion-MNIST 0.2860/0.3530, CIFAR's published per-channel values; an image folder has\n" \
+  "                  none: pixel / 255); in each list one value for every channel or one per channel, e.g.\n"   \
+  "                  0.485,0.456,0.406/0.229,0.224,0.225; not saved in checkpoints: give eval the same\n"
 
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"

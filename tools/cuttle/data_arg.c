@@ -2,6 +2,7 @@
  * --data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR read into a data set of
  * cuttle/data.h or cuttle/datasets.h, with --image-size, --gray, --val-split, --skip-bad-images,
  * --normalize and --augment. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +24,15 @@ static int read_size(const char *s, int *h, int *w) {
   return 0;
 }
 
-/* A comma list of at most CT_CLI_MAX_CHANNELS finite floats from s up to end (exclusive) into v.
- * Its length, or -1 when malformed. */
+/* A comma list of at most CT_CLI_MAX_CHANNELS floats from s up to end (exclusive) into v. Its
+ * length, or -1 when malformed (an empty list or item, a NaN or an infinity; the range of each
+ * value is ct_dataset_set_normalize's to judge, after the data set is open). */
 static int read_floats(const char *s, const char *end, float *v) {
   int n = 0;
   while (s < end) {
     char *e;
     double x = strtod(s, &e);
-    if (e == s || e > end || n == CT_CLI_MAX_CHANNELS || !(x == x) || x > 1e30 || x < -1e30) return -1;
+    if (e == s || n == CT_CLI_MAX_CHANNELS || !isfinite(x)) return -1;
     v[n++] = (float)x;
     s = e;
     if (s < end && *s++ != ',') return -1;
@@ -39,15 +41,21 @@ static int read_floats(const char *s, const char *end, float *v) {
   return n;
 }
 
-/* --normalize MEAN[,...]/STD[,...]: two lists of the same length, stds nonzero. 0, or -1. */
-static int read_normalize(ct_cli_data_opts *o) {
+/* --normalize MEAN/STD: each list one value (every channel, as torchvision broadcasts a 1-element
+ * mean or std) or one per channel of the data (channels: 1 for Fashion-MNIST and --gray folders, 3
+ * otherwise); the result, norm_n values in both, replicates a one-value list. 0, or -1. */
+static int read_normalize(ct_cli_data_opts *o, int channels) {
   const char *s = o->normalize, *slash = strchr(s, '/');
   if (!slash) return -1;
   int n = read_floats(s, slash, o->mean), m = read_floats(slash + 1, slash + 1 + strlen(slash + 1), o->std);
-  if (n < 1 || n != m) return -1;
-  for (int i = 0; i < n; i++)
+  if (n < 1 || m < 1 || (n != 1 && n != channels) || (m != 1 && m != channels)) return -1;
+  for (int i = 0; i < m; i++) /* ct_dataset_set_normalize refuses it too, but only once the data is read */
     if (o->std[i] == 0) return -1;
-  o->norm_n = n;
+  o->norm_n = n > m ? n : m;
+  for (int i = 1; i < o->norm_n; i++) {
+    if (n == 1) o->mean[i] = o->mean[0];
+    if (m == 1) o->std[i] = o->std[0];
+  }
   return 0;
 }
 
@@ -93,9 +101,11 @@ int ct_cli_data_check(const char *prog, ct_cli_data_opts *o) {
     fprintf(stderr, "%s: bad --image-size \"%s\": use H or H,W (pixels, >= 1)\n", prog, o->image_size);
     return 2;
   }
-  if (o->normalize && read_normalize(o)) {
-    fprintf(stderr, "%s: bad --normalize \"%s\": use MEAN/STD or M1,M2,M3/S1,S2,S3 (torchvision's Normalize: one value, "
-                    "or one per channel, in each list; stds nonzero)\n", prog, o->normalize);
+  int channels = o->kind == CT_CLI_FASHION_MNIST || (folder && o->gray) ? 1 : 3;
+  if (o->normalize && read_normalize(o, channels)) {
+    fprintf(stderr, "%s: bad --normalize \"%s\": use MEAN/STD, e.g. 0.5/0.25 or 0.485,0.456,0.406/0.229,0.224,0.225 "
+                    "(torchvision's Normalize: in each list one value for every channel, or one per channel; this data "
+                    "has %d)\n", prog, o->normalize, channels);
     return 2;
   }
   if (!(o->val_split >= 0 && o->val_split < 1)) {
