@@ -5,8 +5,9 @@
  * its machine, which picks its device). The collectives average or broadcast tensors across the
  * ranks, as torch.distributed's all_reduce and broadcast do. ct_ddp wraps a module with the
  * semantics of torch.nn.parallel.DistributedDataParallel: rank 0's parameters and buffers are
- * broadcast at the start, and after each backward the gradients are averaged over the ranks in
- * buckets of 25 MiB (by default) taken in reverse order of registration.
+ * broadcast at the start, rank 0's buffers again before each forward through ct_ddp_forward, and
+ * after each backward the gradients are averaged over the ranks in buckets of 25 MiB (by default)
+ * taken in reverse order of registration.
  *
  * The buckets' all-reduces start during backward (MPI_Iallreduce from a post-accumulate-grad hook
  * on each parameter, autograd.h) as soon as each bucket's gradients are computed, so communication
@@ -138,6 +139,11 @@ typedef struct {
    * computing it costs more than it hides (docs/perf.md, ddp-overlap). 0: progress only in the
    * gradient hooks' tests and in ct_ddp_sync_grads. */
   int progress_thread;
+  /* 0 (the default, torch's broadcast_buffers=True): ct_ddp_forward copies rank 0's buffers
+   * (BatchNorm's running statistics and batch count) to every rank before each forward that will
+   * synchronize gradients. 1 (broadcast_buffers=False): buffers are broadcast in ct_ddp_new only,
+   * and each rank's then follow its own shards. */
+  int local_buffers;
 } ct_ddp_opts;
 
 /* Wrap m (borrowed: m must outlive the ct_ddp) for data-parallel training, as the constructor of
@@ -146,10 +152,8 @@ typedef struct {
  *   (registration order) the dtype and shape, and the same bucket_mb. Ranks that differ all fail
  *   at once with CT_EINVAL and the same message, naming the first parameter that differs and its
  *   dtype and shape on each rank, rather than hanging at the first all-reduce;
- * - broadcasts rank 0's parameters and buffers to every rank, so all ranks start from one model.
- *   Only here: afterwards each rank's buffers (BatchNorm's running statistics) follow its own
- *   shards, where torch's DDP (broadcast_buffers=True) copies rank 0's buffers to the others before
- *   every forward. Rank 0's buffers, the ones a checkpoint saves, are the same under both rules;
+ * - broadcasts rank 0's parameters and buffers to every rank, so all ranks start from one model
+ *   (later forwards through ct_ddp_forward broadcast the buffers again, as torch's DDP does);
  * - lays out the gradient buckets: the parameters in reverse registration order, a new bucket
  *   starting when the next parameter would take it over bucket_mb MiB (a parameter larger than a
  *   bucket gets one of its own), each bucket with its own float32 buffer;
@@ -178,6 +182,19 @@ CT_API ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts);
  * program should end the job with ct_dist_abort). A rank that fails here leaves the others waiting
  * until their timeout, which then names it. */
 CT_API ct_status ct_ddp_sync_grads(ct_ddp *d);
+
+/* DDP's forward (DistributedDataParallel.forward, torch/nn/parallel/distributed.py): when grad mode
+ * is on, grad sync is on (not inside ct_ddp_set_grad_sync(d, 0), torch's no_sync) and the module
+ * has buffers, rank 0's buffers are first broadcast to every rank (torch's _sync_buffers, unless
+ * ct_ddp_opts.local_buffers); then ct_module_forward(m, x). So every rank normalizes with rank 0's
+ * running statistics of the step before, and a rank's own forward updates them from its shard, as
+ * in torch; with gradient accumulation the no_sync micro-batches keep their rank's own. Calling
+ * ct_module_forward directly skips the broadcast (broadcast_buffers=False's behaviour). x and the
+ * result as ct_module_forward's (the caller frees the result). Every rank must call it the same
+ * number of times in the same modes. Errors (NULL): CT_EINVAL (d or x NULL), those of
+ * ct_dist_broadcast (CT_EBACKEND for a rank that did not arrive within ct_dist_timeout(): the group
+ * is then broken, as for a failed all-reduce), and those of the module's forward. */
+CT_API ct_tensor *ct_ddp_forward(ct_ddp *d, ct_tensor *x);
 
 /* Turn the all-reduce of gradients off (enabled 0) or back on (nonzero), as torch's
  * DistributedDataParallel.no_sync() context. While off, backward launches no all-reduce and

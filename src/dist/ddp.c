@@ -53,6 +53,9 @@ struct ct_ddp {
   ct_status hook_status; /* the first error in a hook since the last sync, and its message */
   char hook_msg[512];
   ct_ddp_stats stats;
+  ct_tensor **bufs;   /* (nbuf) m's buffers, borrowed, registration order: ct_ddp_forward broadcasts them */
+  int nbuf;
+  int local_buffers;  /* ct_ddp_opts.local_buffers */
   ct__ddp_nccl *nccl; /* every parameter on one CUDA device with NCCL built in: the buckets live there
                        * and NCCL reduces them (ddp_nccl.c); NULL: the host buffers and MPI */
   int nccl_started;   /* buckets NCCL started in this pass */
@@ -80,7 +83,7 @@ void ct_ddp_free(ct_ddp *d) {
   ct__ddp_nccl_free(d->nccl);
   free(d->grads);
   free(d->params), free(d->order), free(d->start), free(d->bucket_of), free(d->ready), free(d->b), free(d->hc);
-  free(d->hooked);
+  free(d->hooked), free(d->bufs);
   free(d);
 }
 
@@ -218,16 +221,19 @@ ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts) {
   if (d && d->bucket_of) d->ready = ct__calloc(np1, sizeof *d->ready, "ct_ddp_new: the ready flags");
   if (d && d->ready) d->hc = ct__calloc(np1, sizeof *d->hc, "ct_ddp_new: the gradient hooks");
   if (d && d->hc) d->hooked = ct__calloc(np1, sizeof *d->hooked, "ct_ddp_new: the gradient hooks");
-  if (!d || !d->hooked) {
+  if (d && d->hooked) d->bufs = ct__calloc((size_t)(nt - np > 0 ? nt - np : 1), sizeof *d->bufs, "ct_ddp_new: the buffer list");
+  if (!d || !d->bufs) {
     ct_ddp_free(d), free(named), free(all);
     return NULL;
   }
   d->m = m, d->np = np, d->grad_sync = 1, d->progress_thread = o.progress_thread != 0;
+  d->local_buffers = o.local_buffers != 0;
   ct_module_named_tensors(m, 1, named, nt);
   int64_t cur = 0;
   for (int i = 0, k = 0; i < nt; i++) {
     all[i] = named[i].tensor;
     if (!named[i].is_buffer) d->params[k++] = named[i].tensor;
+    else d->bufs[d->nbuf++] = named[i].tensor;
   }
   /* Buckets in reverse registration order. */
   for (int j = 0; j < np; j++) {
@@ -501,4 +507,17 @@ ct_status ct_ddp_sync_grads(ct_ddp *d) {
   d->stats.steps++;
   d->stats.sync_s += ct__dist_now() - t0;
   return s;
+}
+
+/* torch's DDP forward: _pre_forward's buffer sync (require_forward_param_sync: grad enabled and
+ * not in no_sync), then the module. */
+ct_tensor *ct_ddp_forward(ct_ddp *d, ct_tensor *x) {
+  const char *op = "ct_ddp_forward";
+  if (!d || !x) return ct__null_arg(op, !d ? "d" : "x");
+  if (ct__dist_need_init(op) != CT_OK) return NULL;
+  if (!d->local_buffers && d->nbuf > 0 && d->grad_sync && ct_grad_enabled()) {
+    ct_status s = ct_dist_broadcast(d->bufs, d->nbuf, 0);
+    if (s != CT_OK) return ct__error_prefix("ct_ddp_forward: broadcasting rank 0's buffers: "), NULL;
+  }
+  return ct_module_forward(d->m, x);
 }

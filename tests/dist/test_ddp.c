@@ -14,7 +14,8 @@
  * per step) and with the default 25 MiB (one bucket), and checks with the small buckets that every
  * bucket's all-reduce was started by a gradient hook during backward, none by ct_ddp_sync_grads.
  * A user module with BatchNorm buffers checks what happens to buffers (broadcast from rank 0 in
- * ct_ddp_new, then each rank's own; batchnorm_buffers says how this differs from PyTorch's).
+ * ct_ddp_new, then before every forward through ct_ddp_forward as torch's DDP, or never again with
+ * local_buffers).
  * It checks no_sync accumulation (K = 2 micro-batches of B/2N per rank, grad sync off for the first,
  * equals one batch of B), the collectives directly (mean, exact int64 sums, broadcast), and that
  * ranks holding different models (parameter counts, shapes with the same count, dtypes) all fail in
@@ -110,12 +111,14 @@ static void batch(int step, ct_tensor **x, ct_tensor **y) {
   *y = ct_randint(1, ys, 0, 10, CT_I64, CT_DEVICE_CPU, &gen);
 }
 
-/* Forward and backward of m on rows [lo, lo + n) of batch s, the mean loss scaled by scale. */
-static void forward_backward(ct_module *m, int s, int64_t lo, int64_t n, double scale) {
+/* Forward (through d's ct_ddp_forward when d is not NULL) and backward of m on rows [lo, lo + n)
+ * of batch s, the mean loss scaled by scale. */
+static void forward_backward(ct_module *m, ct_ddp *d, int s, int64_t lo, int64_t n, double scale) {
   ct_scope_begin();
   ct_tensor *x, *y;
   batch(s, &x, &y);
-  ct_tensor *logits = ct_module_forward(m, ct_narrow(x, 0, lo, n));
+  ct_tensor *xs = ct_narrow(x, 0, lo, n);
+  ct_tensor *logits = d ? ct_ddp_forward(d, xs) : ct_module_forward(m, xs);
   ct_tensor *loss = ct_cross_entropy(logits, ct_narrow(y, 0, lo, n), CT_REDUCTION_MEAN, 0);
   if (scale != 1) loss = ct_mul_scalar(loss, scale);
   ct_status st = loss ? ct_backward(loss) : ct_last_status();
@@ -126,7 +129,7 @@ static void forward_backward(ct_module *m, int s, int64_t lo, int64_t n, double 
 /* One training step of m on rows [lo, lo + n) of the batch; with d, the gradients are averaged. */
 static void step(ct_module *m, ct_optimizer *opt, ct_ddp *d, int s, int64_t lo, int64_t n) {
   ct_scope_begin();
-  forward_backward(m, s, lo, n, 1);
+  forward_backward(m, d, s, lo, n, 1);
   ct_status st;
   if (d) {
     st = ct_ddp_sync_grads(d);
@@ -291,8 +294,8 @@ static void double_backward(void) {
   }
   ct_optimizer *opt = ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.01});
   int64_t share = B / world;
-  forward_backward(m, 0, rank * share, share, 1);
-  forward_backward(m, 1, rank * share, share, 1);
+  forward_backward(m, d, 0, rank * share, share, 1);
+  forward_backward(m, d, 1, rank * share, share, 1);
   ct_status s = ct_ddp_sync_grads(d);
   CHECK(s == CT_EAUTOGRAD && strstr(ct_last_error(), "without ct_ddp_sync_grads in between") != NULL,
         "two backward passes without a sync: status %d", (int)s);
@@ -326,7 +329,7 @@ static void accumulation(int late_enable) {
   const int steps = 20;
   for (int s = 0; s < steps; s++) {
     CHECK(ct_ddp_set_grad_sync(d, 0) == CT_OK, "grad sync off");
-    forward_backward(m, s, rank * share, micro, 0.5);
+    forward_backward(m, d, s, rank * share, micro, 0.5);
     /* with sync off, ct_ddp_sync_grads leaves the local gradients alone */
     ct_named_tensor p[1];
     params(m, p, 1);
@@ -335,7 +338,7 @@ static void accumulation(int late_enable) {
     CHECK(ct_ddp_sync_grads(d) == CT_OK, "ct_ddp_sync_grads with sync off");
     CHECK(gw && ((const float *)ct_tensor_data(gw))[0] == before, "ct_ddp_sync_grads with sync off changed a gradient");
     if (!late_enable) CHECK(ct_ddp_set_grad_sync(d, 1) == CT_OK, "grad sync on");
-    forward_backward(m, s, rank * share + micro, share - micro, 0.5);
+    forward_backward(m, d, s, rank * share + micro, share - micro, 0.5);
     if (late_enable) CHECK(ct_ddp_set_grad_sync(d, 1) == CT_OK, "grad sync on");
     CHECK(ct_ddp_sync_grads(d) == CT_OK, "ct_ddp_sync_grads at step %d", s);
     CHECK(ct_optimizer_step(opt) == CT_OK, "optimizer step %d", s);
@@ -368,24 +371,20 @@ static void accumulation(int late_enable) {
 }
 
 /* Buffers under DDP: the user module of residual_bn_new, whose child holds a BatchNorm1d, each rank
- * training on its own share of every batch (so each rank's batch statistics differ).
- *
- * cuttle's rule (dist.h, ct_ddp_new): rank 0's parameters AND buffers are broadcast once, in
- * ct_ddp_new; after that only gradients travel, and each rank's running statistics follow its own
- * shares. PyTorch's DistributedDataParallel with its default broadcast_buffers=True also broadcasts
- * rank 0's buffers before every forward, so there a rank r > 0 ends with rank 0's statistics of the
- * step before last updated by its own last share; rank 0's own buffers and every rank's
- * num_batches_tracked are the same under both rules. cuttle has no DDP forward to hang that
- * broadcast on; this test holds cuttle to its documented rule (a change to PyTorch's must change
- * the reference below for ranks > 0).
+ * training on its own share of every batch (so each rank's batch statistics differ), forward
+ * through ct_ddp_forward.
  *
  * Each rank starts from its own parameters and its own buffers (running_mean = rank, running_var =
  * 1 + rank, num_batches_tracked = 10 rank), so after ct_ddp_new every tensor must be rank 0's bit
  * for bit. After STEPS_BN SGD steps: the parameters are identical on every rank; num_batches_tracked
  * is STEPS_BN everywhere; and every rank's model equals, to 1e-5, one process that starts from rank
- * 0's model, takes every rank's share of each batch in turn (each loss scaled 1/world, the gradients
- * accumulating, which is DDP's averaged gradient), and keeps the running statistics of this rank's
- * share only (put back after each other share). */
+ * 0's model and takes every rank's share of each batch in turn (each loss scaled 1/world, the
+ * gradients accumulating, which is DDP's averaged gradient), each share's forward from the same
+ * running statistics, which then go on as:
+ *  - torch's default (broadcast_buffers=True; local 0): rank 0's share's, since ct_ddp_forward
+ *    copies rank 0's buffers to every rank before each forward; after the last step a rank holds
+ *    its own share's update of them;
+ *  - local_buffers (broadcast_buffers=False; local 1): this rank's share's, every step. */
 #define STEPS_BN 10
 
 /* Rank r's buffers, as described above (r = 0 gives BatchNorm's defaults). */
@@ -395,7 +394,7 @@ static void set_rank_buffers(ct_module *m, int r) {
   CHECK(ct_fill_(ct_module_tensor(m, "block.bn.num_batches_tracked"), 10 * r) == CT_OK, "fill num_batches_tracked");
 }
 
-static void batchnorm_buffers(void) {
+static void batchnorm_buffers(int local) {
   int rank = ct_dist_rank(), world = ct_dist_world_size();
   ct_optim_opts oo = {.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
   ct_generator g = ct_generator_new(rank == 0 ? 7 : 300 + (uint64_t)rank);
@@ -403,7 +402,7 @@ static void batchnorm_buffers(void) {
   CHECK(m != NULL, "building the BatchNorm module");
   if (!m) return;
   set_rank_buffers(m, rank);
-  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = 0.05});
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = 0.05, .local_buffers = local});
   CHECK(d != NULL, "ct_ddp_new");
   if (!d) {
     ct_module_free(m);
@@ -426,17 +425,19 @@ static void batchnorm_buffers(void) {
   set_rank_buffers(ref, 0);
   static const char *const bufs[3] = {"block.bn.running_mean", "block.bn.running_var", "block.bn.num_batches_tracked"};
   for (int s = 0; s < STEPS_BN; s++) {
-    ct_tensor *before[3], *mine[3] = {NULL, NULL, NULL};
+    /* the share whose statistics go on: this rank's (local, or after the last step), else rank 0's */
+    int keep = local || s == STEPS_BN - 1 ? rank : 0;
+    ct_tensor *before[3], *kept[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) before[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
     for (int k = 0; k < world; k++) {
       for (int i = 0; i < 3; i++) CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), before[i]) == CT_OK, "restore");
-      forward_backward(ref, s, k * share, share, 1.0 / world);
-      if (k == rank)
-        for (int i = 0; i < 3; i++) mine[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
+      forward_backward(ref, NULL, s, k * share, share, 1.0 / world);
+      if (k == keep)
+        for (int i = 0; i < 3; i++) kept[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
     }
     for (int i = 0; i < 3; i++) {
-      CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), mine[i]) == CT_OK, "this rank's statistics");
-      ct_tensor_free(before[i]), ct_tensor_free(mine[i]);
+      CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), kept[i]) == CT_OK, "the statistics that go on");
+      ct_tensor_free(before[i]), ct_tensor_free(kept[i]);
     }
     CHECK(ct_optimizer_step(ropt) == CT_OK, "reference step %d", s);
     ct_optimizer_zero_grad(ropt);
@@ -452,8 +453,8 @@ static void batchnorm_buffers(void) {
       free(v);
     }
   if (rank == 0)
-    printf("test_ddp: BatchNorm user module, %d ranks x batch %lld, %d steps: max abs difference (parameters and buffers) "
-           "from 1 process taking the shares in turn, running statistics of rank 0's share = %.3g\n", world,
+    printf("test_ddp: BatchNorm user module%s, %d ranks x batch %lld, %d steps: max abs difference (parameters and "
+           "buffers) from 1 process taking the shares in turn = %.3g\n", local ? " (local_buffers)" : "", world,
            (long long)share, STEPS_BN, diff);
   CHECK(diff <= 1e-5, "BatchNorm: rank %d's parameters and buffers differ from the reference by %g", rank, diff);
   CHECK(moved > 1e-3, "BatchNorm: rank %d's running mean did not move", rank);
@@ -579,7 +580,8 @@ int main(void) {
   model_name = "mlp";
   accumulation(0);
   accumulation(1);
-  batchnorm_buffers();
+  batchnorm_buffers(0);
+  batchnorm_buffers(1);
   double_backward();
   late_rank();
   CHECK(ct_dist_finalize() == CT_OK, "finalize: %s", ct_last_error());

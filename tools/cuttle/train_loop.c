@@ -159,7 +159,8 @@ static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group,
   ct_device dev = ct_tensor_device(x);
   int amp = o->amp == CT_F16 || o->amp == CT_BF16;
   if (amp && ct_autocast_begin(dev.kind, o->amp, 1) != CT_OK) return ct_last_status();
-  ct_tensor *logits = ct_module_forward(m, x);
+  /* in a job, DDP's forward: rank 0's BatchNorm statistics first, as torch's DDP */
+  ct_tensor *logits = o->ddp ? ct_ddp_forward(o->ddp, x) : ct_module_forward(m, x);
   ct_tensor *loss = ct_cross_entropy(logits, y, CT_REDUCTION_MEAN, 0);
   if (amp) ct_autocast_end(); /* backward runs outside the region, as torch recommends */
   ct_tensor *scaled = group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;

@@ -43,8 +43,9 @@ typedef struct {
    * uses it for --save-every and --max-steps. */
   int (*after_step)(void *ctx);
   void *ctx;
-  /* Data-parallel training (tools/cuttle/ranks.c): when not NULL, gradients are averaged over the
-   * ranks through ddp (ct_ddp_sync_grads) before each optimizer step. */
+  /* Data-parallel training (tools/cuttle/ranks.c): when not NULL, the forward runs through
+   * ct_ddp_forward (rank 0's buffers first) and gradients are averaged over the ranks through ddp
+   * (ct_ddp_sync_grads) before each optimizer step. */
   ct_ddp *ddp;
   /* Gradient accumulation: micro-batches per optimizer step (0 means 1). Each micro-batch's mean
    * loss is divided by the number of micro-batches in its group before backward, so the summed
