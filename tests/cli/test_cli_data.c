@@ -92,6 +92,21 @@ static void cifar10_trains_and_evaluates(void **state) {
   sscanf(strstr(out, "train_loss "), "train_loss %31s", loss_norm);
   assert_true(loss_own[0] && loss_norm[0]);
   assert_string_not_equal(loss_own, loss_norm);
+  /* the checkpoint records the sample options: eval (and --resume) without them warns, naming both */
+  char ck[4200];
+  snprintf(ck, sizeof ck, "%s", path_in("norm.safetensors"));
+  char extra[8600];
+  snprintf(extra, sizeof extra, "--normalize 0.5/0.25 --save %s", ck);
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, extra), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --model mlp --data %s --device cpu --checkpoint %s", cuttle, data, ck), 0);
+  assert_non_null(strstr(out, "warning"));
+  assert_non_null(strstr(out, "\"--normalize 0.5/0.25\", this run uses \"(none)\""));
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --model mlp --data %s --device cpu --checkpoint %s --normalize "
+                               "0.50/0.250", cuttle, data, ck), 0);
+  assert_null(strstr(out, "warning")); /* the same values, written otherwise */
+  snprintf(extra, sizeof extra, "--epochs 2 --resume %s --save %s", ck, ck);
+  assert_int_equal(ct_test_run(out, sizeof out, run, cuttle, data, extra), 0);
+  assert_non_null(strstr(out, "warning"));
 }
 
 /* The bytes of a file into a malloc'd buffer (*n its size). */

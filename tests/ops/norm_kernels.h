@@ -112,5 +112,66 @@ static void test_batch_norm_kernels(void **state) {
   for (int i = 0; i < 6; i++) ct_tensor_free(src[i]);
 }
 
-#define NK_TESTS cmocka_unit_test(test_layer_norm_kernels), cmocka_unit_test(test_batch_norm_kernels)
+/* The edges, on nk_dev against the CPU:
+ * - a long channel: BatchNorm2d(2) training over (16, 2, 128, 128), 262144 values a channel around
+ *   1000, contiguous and channels_last (the statistics are summed in double on every backend,
+ *   kernels.def; float32 sums, 8 or 256 partial sums of 32768 or 1024 values as CUDA's blocks
+ *   take them, put the mean off by 1.4e-4 and 2.3e-4 there (numpy, the same data shape), which
+ *   moves every y by that: over the tolerance, 1e-4 + 1e-4 |y|, wherever |y| < 0.4);
+ * - empty inputs: batch norm in eval on a batch of 0 images, and layer norm on 0 rows, still give
+ *   weight and bias gradients of zeros (the kernels write them; uninitialized memory would not be
+ *   reliably zero, and NaN * 0 is NaN). */
+static void test_norm_kernels_edges(void **state) {
+  (void)state;
+  ct_device devs[2] = {CT_DEVICE_CPU, nk_dev};
+  int64_t xs[4] = {16, 2, 128, 128}, C = 2;
+  ct_generator g = ct_generator_new(17);
+  ct_tensor *x = ct_assert_nonnull(ct_randn(4, xs, 1000.0, 1.0, CT_F32, CT_DEVICE_CPU, &g)), *y[2], *rv[2];
+  for (int k = 0; k < 4; k++) {
+    int d = k % 2, cl = k / 2;
+    ct_tensor *xc = ct_assert_nonnull(ct_contiguous_format(x, cl ? CT_CHANNELS_LAST : CT_CONTIGUOUS_FORMAT));
+    ct_tensor *xd = ct_assert_nonnull(ct_to(xc, devs[d], 0));
+    ct_tensor_free(xc);
+    ct_tensor *rm = ct_assert_nonnull(ct_zeros(1, &C, CT_F32, devs[d])), *v = ct_assert_nonnull(ct_ones(1, &C, CT_F32, devs[d]));
+    ct_tensor *yd = ct_assert_nonnull(ct_batch_norm(xd, rm, v, NULL, NULL, 1, 0.1, 1e-5));
+    y[d] = ct_assert_nonnull(ct_to(yd, CT_DEVICE_CPU, 0)), rv[d] = ct_assert_nonnull(ct_to(v, CT_DEVICE_CPU, 0));
+    ct_tensor_free(yd), ct_tensor_free(xd), ct_tensor_free(rm), ct_tensor_free(v);
+    if (d == 0) continue;
+    print_message("batch norm over 262144 values a channel%s\n", cl ? ", channels_last" : "");
+    ct_assert_close(y[1], y[0], 1e-4, 1e-4);
+    ct_assert_close(rv[1], rv[0], 1e-6, 1e-5);
+    for (int i = 0; i < 2; i++) ct_tensor_free(y[i]), ct_tensor_free(rv[i]);
+  }
+  ct_tensor_free(x);
+
+  for (int d = 0; d < 2; d++) {
+    print_message("empty batch norm (eval) and layer norm on %s\n", d ? "the device" : "cpu");
+    int64_t es[4] = {0, 3, 2, 2}, ls[2] = {0, 5}, C3 = 3, D = 5;
+    ct_tensor *xe = ct_assert_nonnull(ct_zeros(4, es, CT_F32, devs[d]));
+    ct_tensor *w = ct_assert_nonnull(ct_ones(1, &C3, CT_F32, devs[d])), *b = ct_assert_nonnull(ct_zeros(1, &C3, CT_F32, devs[d]));
+    ct_tensor *rm = ct_assert_nonnull(ct_zeros(1, &C3, CT_F32, devs[d])), *v = ct_assert_nonnull(ct_ones(1, &C3, CT_F32, devs[d]));
+    ct_tensor *xl = ct_assert_nonnull(ct_zeros(2, ls, CT_F32, devs[d]));
+    ct_tensor *lw = ct_assert_nonnull(ct_ones(1, &D, CT_F32, devs[d])), *lb = ct_assert_nonnull(ct_zeros(1, &D, CT_F32, devs[d]));
+    ct_tensor *leaves[4] = {w, b, lw, lb};
+    for (int i = 0; i < 4; i++) ct_assert_ok(ct_requires_grad_(leaves[i], 1));
+    ct_tensor *yb = ct_assert_nonnull(ct_batch_norm(xe, rm, v, w, b, 0, 0.1, 1e-5));
+    ct_tensor *yl = ct_assert_nonnull(ct_layer_norm(xl, 1, lw, lb, 1e-5));
+    ct_tensor *sb = ct_assert_nonnull(ct_sum(yb, 0, NULL, 0)), *sl = ct_assert_nonnull(ct_sum(yl, 0, NULL, 0));
+    ct_tensor *l = ct_assert_nonnull(ct_add(sb, sl));
+    ct_assert_ok(ct_backward(l));
+    for (int i = 0; i < 4; i++) {
+      ct_tensor *gi = ct_grad(leaves[i]);
+      assert_non_null(gi);
+      double *gv = ct_test_values(gi);
+      for (int64_t j = 0; j < ct_tensor_numel(gi); j++) assert_true(gv[j] == 0);
+      free(gv);
+    }
+    ct_tensor *all[] = {xe, w, b, rm, v, xl, lw, lb, yb, yl, sb, sl, l};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+  }
+}
+
+#define NK_TESTS                                                                                             \
+  cmocka_unit_test(test_layer_norm_kernels), cmocka_unit_test(test_batch_norm_kernels),                     \
+      cmocka_unit_test(test_norm_kernels_edges)
 #endif

@@ -370,13 +370,14 @@ static int launch(const train_config *c, int argc, char **orig) {
 #define BATCH_KEY "cuttle.batch_size"
 
 static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t epoch, int64_t position,
-                      int64_t batch, ct_generator *gen, ct_grad_scaler *scaler) {
-  char pos[32], world[32], bs[32];
+                      int64_t batch, ct_generator *gen, ct_grad_scaler *scaler, const ct_cli_data_opts *data) {
+  char pos[32], world[32], bs[32], transform[512];
+  ct_cli_data_transform(data, transform, sizeof transform);
   snprintf(pos, sizeof pos, "%lld", (long long)position);
   snprintf(world, sizeof world, "%d", ct_dist_world_size());
   snprintf(bs, sizeof bs, "%lld", (long long)batch);
-  ct_metadata_kv extra[] = {{POS_KEY, pos}, {WORLD_KEY, world}, {BATCH_KEY, bs}};
-  ct_checkpoint_meta meta = {.epoch = epoch, .rng = *gen, .n_extra = 3, .extra = extra};
+  ct_metadata_kv extra[] = {{POS_KEY, pos}, {WORLD_KEY, world}, {BATCH_KEY, bs}, {CT_CLI_TRANSFORM_KEY, transform}};
+  ct_checkpoint_meta meta = {.epoch = epoch, .rng = *gen, .n_extra = 4, .extra = extra};
   ct_status s = scaler ? ct_grad_scaler_state_get(scaler, &meta.grad_scaler) : CT_OK;
   meta.has_grad_scaler = scaler != NULL;
   if (s == CT_OK) s = ct_checkpoint_save(path, m, o, &meta);
@@ -467,7 +468,7 @@ static int64_t global_step(const train_run *r) {
 
 static ct_status save_run(train_run *r, const char *path, int64_t position) {
   if (!r->rank0) return CT_OK; /* only rank 0 writes */
-  ct_status s = save(path, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler);
+  ct_status s = save(path, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data);
   if (s == CT_OK && r->c->save && strcmp(path, r->c->save) == 0) r->saved_steps = ct_optimizer_steps(r->opt);
   if (s != CT_OK && r->world > 1) ct_cli_rank_abort(NULL); /* save() said why; the others would wait */
   return s;
@@ -550,6 +551,7 @@ static int resume(train_run *r) {
     return 1;
   }
   r->skip = saved_position(c->resume, r->start_epoch, c->batch);
+  ct_cli_data_compare_saved(r->prog, &c->data, c->resume);
   if (r->rank0) {
     if (r->skip)
       fprintf(stderr, "resumed from %s at epoch %lld, batch %lld\n", c->resume, (long long)r->start_epoch + 1,
@@ -955,6 +957,7 @@ int ct_cmd_eval(int argc, char **argv) {
   if (!m || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
     if (ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval");
   } else {
+    ct_cli_data_compare_saved("cuttle eval", &c.data, c.checkpoint);
     int64_t counts[2];
     double acc = ct_cli_evaluate_counts(m, test, dev, 2, counts);
     if (acc < 0 && ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval: the evaluation failed");

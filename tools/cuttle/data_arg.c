@@ -8,6 +8,8 @@
 #include <string.h>
 #include "commands.h"
 #include "cuttle/datasets.h"
+#include "cuttle/dist.h"
+#include "cuttle/io.h"
 
 /* "H" or "H,W", each in [1, 65536]. 0, or -1 when malformed. */
 static int read_size(const char *s, int *h, int *w) {
@@ -113,6 +115,37 @@ int ct_cli_data_check(const char *prog, ct_cli_data_opts *o) {
     return 2;
   }
   return 0;
+}
+
+void ct_cli_data_transform(const ct_cli_data_opts *o, char *out, size_t n) {
+  size_t k = 0;
+  out[0] = 0;
+  if (o->gray) k += (size_t)snprintf(out + k, n - k, "--gray ");
+  if (o->image_h && k < n) k += (size_t)snprintf(out + k, n - k, "--image-size %d,%d ", o->image_h, o->image_w);
+  for (int list = 0; o->norm_n && list < 2 && k < n; list++) {
+    const float *v = list ? o->std : o->mean;
+    k += (size_t)snprintf(out + k, n - k, "%s", list ? "/" : "--normalize ");
+    for (int i = 0; i < o->norm_n && k < n; i++) k += (size_t)snprintf(out + k, n - k, "%s%g", i ? "," : "", (double)v[i]);
+  }
+  k = strlen(out);
+  if (k && out[k - 1] == ' ') out[k - 1] = 0;
+}
+
+void ct_cli_data_compare_saved(const char *prog, const ct_cli_data_opts *o, const char *path) {
+  ct_safetensors *f = ct_dist_rank() == 0 ? ct_safetensors_open(path) : NULL;
+  if (!f) {
+    ct_clear_error();
+    return;
+  }
+  const char *saved = ct_safetensors_metadata(f, CT_CLI_TRANSFORM_KEY);
+  char now[512];
+  ct_cli_data_transform(o, now, sizeof now);
+  if (saved && strcmp(saved, now) != 0)
+    fprintf(stderr, "%s: warning: %s was trained with the data options \"%s\", this run uses \"%s\": give the same "
+                    "--normalize, --gray and --image-size, or the model sees other inputs than it learned\n",
+            prog, path, *saved ? saved : "(none)", *now ? now : "(none)");
+  ct_safetensors_close(f);
+  ct_clear_error();
 }
 
 /* An image folder's split with the options: --image-size H,W is Resize(min(H, W)) then

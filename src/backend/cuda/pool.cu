@@ -38,10 +38,9 @@ __global__ void pool_fwd_kernel(S *__restrict__ y, int64_t *__restrict__ argmax,
       for (int64_t h = hs; h < he; h++)
         for (int64_t w = ws; w < we; w++) {
           C v = ct_cast<C>(xp[h * g.W + w]);
-          if (v > best || v != v) {
+          if (v > best || v != v) { /* a NaN wins, and a later NaN after it: the CPU's and torch's rule */
             best = v;
             bi = h * g.W + w;
-            if (v != v) h = he, w = we; /* NaN: stop at the first one */
           }
         }
       y[i] = ct_cast<S>(best);
