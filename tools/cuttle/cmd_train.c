@@ -150,7 +150,8 @@ static int data_option(int ch, ct_cli_data_opts *d) {
   "--normalize M/S   torchvision's Normalize(mean, std) after ToTensor, replacing the data set's own\n"           \
   "                  (Fashion-MNIST 0.2860/0.3530, CIFAR's published per-channel values; an image folder has\n" \
   "                  none: pixel / 255); in each list one value for every channel or one per channel, e.g.\n"   \
-  "                  0.485,0.456,0.406/0.229,0.224,0.225; not saved in checkpoints: give eval the same\n"
+  "                  0.485,0.456,0.406/0.229,0.224,0.225; give eval and --resume the same (a checkpoint\n"   \
+  "                  records --normalize, --gray and --image-size, and a run given others warns)\n"
 
 static int usage_train(FILE *f) {
   fprintf(f, "usage: cuttle train [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
