@@ -33,8 +33,11 @@ CT_API const char *ct_grad_fn_name(const ct_tensor *t);
 CT_API ct_tensor *ct_detach(ct_tensor *t);
 
 /* Backpropagate from root, a one-element floating tensor, with seed gradient 1.
- * Errors: CT_EAUTOGRAD when root has no graph or more than one element; CT_ENOMEM (or a backend's
- * error) when a gradient cannot be computed. The graph is freed in every case. After a failure,
+ * Errors: CT_EAUTOGRAD when root has no graph or more than one element, or when a tensor an op
+ * saved for its gradient was written in place after the forward (ct_copy_, ct_fill_, ct_zero_, an
+ * optimizer step, a collective: the message names the op; torch's "modified by an inplace
+ * operation", from its version counter; writes through ct_tensor_data's pointer or DLPack are not
+ * seen); CT_ENOMEM (or a backend's error) when a gradient cannot be computed. The graph is freed in every case. After a failure,
  * each leaf's .grad is either as it was or holds part of this pass's contribution: zero the
  * gradients (ct_zero_grad, ct_optimizer_zero_grad) before running the step again. */
 CT_API ct_status ct_backward(ct_tensor *root);

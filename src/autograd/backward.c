@@ -162,6 +162,28 @@ static ct_status send_to_inputs(ct_node *n, ct_tensor **grads, tvec *work, ct_st
   return st;
 }
 
+/* CT_OK when every tensor n saved for its rule still holds the values it saved (its storage's
+ * version unchanged), else CT_EAUTOGRAD naming the op: the rule would compute a wrong gradient
+ * from the new values, silently. torch.autograd's check, SavedVariable::unpack. */
+static ct_status saved_intact(const ct_node *n) {
+  for (int i = 0; i < CT_NODE_MAX_IN; i++) {
+    const ct_tensor *t = n->saved[i];
+    if (!t) continue;
+    uint64_t now = __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED);
+    if (now == n->saved_version[i]) continue;
+    char sh[160];
+    return ct__error(CT_EAUTOGRAD,
+                     "backward: %s saved a %s tensor of shape %s for its gradient, and it was written in place since "
+                     "(version %llu, saved at version %llu): a ct_copy_, ct_fill_, ct_zero_ or optimizer step ran "
+                     "between the forward and backward; run backward before changing the tensors the forward read, or "
+                     "change a copy (torch: \"one of the variables needed for gradient computation has been modified "
+                     "by an inplace operation\")",
+                     n->name, ct_dtype_name(t->dtype), ct_shape_str((ct_tensor *)t, sh, sizeof sh),
+                     (unsigned long long)now, (unsigned long long)n->saved_version[i]);
+  }
+  return CT_OK;
+}
+
 /* The second pass's step for t, whose consumers have all sent their parts: a leaf accumulates its
  * gradient into .grad, any other tensor runs its node's rule and sends the results on. */
 static ct_status process_tensor(tvec *visited, tvec *work, ct_tensor *t) {
@@ -177,8 +199,9 @@ static ct_status process_tensor(tvec *visited, tvec *work, ct_tensor *t) {
     return st;
   }
   ct_tensor *grads[CT_NODE_MAX_IN] = {0};
+  if (g) st = saved_intact(n);
+  if (g && st == CT_OK) st = n->backward(n, g, grads);
   if (g) {
-    st = n->backward(n, g, grads);
     ct__tensor_decref(g);
     /* a node runs once per pass and the graph is freed after it: its saved tensors go now, as
      * in PyTorch, so that the detached ones (an autocast cast of a weight, an argmax) do not

@@ -23,6 +23,8 @@ struct ct_node {
                                        it (ct__save_detached) */
   ct_tensor *saved[CT_NODE_MAX_IN]; /* retained tensors the rule needs (the output must not be saved:
                                        that would be a cycle; save a detached view of it instead) */
+  uint64_t saved_version[CT_NODE_MAX_IN]; /* saved[i]'s storage version when saved: backward
+                                             refuses a tensor written in place since (backward.c) */
   int64_t iv[16];                   /* integer parameters of the op */
   double dv[4];                     /* float parameters of the op */
   void *extra;                      /* free()d with the node */

@@ -39,6 +39,10 @@ typedef struct ct_storage {
   void (*release)(struct ct_storage *s); /* NULL: backend->free; else custom (borrowed buffers) */
   void *release_ctx;
   bool pinned; /* host memory that is page-locked (ct_empty_pinned): copies from/to it may be asynchronous */
+  /* in-place writes through the library (ct_copy_, ct_fill_, an optimizer step, ...), counted for
+   * autograd's check of saved tensors (torch's version counter, which views share as they share
+   * this storage); atomic via __atomic builtins */
+  uint64_t version;
 } ct_storage;
 
 struct ct_tensor {
@@ -166,6 +170,9 @@ void ct__scope_release_one(ct_tensor *t);
 /* ---- reference counts (src/core/refs.c) */
 /* Drop t's destruction reference (the last ct_tensor_free without the scope bookkeeping). */
 void ct__tensor_decref(ct_tensor *t);
+/* Count an in-place write into t's storage (ct_storage.version); every library function that
+ * changes an existing tensor's values calls it. NULL does nothing. */
+void ct__bump_version(ct_tensor *t);
 /* One more reference to storage s; drop one (s freed, its bytes back to the backend or its
  * release hook, when the last goes; a NULL s is ignored). */
 void ct__storage_retain(ct_storage *s);

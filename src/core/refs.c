@@ -43,3 +43,7 @@ void ct__tensor_decref(ct_tensor *t) {
   ct__storage_release(t->storage);
   free(t);
 }
+
+void ct__bump_version(ct_tensor *t) {
+  if (t && t->storage) __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
+}

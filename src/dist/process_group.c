@@ -697,7 +697,11 @@ ct_status ct_dist_finalize(void) {
 /* Run fn on a host view of t: t itself on the CPU, else a host copy written back afterwards. */
 typedef ct_status (*host_fn)(ct_tensor *h, void *ctx);
 static ct_status through_host(ct_tensor *t, host_fn fn, void *ctx, int write_back) {
-  if (ct_tensor_device(t).kind == CT_CPU) return fn(t, ctx);
+  if (ct_tensor_device(t).kind == CT_CPU) {
+    ct_status s = fn(t, ctx);
+    if (s == CT_OK && write_back) ct__bump_version(t); /* written in place (ct_copy_ counts the other path) */
+    return s;
+  }
   ct_tensor *h = ct_to(t, CT_DEVICE_CPU, CT_COPY);
   if (!h) return ct_last_status();
   ct__untrack(h);

@@ -287,7 +287,9 @@ ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi) {
 
 ct_status ct_fill_(ct_tensor *t, double value) {
   if (!t) return ct__error(CT_EINVAL, "fill_: NULL tensor");
-  return CT_KERNEL_CALL(t->storage->backend, fill, __func__, t, t, value);
+  ct_status s = CT_KERNEL_CALL(t->storage->backend, fill, __func__, t, t, value);
+  if (s == CT_OK) ct__bump_version(t);
+  return s;
 }
 
 ct_status ct_zero_(ct_tensor *t) {

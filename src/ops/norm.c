@@ -116,6 +116,7 @@ static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tenso
   ct_tensor *xk = invstd ? bn_rows(x, cl) : NULL, *yk = xk ? bn_rows(y, cl) : NULL;
   ct_status s = yk ? CT_KERNEL_CALL(be, batch_norm, "batch_norm", xk, yk, mean, invstd, xk, w, b, rm, rv, training, momentum, eps)
                    : ct_last_status();
+  if (s == CT_OK && training) ct__bump_version(rm), ct__bump_version(rv); /* updated in place */
   bn_rows_free(xk, cl), bn_rows_free(yk, cl);
   return norm_record(s, y, "batch_norm", bw_batch_norm, (ct_tensor *[]){x, w, b}, x, mean, invstd, w, b, training != 0, cl);
 }

@@ -282,6 +282,7 @@ ct_status ct__copy_within(ct_tensor *dst, ct_tensor *src) {
                   ct_shape_str(dst, b, sizeof b));
   else s = CT_KERNEL_CALL(dst->storage->backend, copy, "ct_copy_", e, dst, e);
   ct_tensor_free(e);
+  if (s == CT_OK) ct__bump_version(dst);
   return s;
 }
 

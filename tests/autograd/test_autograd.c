@@ -307,8 +307,58 @@ static void test_cat_many(void **state) {
   ct_tensor_free(c), ct_tensor_free(w), ct_tensor_free(p);
 }
 
+/* A tensor a node saved for its gradient and then written in place (ct_fill_, ct_copy_, an
+ * optimizer step) makes backward fail, naming the op, instead of computing a gradient from the new
+ * values (torch's version counter). The same graph without the write goes through, and a write to
+ * a tensor no node saved, or to one whose node already ran, changes nothing. */
+static void test_saved_tensor_written_in_place(void **state) {
+  (void)state;
+  ct_generator g = ct_generator_new(5);
+  int64_t s[2] = {3, 4};
+  for (int how = 0; how < 4; how++) {
+    ct_scope_begin();
+    ct_tensor *x = ct_assert_nonnull(ct_randn(2, s, 0, 1, CT_F64, CT_DEVICE_CPU, &g));
+    ct_tensor *w = ct_assert_nonnull(ct_randn(2, s, 0, 1, CT_F64, CT_DEVICE_CPU, &g));
+    ct_tensor *other = ct_assert_nonnull(ct_zeros(2, s, CT_F64, CT_DEVICE_CPU));
+    ct_assert_ok(ct_requires_grad_(w, 1));
+    ct_tensor *y = ct_assert_nonnull(ct_mul(x, w)); /* saves x and w: dy/dw = x */
+    ct_tensor *e = ct_assert_nonnull(ct_exp(y));    /* saves its output's values */
+    ct_tensor *l = ct_assert_nonnull(ct_sum(e, 0, NULL, 0));
+    ct_no_grad_begin();
+    if (how == 0) ct_assert_ok(ct_fill_(x, 2));         /* mul's saved input */
+    if (how == 1) ct_assert_ok(ct_copy_(w, other));     /* mul's saved parameter */
+    if (how == 2) ct_assert_ok(ct_fill_(other, 1));     /* saved by no node: backward is fine */
+    ct_no_grad_end();
+    ct_status st = ct_backward(l);
+    if (how < 2) {
+      assert_int_equal(st, CT_EAUTOGRAD);
+      assert_non_null(strstr(ct_last_error(), "mul saved a float64 tensor of shape (3, 4)"));
+      assert_non_null(strstr(ct_last_error(), "written in place"));
+    } else {
+      ct_assert_ok(st);
+      ct_assert_ok(ct_fill_(x, 0)); /* after backward: nothing left to check */
+    }
+    ct_scope_end();
+  }
+  /* an optimizer step between forward and backward */
+  ct_module *m = ct_assert_nonnull(ct_linear_new(4, 2, 1, CT_DEVICE_CPU, &g));
+  ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.1}));
+  ct_scope_begin();
+  ct_tensor *x = ct_assert_nonnull(ct_randn(2, s, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  ct_tensor *l1 = ct_assert_nonnull(ct_sum(ct_module_forward(m, x), 0, NULL, 0));
+  ct_tensor *l2 = ct_assert_nonnull(ct_sum(ct_module_forward(m, x), 0, NULL, 0));
+  ct_assert_ok(ct_backward(l1));
+  ct_assert_ok(ct_optimizer_step(opt)); /* the weight l2's graph saved changes */
+  assert_int_equal(ct_backward(l2), CT_EAUTOGRAD);
+  assert_non_null(strstr(ct_last_error(), "written in place"));
+  ct_scope_end();
+  ct_optimizer_free(opt);
+  ct_module_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_saved_tensor_written_in_place),
       cmocka_unit_test(test_accumulation_and_zero_grad), cmocka_unit_test(test_shared_upstream_gradient),
       cmocka_unit_test(test_no_grad_detach_leaf),        cmocka_unit_test(test_freed_graph),
       cmocka_unit_test(test_mlp_gradcheck),              cmocka_unit_test(test_gradcheck_catches_errors),
