@@ -139,10 +139,9 @@ typedef struct {
    * computing it costs more than it hides (docs/perf.md, ddp-overlap). 0: progress only in the
    * gradient hooks' tests and in ct_ddp_sync_grads. */
   int progress_thread;
-  /* 0 (the default, torch's broadcast_buffers=True): ct_ddp_forward copies rank 0's buffers
-   * (BatchNorm's running statistics and batch count) to every rank before each forward that will
-   * synchronize gradients. 1 (broadcast_buffers=False): buffers are broadcast in ct_ddp_new only,
-   * and each rank's then follow its own shards. */
+  /* 0 (the default, torch's broadcast_buffers=True): rank 0's buffers (BatchNorm's running
+   * statistics and batch count) are broadcast in ct_ddp_new and again by ct_ddp_forward. 1
+   * (broadcast_buffers=False): never, not even in ct_ddp_new; each rank keeps its own. */
   int local_buffers;
 } ct_ddp_opts;
 
@@ -183,13 +182,15 @@ CT_API ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts);
  * until their timeout, which then names it. */
 CT_API ct_status ct_ddp_sync_grads(ct_ddp *d);
 
-/* DDP's forward (DistributedDataParallel.forward, torch/nn/parallel/distributed.py): when grad mode
- * is on, grad sync is on (not inside ct_ddp_set_grad_sync(d, 0), torch's no_sync) and the module
- * has buffers, rank 0's buffers are first broadcast to every rank (torch's _sync_buffers, unless
- * ct_ddp_opts.local_buffers); then ct_module_forward(m, x). So every rank normalizes with rank 0's
- * running statistics of the step before, and a rank's own forward updates them from its shard, as
- * in torch; with gradient accumulation the no_sync micro-batches keep their rank's own. Calling
- * ct_module_forward directly skips the broadcast (broadcast_buffers=False's behaviour). x and the
+/* DDP's forward (DistributedDataParallel.forward, torch/nn/parallel/distributed.py): rank 0's
+ * buffers are first broadcast to every rank (torch's _sync_buffers in _pre_forward, unless
+ * ct_ddp_opts.local_buffers) when the previous forward through d ran with grad mode on and grad sync
+ * on (torch's require_forward_param_sync, which _post_forward sets; true for the first forward);
+ * then ct_module_forward(m, x). So in plain training every rank normalizes with rank 0's running
+ * statistics of the step before, and its own forward updates them from its shard; with gradient
+ * accumulation (ct_ddp_set_grad_sync(d, 0) for all but the last micro-batch) the broadcast comes
+ * before a group's first micro-batch, and after a forward under ct_no_grad_begin the next forward
+ * skips it, all as in torch. Calling ct_module_forward directly skips the broadcast. x and the
  * result as ct_module_forward's (the caller frees the result). Every rank must call it the same
  * number of times in the same modes. Errors (NULL): CT_EINVAL (d or x NULL), those of
  * ct_dist_broadcast (CT_EBACKEND for a rank that did not arrive within ct_dist_timeout(): the group

@@ -174,8 +174,9 @@ static ct_status saved_intact(const ct_node *n) {
     char sh[160];
     return ct__error(CT_EAUTOGRAD,
                      "backward: %s saved a %s tensor of shape %s for its gradient, and it was written in place since "
-                     "(version %llu, saved at version %llu): a ct_copy_, ct_fill_, ct_zero_ or optimizer step ran "
-                     "between the forward and backward; run backward before changing the tensors the forward read, or "
+                     "(version %llu, saved at version %llu): a ct_copy_, ct_fill_, ct_zero_, optimizer step, checkpoint "
+                     "load, collective or batch norm's running-statistics update wrote it between the forward and "
+                     "backward; run backward before changing the tensors the forward read, or "
                      "change a copy (torch: \"one of the variables needed for gradient computation has been modified "
                      "by an inplace operation\")",
                      n->name, ct_dtype_name(t->dtype), ct_shape_str((ct_tensor *)t, sh, sizeof sh),

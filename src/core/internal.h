@@ -170,8 +170,11 @@ void ct__scope_release_one(ct_tensor *t);
 /* ---- reference counts (src/core/refs.c) */
 /* Drop t's destruction reference (the last ct_tensor_free without the scope bookkeeping). */
 void ct__tensor_decref(ct_tensor *t);
-/* Count an in-place write into t's storage (ct_storage.version); every library function that
- * changes an existing tensor's values calls it. NULL does nothing. */
+/* Count an in-place write into t's storage (ct_storage.version). The writes that can reach a
+ * tensor a graph saved call it: ct_copy_ (and what goes through it: checkpoint load, the
+ * collectives' write-back, data-parallel broadcasts), ct_fill_/ct_zero_, optimizer steps on the
+ * parameters, batch norm's running statistics, the collectives on host tensors. Gradients and
+ * optimizer state, which no graph saves, are written without it. NULL does nothing. */
 void ct__bump_version(ct_tensor *t);
 /* One more reference to storage s; drop one (s freed, its bytes back to the backend or its
  * release hook, when the last goes; a NULL s is ignored). */

@@ -56,6 +56,7 @@ struct ct_ddp {
   ct_tensor **bufs;   /* (nbuf) m's buffers, borrowed, registration order: ct_ddp_forward broadcasts them */
   int nbuf;
   int local_buffers;  /* ct_ddp_opts.local_buffers */
+  int fwd_sync;       /* torch's require_forward_param_sync: the last forward ran with grad and grad sync */
   ct__ddp_nccl *nccl; /* every parameter on one CUDA device with NCCL built in: the buckets live there
                        * and NCCL reduces them (ddp_nccl.c); NULL: the host buffers and MPI */
   int nccl_started;   /* buckets NCCL started in this pass */
@@ -227,7 +228,7 @@ ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts) {
     return NULL;
   }
   d->m = m, d->np = np, d->grad_sync = 1, d->progress_thread = o.progress_thread != 0;
-  d->local_buffers = o.local_buffers != 0;
+  d->local_buffers = o.local_buffers != 0, d->fwd_sync = 1;
   ct_module_named_tensors(m, 1, named, nt);
   int64_t cur = 0;
   for (int i = 0, k = 0; i < nt; i++) {
@@ -279,7 +280,8 @@ ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts) {
   }
   if (s == CT_OK) {
     ct_no_grad_begin(); /* writing into leaves that require grad */
-    s = ct_dist_broadcast(all, nt, 0);
+    /* torch's _sync_module_states: the buffers too, unless broadcast_buffers=False */
+    s = d->local_buffers ? ct_dist_broadcast(d->params, np, 0) : ct_dist_broadcast(all, nt, 0);
     ct_no_grad_end();
     if (s != CT_OK) ct__error_prefix("ct_ddp_new: broadcasting rank 0's parameters and buffers: ");
   }
@@ -509,15 +511,20 @@ ct_status ct_ddp_sync_grads(ct_ddp *d) {
   return s;
 }
 
-/* torch's DDP forward: _pre_forward's buffer sync (require_forward_param_sync: grad enabled and
- * not in no_sync), then the module. */
+/* torch's DDP forward: _pre_forward's buffer sync when require_forward_param_sync, which the
+ * previous forward's _post_forward set (grad enabled and not in no_sync; true at the start), then
+ * the module, then that flag for the next forward. */
 ct_tensor *ct_ddp_forward(ct_ddp *d, ct_tensor *x) {
   const char *op = "ct_ddp_forward";
   if (!d || !x) return ct__null_arg(op, !d ? "d" : "x");
   if (ct__dist_need_init(op) != CT_OK) return NULL;
-  if (!d->local_buffers && d->nbuf > 0 && d->grad_sync && ct_grad_enabled()) {
+  if (!d->local_buffers && d->nbuf > 0 && d->fwd_sync) {
+    ct_no_grad_begin();
     ct_status s = ct_dist_broadcast(d->bufs, d->nbuf, 0);
+    ct_no_grad_end();
     if (s != CT_OK) return ct__error_prefix("ct_ddp_forward: broadcasting rank 0's buffers: "), NULL;
   }
-  return ct_module_forward(d->m, x);
+  ct_tensor *y = ct_module_forward(d->m, x);
+  d->fwd_sync = ct_grad_enabled() && d->grad_sync;
+  return y;
 }

@@ -376,9 +376,11 @@ static void accumulation(int late_enable) {
  *
  * Each rank starts from its own parameters and its own buffers (running_mean = rank, running_var =
  * 1 + rank, num_batches_tracked = 10 rank), so after ct_ddp_new every tensor must be rank 0's bit
- * for bit. After STEPS_BN SGD steps: the parameters are identical on every rank; num_batches_tracked
- * is STEPS_BN everywhere; and every rank's model equals, to 1e-5, one process that starts from rank
- * 0's model and takes every rank's share of each batch in turn (each loss scaled 1/world, the
+ * for bit (the parameters only with local_buffers, torch's broadcast_buffers=False, which keeps
+ * each rank's buffers from the start). After STEPS_BN SGD steps: the parameters are identical on
+ * every rank; num_batches_tracked is STEPS_BN everywhere (10 rank + STEPS_BN with local_buffers);
+ * and every rank's model equals, to 1e-5, one process that starts from rank 0's parameters (and
+ * buffers; this rank's own with local_buffers) and takes every rank's share of each batch in turn (each loss scaled 1/world, the
  * gradients accumulating, which is DDP's averaged gradient), each share's forward from the same
  * running statistics, which then go on as:
  *  - torch's default (broadcast_buffers=True; local 0): rank 0's share's, since ct_ddp_forward
@@ -408,21 +410,25 @@ static void batchnorm_buffers(int local) {
     ct_module_free(m);
     return;
   }
-  double start = spread_from_rank0(m, 1);
-  CHECK(start == 0, "BatchNorm: after ct_ddp_new rank %d's parameters and buffers differ from rank 0's by %g", rank, start);
+  double start = spread_from_rank0(m, !local); /* local_buffers: the parameters only, buffers stay each rank's */
+  CHECK(start == 0, "BatchNorm: after ct_ddp_new rank %d's parameters (and buffers) differ from rank 0's by %g", rank, start);
+  if (local && rank > 0)
+    CHECK(ct_item(ct_module_tensor(m, "block.bn.num_batches_tracked")) == 10 * rank,
+          "BatchNorm: local_buffers broadcast rank %d's buffers", rank);
   ct_optimizer *opt = ct_optimizer_new(m, &oo);
   int64_t share = B / world;
   for (int s = 0; s < STEPS_BN; s++) step(m, opt, d, s, rank * share, share);
   double spread = spread_from_rank0(m, 0);
   CHECK(spread == 0, "BatchNorm: rank %d's parameters differ from rank 0's by %g", rank, spread);
   double nbt = ct_item(ct_module_tensor(m, "block.bn.num_batches_tracked"));
-  CHECK(nbt == STEPS_BN, "BatchNorm: rank %d counted %g batches, expected %d", rank, nbt, STEPS_BN);
+  int nbt_want = STEPS_BN + (local ? 10 * rank : 0); /* local: counted on from the rank's own 10 rank */
+  CHECK(nbt == nbt_want, "BatchNorm: rank %d counted %g batches, expected %d", rank, nbt, nbt_want);
 
   /* the reference, on every rank for its own buffers */
   ct_generator g0 = ct_generator_new(7);
   ct_module *ref = residual_bn_new(CT_DEVICE_CPU, &g0);
   ct_optimizer *ropt = ct_optimizer_new(ref, &oo);
-  set_rank_buffers(ref, 0);
+  set_rank_buffers(ref, local ? rank : 0);
   static const char *const bufs[3] = {"block.bn.running_mean", "block.bn.running_var", "block.bn.num_batches_tracked"};
   for (int s = 0; s < STEPS_BN; s++) {
     /* the share whose statistics go on: this rank's (local, or after the last step), else rank 0's */

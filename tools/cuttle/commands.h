@@ -51,7 +51,8 @@ typedef struct {
 /* Read --data and check the data options together. 0, or 2 after saying why (prefixed with prog). */
 int ct_cli_data_check(const char *prog, ct_cli_data_opts *o);
 /* What --normalize, --gray and --image-size make of a sample, as one canonical string for a
- * checkpoint's metadata (CT_CLI_TRANSFORM_KEY), "" when none of them was given; n >= 128 bytes. */
+ * checkpoint's metadata (CT_CLI_TRANSFORM_KEY), "" when none of them was given (a data set's own
+ * normalization given explicitly still reads as given); n >= 256 bytes. */
 #define CT_CLI_TRANSFORM_KEY "cuttle.data_transform"
 void ct_cli_data_transform(const ct_cli_data_opts *o, char *out, size_t n);
 /* Rank 0 warns on stderr when the checkpoint at path records other sample options than o's (a

@@ -124,8 +124,10 @@ void ct_cli_data_transform(const ct_cli_data_opts *o, char *out, size_t n) {
   if (o->image_h && k < n) k += (size_t)snprintf(out + k, n - k, "--image-size %d,%d ", o->image_h, o->image_w);
   for (int list = 0; o->norm_n && list < 2 && k < n; list++) {
     const float *v = list ? o->std : o->mean;
+    int same = 1; /* a list of one value repeated is written as that value: 0.5,0.5,0.5 is 0.5 */
+    for (int i = 1; i < o->norm_n; i++) same &= v[i] == v[0];
     k += (size_t)snprintf(out + k, n - k, "%s", list ? "/" : "--normalize ");
-    for (int i = 0; i < o->norm_n && k < n; i++) k += (size_t)snprintf(out + k, n - k, "%s%g", i ? "," : "", (double)v[i]);
+    for (int i = 0; i < (same ? 1 : o->norm_n) && k < n; i++) k += (size_t)snprintf(out + k, n - k, "%s%g", i ? "," : "", (double)v[i]);
   }
   k = strlen(out);
   if (k && out[k - 1] == ' ') out[k - 1] = 0;
