@@ -169,7 +169,7 @@ static ct_status saved_intact(const ct_node *n) {
   for (int i = 0; i < CT_NODE_MAX_IN; i++) {
     const ct_tensor *t = n->saved[i];
     if (!t) continue;
-    uint64_t now = __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED);
+    uint64_t now = ct__version(t);
     if (now == n->saved_version[i]) continue;
     char sh[160];
     return ct__error(CT_EAUTOGRAD,

@@ -39,7 +39,7 @@ ct_status ct__save_detached(ct_node *n, int i, ct_tensor *t) {
   if (!n) return CT_OK;
   if (!t) return ct_last_status();
   n->saved[i] = ct__detached(t);
-  if (n->saved[i]) n->saved_version[i] = __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED);
+  if (n->saved[i]) n->saved_version[i] = ct__version(t);
   return n->saved[i] ? CT_OK : CT_ENOMEM;
 }
 

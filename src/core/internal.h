@@ -176,6 +176,8 @@ void ct__tensor_decref(ct_tensor *t);
  * parameters, batch norm's running statistics, the collectives on host tensors. Gradients and
  * optimizer state, which no graph saves, are written without it. NULL does nothing. */
 void ct__bump_version(ct_tensor *t);
+/* t's storage version now (what autograd records when it saves t and compares before it reads it). */
+uint64_t ct__version(const ct_tensor *t);
 /* One more reference to storage s; drop one (s freed, its bytes back to the backend or its
  * release hook, when the last goes; a NULL s is ignored). */
 void ct__storage_retain(ct_storage *s);

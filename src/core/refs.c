@@ -47,3 +47,5 @@ void ct__tensor_decref(ct_tensor *t) {
 void ct__bump_version(ct_tensor *t) {
   if (t && t->storage) __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
 }
+
+uint64_t ct__version(const ct_tensor *t) { return __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED); }

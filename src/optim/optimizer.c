@@ -214,7 +214,7 @@ ct_status ct_optimizer_step(ct_optimizer *o) {
       if (s == CT_OK) s = commit(o->state[0][i], next[3 * i + 1]);
       if (s == CT_OK) s = commit(o->state[1][i], next[3 * i + 2]);
     } else s = fused_step(o, i);
-    ct__bump_version(p); /* a graph that saved p before the step would compute a stale gradient */
+    if (s == CT_OK) ct__bump_version(p); /* a graph that saved p before the step would compute a stale gradient */
   }
   ct_no_grad_end();
   for (int k = 0; next && k < 3 * o->n; k++) ct_tensor_free(next[k]);

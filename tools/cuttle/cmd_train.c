@@ -390,18 +390,13 @@ static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t e
   return s;
 }
 
-/* The position a checkpoint records (0 when none, or when it was saved by other ranks or with
- * another batch size, which rank 0 then says). */
-static int64_t saved_position(const char *path, int64_t epoch, int64_t batch) {
-  ct_safetensors *f = ct_safetensors_open(path);
-  if (!f) {
-    ct_clear_error(); /* ct_checkpoint_load read it a moment ago; without it the epoch starts over */
-    return 0;
-  }
+/* The position the checkpoint f records (0 when none or f is NULL, or when it was saved by other
+ * ranks or with another batch size, which rank 0 then says). */
+static int64_t saved_position(const ct_safetensors *f, int64_t epoch, int64_t batch) {
+  if (!f) return 0; /* ct_checkpoint_load read it a moment ago; without it the epoch starts over */
   const char *p = ct_safetensors_metadata(f, POS_KEY), *w = ct_safetensors_metadata(f, WORLD_KEY),
              *b = ct_safetensors_metadata(f, BATCH_KEY);
   int64_t pos = p ? atoll(p) : 0, world = w ? atoll(w) : 1, bs = b ? atoll(b) : batch;
-  ct_safetensors_close(f);
   ct_clear_error();
   if (pos > 0 && (world != ct_dist_world_size() || bs != batch)) {
     if (ct_dist_rank() == 0)
@@ -551,8 +546,12 @@ static int resume(train_run *r) {
     fprintf(stderr, "%s: cannot resume the GradScaler: %s\n", r->prog, ct_last_error());
     return 1;
   }
-  r->skip = saved_position(c->resume, r->start_epoch, c->batch);
-  ct_cli_data_compare_saved(r->prog, &c->data, c->resume);
+  /* the strings beside the tensors (ct_checkpoint_load gives the epoch and the states only) */
+  ct_safetensors *f = ct_safetensors_open(c->resume);
+  if (!f) ct_clear_error();
+  r->skip = saved_position(f, r->start_epoch, c->batch);
+  ct_cli_data_compare_saved(r->prog, &c->data, f, c->resume);
+  ct_safetensors_close(f);
   if (r->rank0) {
     if (r->skip)
       fprintf(stderr, "resumed from %s at epoch %lld, batch %lld\n", c->resume, (long long)r->start_epoch + 1,
@@ -958,7 +957,10 @@ int ct_cmd_eval(int argc, char **argv) {
   if (!m || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
     if (ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval");
   } else {
-    ct_cli_data_compare_saved("cuttle eval", &c.data, c.checkpoint);
+    ct_safetensors *f = ct_dist_rank() == 0 ? ct_safetensors_open(c.checkpoint) : NULL;
+    if (!f) ct_clear_error();
+    ct_cli_data_compare_saved("cuttle eval", &c.data, f, c.checkpoint);
+    ct_safetensors_close(f);
     int64_t counts[2];
     double acc = ct_cli_evaluate_counts(m, test, dev, 2, counts);
     if (acc < 0 && ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval: the evaluation failed");

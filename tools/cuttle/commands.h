@@ -55,12 +55,11 @@ int ct_cli_data_check(const char *prog, ct_cli_data_opts *o);
  * normalization given explicitly still reads as given); n >= 256 bytes. */
 #define CT_CLI_TRANSFORM_KEY "cuttle.data_transform"
 void ct_cli_data_transform(const ct_cli_data_opts *o, char *out, size_t n);
-/* Rank 0 warns on stderr when the checkpoint at path records other sample options than o's (a
- * model trained on other inputs evaluates or resumes on these): the options are not part of the
- * model, so it is a warning naming both, not an error. Silent for a file without the record
- * (written before cuttle kept it, or by PyTorch) and for a file that does not open (the load
- * says why). */
-void ct_cli_data_compare_saved(const char *prog, const ct_cli_data_opts *o, const char *path);
+/* Rank 0 warns on stderr when the checkpoint f (opened from path, or NULL: nothing said) records
+ * other sample options than o's (a model trained on other inputs evaluates or resumes on these):
+ * the options are not part of the model, so it is a warning naming both, not an error. Silent for
+ * a file without the record (written before cuttle kept it, or by PyTorch). */
+void ct_cli_data_compare_saved(const char *prog, const ct_cli_data_opts *o, const ct_safetensors *f, const char *path);
 /* One split of the data set, with --augment on the train split. NULL after saying why. */
 ct_dataset *ct_cli_data_open(const char *prog, const ct_cli_data_opts *o, ct_split split);
 /* --model for ds's samples (channels, height, width) and classes (ct_model_new_for). NULL after

@@ -133,12 +133,8 @@ void ct_cli_data_transform(const ct_cli_data_opts *o, char *out, size_t n) {
   if (k && out[k - 1] == ' ') out[k - 1] = 0;
 }
 
-void ct_cli_data_compare_saved(const char *prog, const ct_cli_data_opts *o, const char *path) {
-  ct_safetensors *f = ct_dist_rank() == 0 ? ct_safetensors_open(path) : NULL;
-  if (!f) {
-    ct_clear_error();
-    return;
-  }
+void ct_cli_data_compare_saved(const char *prog, const ct_cli_data_opts *o, const ct_safetensors *f, const char *path) {
+  if (!f || ct_dist_rank() != 0) return;
   const char *saved = ct_safetensors_metadata(f, CT_CLI_TRANSFORM_KEY);
   char now[512];
   ct_cli_data_transform(o, now, sizeof now);
@@ -146,8 +142,7 @@ void ct_cli_data_compare_saved(const char *prog, const ct_cli_data_opts *o, cons
     fprintf(stderr, "%s: warning: %s was trained with the data options \"%s\", this run uses \"%s\": give the same "
                     "--normalize, --gray and --image-size, or the model sees other inputs than it learned\n",
             prog, path, *saved ? saved : "(none)", *now ? now : "(none)");
-  ct_safetensors_close(f);
-  ct_clear_error();
+  ct_clear_error(); /* a key the file lacks */
 }
 
 /* An image folder's split with the options: --image-size H,W is Resize(min(H, W)) then
