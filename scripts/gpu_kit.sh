@@ -7,7 +7,9 @@
 #   run.sh              the job (tools/gpu_kit/run.sh): summary.txt + machine facts + one archive
 #   README.md           what the kit is, how to run it, how to build a program against it
 #   payload.tar.xz      bin/ (the CLI and the GPU test programs, built for sm_90 + PTX),
-#                       lib/ (libcuttle.so and the non-CUDA libraries they load, from Debian),
+#                       bin-opencl/ (the CLI and the OpenCL op table, built with OpenCL, no CUDA),
+#                       lib/ (libcuttle.so and the non-CUDA libraries they load, from Debian:
+#                       OpenBLAS, cJSON, ..., the OpenCL ICD loader and CLBlast),
 #                       include/ (the public headers), dev/ (the Debian headers a rebuild needs),
 #                       src/ (the source tree, for the fallback build on the node), py/ (peers),
 #                       ref/ (the CPU's reference results and checkpoints, same seeds)
@@ -47,13 +49,21 @@ for t in $tests; do
   ls tests/*/"$t".c >/dev/null 2>&1 && present="$present $t"
 done
 cmake --build "$build" -j "$(nproc)" --target cuttle_cli cuttle_shared example_devices $present
+# The OpenCL programs, for the node's NVIDIA OpenCL driver where it has one (run.sh's opencl step,
+# issue 17 section 2.8): a build of their own without CUDA, so that no CUDA program loads an ICD
+# loader; the ldd pass below carries Debian's ICD loader (ocl-icd's libOpenCL.so.1) and CLBlast.
+build_cl=$build-opencl
+cmake -S . -B "$build_cl" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=OFF -DCUTTLE_OPENCL=ON \
+  -DCUTTLE_MPI=OFF -DBUILD_TESTING=ON >/dev/null
+cmake --build "$build_cl" -j "$(nproc)" --target cuttle_cli test_opencl_ops
 
 # 2. The staging tree, packed into payload.tar.xz.
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/bin" "$stage/lib" "$stage/include" "$stage/dev/include" "$stage/py" "$stage/ref"
+mkdir -p "$stage/bin" "$stage/bin-opencl" "$stage/lib" "$stage/include" "$stage/dev/include" "$stage/py" "$stage/ref"
 cp "$build/cuttle" "$stage/bin/"
 for t in $present; do cp "$build/tests/$t" "$stage/bin/"; done
+cp "$build_cl/cuttle" "$build_cl/tests/test_opencl_ops" "$stage/bin-opencl/"
 cp -P "$build"/libcuttle.so* "$stage/lib/"
 cp -r include/cuttle.h include/cuttle "$stage/include/"
 cp bench/pytorch_*.py "$stage/py/"
@@ -62,7 +72,7 @@ cp tools/gpu_kit/check_train.py "$stage/py/" 2>/dev/null || true
 # The libraries the programs load, as ldd resolves them here, except the node's own
 # (tools/gpu_kit/node_libs.sh: the C runtime, CUDA and the driver).
 . "$root/tools/gpu_kit/node_libs.sh"
-for f in "$stage"/bin/* "$stage"/lib/libcuttle.so.*.*; do
+for f in "$stage"/bin/* "$stage"/bin-opencl/* "$stage"/lib/libcuttle.so.*.*; do
   ldd "$f" 2>/dev/null | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r name path; do
   case "$name" in libcuttle.so*) continue ;; esac
@@ -111,7 +121,10 @@ uname -a >"$stage/ref/build_machine"
 
 # 4. The kit.
 rm -rf "$dir/payload.tar.xz" "$dir/data" "$dir/run.sh" "$dir/node_libs.sh" "$dir/README.md"
-tar -C "$stage" -cf - . | xz -T"$(nproc)" -6 >"$dir/payload.tar.xz"
+# One xz stream with a dictionary as large as the tree: the test programs each link the same
+# CUDA kernels statically, and a window that spans them all stores those bytes once (27 MB -> 12 MB
+# with every program; single-threaded, because xz's threads would split the window).
+tar -C "$stage" -cf - . | xz -T1 --lzma2=preset=6,dict=192MiB >"$dir/payload.tar.xz"
 mkdir -p "$dir/data"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   if [ -f "$data/$f.gz" ]; then cp "$data/$f.gz" "$dir/data/"; else gzip -9 -c "$data/$f" >"$dir/data/$f.gz"; fi

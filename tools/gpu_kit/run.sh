@@ -98,6 +98,7 @@ LOGS=$WORK/logs
 mkdir -p "$LOGS"
 SUMMARY=$WORK/summary.txt
 [ -n "$STEPS" ] || : >"$SUMMARY"
+touch "$SUMMARY"
 FAILED=0
 ALL_STEPS=""
 
@@ -169,7 +170,7 @@ ldd_check() {
   : >"$WORK/ldd.txt"
   echo "LD_LIBRARY_PATH=$LIBPATH" >>"$WORK/ldd.txt"
   bad=0
-  for f in "$BIN"/* "$K"/lib/libcuttle.so.*.*; do
+  for f in "$BIN"/* "$K"/bin-opencl/* "$K"/lib/libcuttle.so.*.*; do
     [ -f "$f" ] || continue
     deps=$(ct ldd "$f" 2>&1)
     printf '== %s\n%s\n' "$f" "$deps" >>"$WORK/ldd.txt"
@@ -273,20 +274,20 @@ gpu_test test_dispatch 30
 
 # ---- 4. the main job on cuda:0, against the CPU's same-seed runs made when the kit was built
 . "$K/src/tools/gpu_kit/train_cases.sh"
-train_check() { # train_check CASE
-  c=$1
+train_check() { # train_check CASE [DEVICE CLI LOG]: default cuda:0, the kit's CLI, train_CASE
+  c=$1 dev=${2:-cuda:0} cli=${3:-$BIN/cuttle} log=${4:-train_$1}
   # shellcheck disable=SC2046
-  ct "$BIN/cuttle" train $(ct_train_case_args "$c") --device cuda:0 --data-dir "$DATA" --no-progress \
-    --metrics "$LOGS/train_$c.jsonl" || return 1
-  acc=$(tail -n1 "$LOGS/train_$c.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
-  ips=$(tail -n1 "$LOGS/train_$c.jsonl" | sed -n 's/.*"images_per_s": *\([0-9.]*\).*/\1/p')
+  ct "$cli" train $(ct_train_case_args "$c") --device "$dev" --data-dir "$DATA" --no-progress \
+    --metrics "$LOGS/$log.jsonl" || return 1
+  acc=$(tail -n1 "$LOGS/$log.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
+  ips=$(tail -n1 "$LOGS/$log.jsonl" | sed -n 's/.*"images_per_s": *\([0-9.]*\).*/\1/p')
   [ -f "$REF/$c.jsonl" ] || { echo "RESULT: test_acc $acc, $ips images/s; no CPU reference in the kit (built with --refs mlp)"; return 0; }
   ref=$(tail -n1 "$REF/$c.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
   awk -v a="$acc" -v r="$ref" -v ips="$ips" 'BEGIN {
     d = (a - r) * 100; if (d < 0) d = -d
     printf "RESULT: test_acc %.2f%% (cpu %.2f%%, |diff| %.2f points, limit 0.5), %.0f images/s\n", a * 100, r * 100, d, ips
     exit d <= 0.5 ? 0 : 1 }' || return 1
-  case "$c" in *_f16) grep -q 'scale' "$LOGS/train_$c.jsonl" || { echo "no GradScaler state in the metrics"; return 1; } ;; esac
+  case "$c" in *_f16) grep -q 'scale' "$LOGS/$log.jsonl" || { echo "no GradScaler state in the metrics"; return 1; } ;; esac
 }
 export -f ct_train_cases ct_train_case_model ct_train_case_args train_check
 for c in $(ct_train_cases); do step "train_$c" 120 GPU train_check "$c"; done
@@ -368,18 +369,51 @@ consumer() {
 export -f consumer
 step consumer 60 ANY consumer
 
-# ---- 8. OpenCL on the same GPU: only where the node's driver has an ICD
-opencl() {
-  icd=$(ls /etc/OpenCL/vendors/*.icd 2>/dev/null | tr '\n' ' ')
-  if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ! ldconfig -p 2>/dev/null | grep -q libnvidia-opencl; then
-    echo "skip: no NVIDIA OpenCL ICD on this node (ICDs: ${icd:-none}; no libnvidia-opencl.so.1)"
-    return 77
-  fi
-  echo "skip: the NVIDIA OpenCL ICD is here ($icd), but this kit is built without OpenCL (no ICD loader or CLBlast carried yet)"
-  return 77
+# ---- 8. OpenCL on the same GPU: the kit's OpenCL build (bin-opencl) through the kit's ICD loader
+# and CLBlast, with the NVIDIA driver's ICD alone in a private vendors folder (OCL_ICD_VENDORS), so
+# that another ICD on the node (the H200 node had PoCL's) is never loaded. A driver that has
+# libnvidia-opencl.so.1 but no .icd file (containers often mount the library alone) is named by
+# its path.
+nvidia_opencl_lib() { # the NVIDIA OpenCL library of this node's driver, or exit 1
+  f=$(grep -ls nvidia /etc/OpenCL/vendors/*.icd 2>/dev/null | head -n1)
+  [ -n "$f" ] && { head -n1 "$f"; return 0; }
+  l=$(ldconfig -p 2>/dev/null | awk '/libnvidia-opencl\.so\.1 / { print $NF; exit }')
+  [ -n "$l" ] && { echo "$l"; return 0; }
+  for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 $(echo "$cuda_dirs" | tr ':' ' '); do
+    [ -e "$d/libnvidia-opencl.so.1" ] && { echo "$d/libnvidia-opencl.so.1"; return 0; }
+  done
+  return 1
 }
-export -f opencl
-step opencl 10 GPU opencl
+opencl_on() { # opencl_on ICD_LIBRARY: cuttle's OpenCL op table and one mlp epoch through that ICD alone
+  [ -x "$K/bin-opencl/cuttle" ] || { echo "the kit has no OpenCL programs (bin-opencl/)"; return 1; }
+  v=$WORK/opencl-vendors
+  rm -rf "$v" && mkdir -p "$v" && echo "$1" >"$v/only.icd"
+  export OCL_ICD_VENDORS="$v"
+  ct "$K/bin-opencl/cuttle" devices >"$LOGS/opencl_devices.txt" 2>&1
+  cat "$LOGS/opencl_devices.txt"
+  grep -q '^opencl:0' "$LOGS/opencl_devices.txt" || { echo "error: cuttle lists no opencl:0 through $1"; return 1; }
+  ct "$K/bin-opencl/test_opencl_ops" || return 1
+  train_check mlp opencl:0 "$K/bin-opencl/cuttle" opencl_mlp >"$LOGS/opencl_mlp.txt" 2>&1
+  rc=$?
+  sed 's/^RESULT: /mlp: /' "$LOGS/opencl_mlp.txt"
+  [ $rc = 0 ] || return 1
+  name=$(grep -m1 '^opencl:0' "$LOGS/opencl_devices.txt" | cut -c10- | cut -c1-40 | sed 's/ *$//')
+  echo "RESULT: $name: op table passed; mlp $(sed -n 's/^RESULT: //p' "$LOGS/opencl_mlp.txt" | head -n1 | cut -d, -f1-2)"
+}
+opencl() {
+  lib=$(nvidia_opencl_lib) || {
+    echo "skip: no NVIDIA OpenCL ICD on this node (ICDs: $(ls /etc/OpenCL/vendors/ 2>/dev/null | tr '\n' ' '); no libnvidia-opencl.so.1)"
+    return 77
+  }
+  opencl_on "$lib"
+}
+export -f nvidia_opencl_lib opencl_on opencl
+step opencl 200 GPU opencl
+# CI rehearses that step on PoCL (scripts/gpu_kit_check.sh names PoCL's ICD file here): the same
+# carried loader, CLBlast and programs, the same checks, in the loader's environment of the node.
+if [ -n "${CUTTLE_KIT_OPENCL_ICD:-}" ]; then
+  step opencl_rehearsal 400 ANY opencl_on "$(head -n1 "$CUTTLE_KIT_OPENCL_ICD")"
+fi
 
 # ---- 9. issue 19 on the GPU: torchvision's resnet18 on Fashion-MNIST with --augment against the
 # CPU's run of the same command, and the teaching text's mixed-precision exercise word for word on
