@@ -17,6 +17,7 @@
 #include "cuttle/data.h"
 #include "cuttle/datasets.h"
 #include "cuttle/monitor.h"
+#include "cuttle/profiler.h"
 #include "cuttle/dist.h"
 #include "cuttle/data_parallel.h"
 #endif

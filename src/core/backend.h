@@ -151,8 +151,19 @@ extern const char *const ct__kernel_names[CT_K_COUNT];
  * <device of t>)"; t is the tensor the message describes (the output or first operand). Evaluates
  * to a ct_status. The one way the ops and the core call a kernel (scripts/kernel_tables.sh checks
  * that no file reads `kernels.` otherwise). */
-#define CT_KERNEL_CALL(be, name, op, t, ...) \
-  ((be)->kernels.name ? (be)->kernels.name(__VA_ARGS__) : ct__kernel_missing((be), CT_K_##name, (op), (t)))
+#define CT_KERNEL_CALL(be, name, op, t, ...)                                                              \
+  ((be)->kernels.name ? (__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED)                           \
+                             ? (ct__profile_begin(),                                                    \
+                                ct__profile_end(CT_K_##name, (op), (t), (be)->kernels.name(__VA_ARGS__))) \
+                             : (be)->kernels.name(__VA_ARGS__))                                         \
+                      : ct__kernel_missing((be), CT_K_##name, (op), (t)))
+/* The profiler's hooks in CT_KERNEL_CALL (core/profiler.c, cuttle/profiler.h): the mode (a
+ * ct_profile_mode, 0 when off), the clock read before a kernel call (begin), and after it (end:
+ * waits for t's device first in CT_PROFILE_SYNC, adds the call to the kernel's row, returns s). The
+ * comma operator orders begin before the call; end's arguments, the call among them, come after. */
+extern int ct__profile_mode;
+void ct__profile_begin(void);
+ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s);
 /* The error of CT_KERNEL_CALL for a kernel be lacks: sets it and returns CT_EUNSUPPORTED. */
 ct_status ct__kernel_missing(const ct_backend *be, ct_kernel_id k, const char *op, const ct_tensor *t);
 /* 1 when be has kernel k (or capability k) and takes dt in fmt as it is (be->supports), else 0. */

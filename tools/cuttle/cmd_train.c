@@ -100,12 +100,13 @@ enum { GO_ON = -1 };
 typedef struct {
   const char *model, *device, *optimizer, *schedule, *save, *resume, *metrics;
   double weight_decay; /* --weight-decay: torch.optim's weight_decay (0: AdamW's default, 1e-2) */
-  const char *amp, *devices, *tensorboard;
+  const char *amp, *devices, *tensorboard, *profile;
   int epochs, workers, progress, nproc, accumulate, channels_last;
   int64_t batch, max_steps, save_every, tb_every;
   double lr, bucket_mb, timeout;
   uint64_t seed;
   ct_dtype amp_dtype;                 /* --amp: CT_BF16, CT_F16, or CT_F32 without it */
+  ct_profile_mode profile_mode;       /* --profile: CT_PROFILE_HOST or _SYNC, or CT_PROFILE_OFF */
   ct_optim_opts optim;                /* --optimizer and --lr */
   ct_sched_opts sched;                /* --schedule over --epochs */
   ct_device devs[CT_CLI_MAX_DEVICES]; /* --devices: ndevs of them, 0 without it */
@@ -161,7 +162,7 @@ static int usage_train(FILE *f) {
              "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
              "                    [--max-steps N] [--metrics FILE] [--no-progress] [--accumulate K]\n"
              "                    [--nproc N] [--bucket-mb X] [--timeout S] [--amp bf16|f16] [--channels-last]\n"
-             "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N]\n"
+             "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N] [--profile host|sync]\n"
              "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
              "          --schedule cosine --workers 2 --seed 0 --accumulate 1 --bucket-mb 25 --timeout 60\n"
              "--model NAME      mlp, cnn (cuttle's recipes), or torchvision's resnet18, resnet34, resnet50 (state_dict\n"
@@ -193,6 +194,11 @@ static int usage_train(FILE *f) {
              "                  the checkpoint (SummaryWriter's purge_step); a write error mid-run is reported\n"
              "                  and the run goes on unlogged\n"
              "--tensorboard-every N  the per-step scalars every N optimizer steps (default 10)\n"
+             "--profile host|sync  time every kernel call of the training steps after the first (the warm-up) and\n"
+             "                  print the sums per kernel, op and device at the end (cuttle/profiler.h): host = the\n"
+             "                  host's time in each call (on a GPU the launch), sync = each call waited for (its\n"
+             "                  execution too; slower steps); with the wall time per step, so what the kernels\n"
+             "                  leave is the front-end's, autograd's and the loader's\n"
              "--devices LIST    one process, several devices (cpu, opencl:N, cuda:N, comma-separated): the model\n"
              "                  is replicated, each batch split between the replicas, one thread per device;\n"
              "                  gradients are summed onto the first device and the parameters copied back;\n"
@@ -232,7 +238,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
       {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
       {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
       {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'}, {"tensorboard", 1, 0, 'G'},
-      {"tensorboard-every", 1, 0, 'g'}, {"weight-decay", 1, 0, 'W'},
+      {"tensorboard-every", 1, 0, 'g'}, {"weight-decay", 1, 0, 'W'}, {"profile", 1, 0, 'p'},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
@@ -268,6 +274,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'C': c->channels_last = 1; break;
       case 'V': c->devices = optarg; break;
       case 'G': c->tensorboard = optarg; break;
+      case 'p': c->profile = optarg; break;
       case 'g': c->tb_every = atoll(optarg) > 0 ? atoll(optarg) : -1; break; /* 0 means "not given" */
       case 'h': return usage_train(stdout);
       default:
@@ -298,6 +305,14 @@ static int read_choices(train_config *c) {
                       "its own device: use one or the other\n");
       return 2;
     }
+  }
+  c->profile_mode = CT_PROFILE_OFF;
+  if (c->profile && strcmp(c->profile, "host") == 0) c->profile_mode = CT_PROFILE_HOST;
+  else if (c->profile && strcmp(c->profile, "sync") == 0) c->profile_mode = CT_PROFILE_SYNC;
+  else if (c->profile) {
+    fprintf(stderr, "cuttle: unknown --profile \"%s\": use host (the host's time in each kernel call) or sync "
+                    "(each call waited for)\n", c->profile);
+    return 2;
   }
   c->optim = (ct_optim_opts){.lr = c->lr, .weight_decay = c->weight_decay};
   if (strcmp(c->optimizer, "adam") == 0) c->optim.kind = CT_OPTIM_ADAM;
@@ -440,6 +455,8 @@ typedef struct {
   int64_t steps;        /* optimizer steps of this run */
   int64_t saved_steps;  /* the optimizer's step count at the last save to --save, -1 before one */
   int hit_max_steps;
+  double prof_since, prof_wall; /* --profile: when it last started, the seconds it has been on */
+  int64_t prof_from, prof_steps; /* the step count then, and the steps it has been on for */
   ct_tensor *flags;     /* int64 (2): this rank's SIGINT and SIGTERM flags, summed over the ranks */
 } train_run;
 
@@ -470,9 +487,55 @@ static ct_status save_run(train_run *r, const char *path, int64_t position) {
   return s;
 }
 
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --profile: on from the end of the first step of the run (that step is the warm-up: cuDNN's
+ * algorithm search, OpenCL's program builds, the allocators' growth), off during evaluations and
+ * saves at an epoch's end; the steps and wall seconds it was on are counted for the report. */
+static void profile_on(train_run *r) {
+  if (r->c->profile_mode == CT_PROFILE_OFF || r->steps < 1 || ct_profiler_mode() != CT_PROFILE_OFF) return;
+  ct_profiler_set_mode(r->c->profile_mode);
+  r->prof_since = wall_now(), r->prof_from = r->steps;
+}
+static void profile_off(train_run *r) {
+  if (ct_profiler_mode() == CT_PROFILE_OFF) return;
+  ct_profiler_set_mode(CT_PROFILE_OFF);
+  r->prof_wall += wall_now() - r->prof_since, r->prof_steps += r->steps - r->prof_from;
+}
+
+/* --profile's report, on rank 0: the wall time per profiled step beside the kernels' share of it,
+ * then the kernels' table (cuttle/profiler.h) */
+static void profile_report(train_run *r) {
+  if (r->c->profile_mode == CT_PROFILE_OFF || !r->rank0) return;
+  profile_off(r);
+  if (r->prof_steps < 1) {
+    fprintf(stderr, "%s: --profile: no step after the first ran, nothing profiled\n", r->prog);
+    return;
+  }
+  double per = 1e3 * r->prof_wall / (double)r->prof_steps, k = 0;
+  int n = ct_profiler_rows(NULL, 0);
+  ct_profile_row *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+  if (rows) {
+    n = ct_profiler_rows(rows, n);
+    for (int i = 0; i < n; i++) k += rows[i].seconds;
+    free(rows);
+  }
+  printf("profile (--profile %s, %s): %lld steps after the first, %.3f ms per step of wall time, %.3f ms of it in "
+         "kernel calls (%.1f%%)\n",
+         r->c->profile, r->devname, (long long)r->prof_steps, per, 1e3 * k / (double)r->prof_steps,
+         r->prof_wall > 0 ? 100.0 * k / r->prof_wall : 0.0);
+  ct_profiler_print(stdout, 40);
+  fflush(stdout);
+}
+
 static int after_step(void *ctx) {
   train_run *r = ctx;
   r->steps++;
+  profile_on(r);
   ct_cli_tb_step(r->tb, global_step(r), &r->running, ct_optimizer_lr(r->opt), r->scaler);
   agree(r);
   if (r->c->max_steps && r->steps >= r->c->max_steps) {
@@ -807,7 +870,10 @@ static int run_epoch(train_run *r, int64_t epoch, int *stopped) {
   r->epoch = epoch, r->position = 0;
   ct_cli_epoch_stats es = {0};
   agree(r); /* a signal during the last evaluation or save */
-  if (!stop_signal(r) && train_epoch(r, epoch, &es) != CT_OK) {
+  profile_on(r);
+  ct_status ts = stop_signal(r) ? CT_OK : train_epoch(r, epoch, &es);
+  profile_off(r);
+  if (ts != CT_OK) {
     if (r->world > 1) ct_cli_rank_abort(NULL); /* printed; the other ranks would wait in the next all-reduce */
     return 1;
   }
@@ -879,6 +945,7 @@ int ct_cmd_train(int argc, char **argv) {
   if (status != GO_ON) return status;
   status = setup(&r);
   if (status == 0) status = run_epochs(&r);
+  if (status == 0 || status > 128) profile_report(&r);
   return finish(&r, status);
 }
 
