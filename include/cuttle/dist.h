@@ -26,8 +26,9 @@
  * different models fail in ct_ddp_new, each with a message naming the first parameter that differs
  * and its dtype and shape on each rank. There is no NCCL path for CUDA tensors yet.
  *
- * Tensors on a device other than the CPU are copied to the host, reduced there and copied back;
- * those copies go through ct_to and ct_copy_ and are counted in the copy ledger.
+ * Tensors on a device other than the CPU are copied to the host, reduced or broadcast there and
+ * copied back; those copies go through ct_to, ct_to_host and ct_copy_ and are counted in the copy
+ * ledger.
  *
  * Built without MPI (CMake did not find it), every function that needs MPI returns CT_EUNSUPPORTED
  * with a message saying to `apt-get install libopenmpi-dev openmpi-bin` and rebuild. The data side,
@@ -94,11 +95,28 @@ CT_API ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n);
  * contiguous), CT_EBACKEND (as ct_dist_all_reduce_mean's), CT_EUNSUPPORTED (built without MPI). */
 CT_API ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n);
 
-/* Overwrite n tensors on every rank with the values of rank root's (torch.distributed.broadcast),
- * bit for bit, any dtype, contiguous. Same requirements on the ranks and the same errors as
- * ct_dist_all_reduce_mean, plus CT_EINVAL for a root outside [0, world size). Non-blocking
- * underneath (MPI_Ibcast), so a rank that does not arrive within ct_dist_timeout() seconds makes it
- * return CT_EBACKEND naming that rank, and breaks the group. */
+/* Overwrite n tensors on every rank with the values of rank root's (torch.distributed.broadcast of
+ * each), bit for bit: any shapes, any dtypes (mixed in one list), any strides, on any devices.
+ * Coalesced like torch's _broadcast_coalesced (torch/csrc/distributed/c10d/comm.cpp, which DDP uses
+ * for its buffers): the tensors' bytes, in list order and each tensor row-major, are packed into
+ * one host staging buffer and sent with one broadcast per chunk of at most 256 MiB (torch: 250 MB),
+ * so a list of n small tensors costs one collective, not n; a tensor over 256 MiB goes alone (in
+ * place when it is a contiguous CPU tensor). Every rank must call it with the same n, root and,
+ * tensor by tensor, the same shapes and dtypes (the strides and devices may differ). Only the other
+ * ranks write: the root's tensors keep their values and their version counters; every other
+ * rank's tensors are written in place (the tensors stay the caller's) and their version counters
+ * move (autograd then refuses a graph that saved one), and tensors on another device are copied
+ * back with ct_copy_ (counted in the ledger). n == 0 (ts may then be NULL) sends nothing.
+ * Non-blocking underneath (MPI_Ibcast), so a rank that does not arrive within ct_dist_timeout()
+ * seconds makes it return CT_EBACKEND naming that rank, and breaks the group.
+ * Errors: CT_EINVAL (ts NULL with n > 0, a NULL tensor, n < 0, a root outside [0, world size),
+ * ct_dist_init not called; all before any collective), CT_EBACKEND (an MPI error, a group broken by
+ * an earlier failed collective, a rank that did not arrive within the timeout, named in the
+ * message), CT_ENOMEM (the staging buffer, a host copy), and the errors of ct_to_host and ct_copy_
+ * for a tensor that cannot be copied to or from the host. A failure after which this rank would
+ * skip a collective the other ranks start (the staging buffer's allocation, the root's packing, a
+ * write-back with chunks still to send) also breaks the group, as a timeout does: the program
+ * should then end the job with ct_dist_abort. CT_EUNSUPPORTED (built without MPI). */
 CT_API ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root);
 
 /* The process-wide bound, in seconds, on how long any collective (the all-reduces and broadcasts
@@ -183,7 +201,8 @@ CT_API ct_ddp *ct_ddp_new(ct_module *m, const ct_ddp_opts *opts);
 CT_API ct_status ct_ddp_sync_grads(ct_ddp *d);
 
 /* DDP's forward (DistributedDataParallel.forward, torch/nn/parallel/distributed.py): rank 0's
- * buffers are first broadcast to every rank (torch's _sync_buffers in _pre_forward, unless
+ * buffers are first broadcast to every rank, all of them in one coalesced ct_dist_broadcast
+ * (torch's _sync_buffers in _pre_forward, through _broadcast_coalesced, unless
  * ct_ddp_opts.local_buffers) when the previous forward through d ran with grad mode on and grad sync
  * on (torch's require_forward_param_sync, which _post_forward sets; true for the first forward);
  * then ct_module_forward(m, x). So in plain training every rank normalizes with rank 0's running

@@ -21,6 +21,13 @@ ct_status ct__dist_break(ct_status s);
 /* The arrival announcements this rank has sent since ct_dist_init (process_group.c: a rank sends
  * them only while a wait runs past the grace period), for the tests. */
 int64_t ct__dist_announcements_sent(void);
+/* Set the chunk of ct_dist_broadcast's coalesced broadcast (256 MiB; 0 restores it) and return
+ * the previous one, so that the tests can split a small list into several chunks and make a tensor
+ * larger than a chunk. Every rank must set the same. Without MPI it does nothing and returns 0. */
+size_t ct__dist_set_broadcast_chunk(size_t bytes);
+/* The collectives this rank has started since ct_dist_init (the number of the last one, as in the
+ * timeout messages' "collective #k"), for the tests that count them; 0 without MPI. */
+int64_t ct__dist_collectives_started(void);
 /* Seconds on a monotonic clock. */
 double ct__dist_now(void);
 

@@ -1,9 +1,11 @@
 /* src/dist/process_group.c: the MPI process group, its collectives, and the bounded wait.
  *
- * The group is MPI_COMM_WORLD. Collectives on CPU tensors work on the tensor's own memory
+ * The group is MPI_COMM_WORLD. The all-reduces on CPU tensors work on the tensor's own memory
  * (MPI_IN_PLACE); a tensor on another device is copied to the host with ct_to, reduced there and
- * copied back with ct_copy_, both counted in the copy ledger. Counts above INT_MAX / 2 elements are
- * sent in chunks, since MPI's counts are int. Built without MPI (CUTTLE_WITH_MPI undefined), the
+ * copied back with ct_copy_, both counted in the copy ledger. ct_dist_broadcast packs its whole list
+ * into one host staging buffer and sends it with one broadcast per 256 MiB chunk, as torch's
+ * _broadcast_coalesced (at its definition below). Counts above INT_MAX / 2 elements are sent in
+ * chunks, since MPI's counts are int. Built without MPI (CUTTLE_WITH_MPI undefined), the
  * functions that need MPI fail with CT_EUNSUPPORTED and say how to get it.
  *
  * Faults end the job, they never hang it (issue 10). Collectives are numbered in the order they
@@ -144,6 +146,7 @@ int ct_dist_rank(void) { return g.initialized ? g.rank : 0; }
 int ct_dist_world_size(void) { return g.initialized ? g.world : 1; }
 int ct_dist_local_rank(void) { return g.initialized ? g.local_rank : 0; }
 int ct__dist_initialized(void) { return g.initialized; }
+int64_t ct__dist_collectives_started(void) { return g.seq; }
 
 double ct__dist_now(void) {
   struct timespec ts;
@@ -175,7 +178,9 @@ ct_status ct__dist_need_init(const char *op) {
 }
 
 /* Check a list of tensors given to a collective; CT_OK or the error, naming op.
- * floating: 0 any dtype, 1 float32/float64, 2 float32/float64/int64. */
+ * floating: 0 any dtype and any strides (the broadcast, which packs the tensors in row-major order
+ * and copies back elementwise), 1 float32/float64, 2 float32/float64/int64, both contiguous only
+ * (the all-reduces work on the tensor's own memory). */
 static ct_status check_list(const char *op, ct_tensor *const *ts, int n, int floating) {
   if (n < 0 || (n > 0 && !ts)) return ct__error(CT_EINVAL, "%s: need a list ts of n >= 0 tensors; got ts=%p, n=%d", op, (const void *)ts, n);
   for (int i = 0; i < n; i++) {
@@ -185,7 +190,7 @@ static ct_status check_list(const char *op, ct_tensor *const *ts, int n, int flo
       return ct__error(CT_EDTYPE, "%s: tensor %d is %s; the mean is taken of float32 or float64 tensors", op, i, ct_dtype_name(dt));
     if (floating == 2 && dt != CT_F32 && dt != CT_F64 && dt != CT_I64)
       return ct__error(CT_EDTYPE, "%s: tensor %d is %s; the sum is taken of float32, float64 or int64 tensors", op, i, ct_dtype_name(dt));
-    if (!ct_tensor_is_contiguous(ts[i]))
+    if (floating && !ct_tensor_is_contiguous(ts[i]))
       return ct__error(CT_ESHAPE, "%s: tensor %d is not contiguous; pass ct_contiguous(t) and copy the result back", op, i);
   }
   return ct__dist_need_init(op);
@@ -603,7 +608,11 @@ ct_status ct__dist_allgather_i64(const int64_t *mine, int n, int64_t *all, const
   return wait_release(h, op);
 }
 
-static ct_status bcast_bytes(void *buf, size_t nbytes, int root, const char *op) {
+/* Broadcast nbytes bytes of buf from root, in place, and wait (bounded). *busy becomes 1 when it
+ * fails leaving MPI a request on buf (a chunk started but never seen complete): the caller must then
+ * keep buf allocated, since MPI may still write it (the group is broken and the job ends). */
+static ct_status bcast_bytes(void *buf, size_t nbytes, int root, const char *op, int *busy) {
+  *busy = 0;
   ct_status s = ct__dist_need_init(op);
   if (s != CT_OK) return s;
   int nreq = (int)((nbytes + (size_t)CHUNK - 1) / (size_t)CHUNK);
@@ -617,11 +626,14 @@ static ct_status bcast_bytes(void *buf, size_t nbytes, int root, const char *op)
     if (rc != MPI_SUCCESS) {
       h->nreq = i;
       if (i == 0) free(h);
+      else *busy = 1;
       return break_group(mpi_error(op, "MPI_Ibcast", rc));
     }
     h->nreq = i + 1;
   }
-  return wait_release(h, op);
+  s = wait_release(h, op);
+  if (s != CT_OK) *busy = 1;
+  return s;
 }
 
 ct_status ct_dist_finalize(void) {
@@ -743,16 +755,124 @@ ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n) {
   return s;
 }
 
-static ct_status bcast_host(ct_tensor *h, void *ctx) {
-  size_t nbytes = (size_t)ct_tensor_numel(h) * ct_dtype_size(ct_tensor_dtype(h));
-  return bcast_bytes(ct_tensor_data(h), nbytes, *(int *)ctx, "ct_dist_broadcast");
+/* ct_dist_broadcast, coalesced as torch's _broadcast_coalesced (torch/csrc/distributed/c10d/comm.cpp,
+ * which DDP's _sync_buffers and _sync_module_states call): the list's bytes, in list order and each
+ * tensor in row-major order, are packed into one host staging buffer and sent with one broadcast
+ * per chunk of at most bcast_chunk bytes (torch: buckets of 250 MB), then unpacked on the ranks
+ * other than the root. ct_ddp_forward broadcasts every BatchNorm buffer before a forward:
+ * resnet18's 60 small tensors (38 KB) were 60 broadcasts, each a round of MPI latency, and are now
+ * one. Broadcast is bytewise, so unlike torch's buckets (one dtype and device each) a chunk mixes
+ * dtypes and devices; every rank cuts the list into the same chunks, since the chunks depend only
+ * on the sizes, which every rank must give alike. Packing and unpacking in row-major order also
+ * takes strided tensors, as torch's flatten_dense_tensors and copy_ do.
+ * A tensor larger than a chunk is sent alone, in place when it is a contiguous CPU tensor (no
+ * staging copy of a large tensor), else through a host copy of its own.
+ *
+ * Only the non-root ranks write: the root's tensors keep their values, and their version counters
+ * (torch's root copies the flat buffer back into its own tensors and so bumps their _version; the
+ * values do not change, and cuttle counts a write only where one is made). A non-root's CPU tensor
+ * written by memcpy gets ct__bump_version, one written by ct_copy_ (strided, or on a device) gets it
+ * from ct_copy_. */
+static size_t bcast_chunk = (size_t)256 << 20;
+
+size_t ct__dist_set_broadcast_chunk(size_t bytes) {
+  size_t old = bcast_chunk;
+  bcast_chunk = bytes > 0 ? bytes : (size_t)256 << 20;
+  return old;
+}
+
+static size_t nbytes_of(ct_tensor *t) { return (size_t)ct_tensor_numel(t) * ct_dtype_size(ct_tensor_dtype(t)); }
+static int host_dense(ct_tensor *t) { return ct_tensor_device(t).kind == CT_CPU && ct_tensor_is_contiguous(t); }
+
+/* Write the row-major bytes of t (nbytes_of(t) of them) into dst. */
+static ct_status pack(ct_tensor *t, char *dst) {
+  if (!nbytes_of(t)) return CT_OK; /* an empty tensor's data may be NULL, which memcpy must not get */
+  if (!host_dense(t)) return ct_to_host(t, dst, nbytes_of(t), ct_tensor_dtype(t)); /* strided or on a device */
+  memcpy(dst, ct_tensor_data(t), nbytes_of(t));
+  return CT_OK;
+}
+
+/* Write the row-major bytes at src into t (an empty t is not written, nor counted as written). */
+static ct_status unpack(ct_tensor *t, const char *src) {
+  if (!nbytes_of(t)) return CT_OK;
+  if (host_dense(t)) {
+    memcpy(ct_tensor_data(t), src, nbytes_of(t));
+    ct__bump_version(t);
+    return CT_OK;
+  }
+  ct_tensor *h = ct_from_host(src, ct_tensor_ndim(t), ct_tensor_shape(t), ct_tensor_dtype(t), CT_DEVICE_CPU);
+  if (!h) return ct_last_status();
+  ct__untrack(h);
+  ct_status s = ct_copy_(t, h); /* to the device, or into the strides; counted in the ledger, bumps the version */
+  ct_tensor_free(h);
+  return s;
+}
+
+/* A tensor of more than bcast_chunk bytes, alone. */
+static ct_status bcast_large(ct_tensor *t, int root, const char *op) {
+  int busy = 0, mine = g.rank == root;
+  if (host_dense(t)) { /* in place */
+    ct_status s = bcast_bytes(ct_tensor_data(t), nbytes_of(t), root, op, &busy);
+    if (s == CT_OK && !mine) ct__bump_version(t);
+    return s;
+  }
+  /* the root's row-major copy on the host, or room for it */
+  ct_tensor *h = mine ? ct_to(t, CT_DEVICE_CPU, CT_COPY)
+                      : ct_empty(ct_tensor_ndim(t), ct_tensor_shape(t), ct_tensor_dtype(t), CT_DEVICE_CPU);
+  if (!h) return break_group(ct_last_status()); /* this rank skips a collective the others start */
+  ct__untrack(h);
+  ct_status s = bcast_bytes(ct_tensor_data(h), nbytes_of(t), root, op, &busy);
+  if (s == CT_OK && !mine) s = ct_copy_(t, h);
+  if (!busy) ct_tensor_free(h); /* else MPI may still write it: kept (the group is broken) */
+  return s;
 }
 
 ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root) {
-  ct_status s = check_list("ct_dist_broadcast", ts, n, 0);
+  const char *op = "ct_dist_broadcast";
+  ct_status s = check_list(op, ts, n, 0);
   if (s == CT_OK && (root < 0 || root >= g.world))
     return ct__error(CT_EINVAL, "ct_dist_broadcast: root %d is outside [0, %d)", root, g.world);
-  for (int i = 0; s == CT_OK && i < n; i++) s = through_host(ts[i], bcast_host, &root, 1);
+  if (s != CT_OK) return s;
+  /* The staging buffer holds any chunk: at most bcast_chunk bytes, and no more than the tensors
+   * that go through it. left: the bytes not yet sent, to know whether a failure skips collectives. */
+  size_t cap = 0, left = 0;
+  for (int i = 0; i < n; i++) {
+    size_t b = nbytes_of(ts[i]);
+    left += b;
+    if (b <= bcast_chunk) cap += b;
+  }
+  if (cap > bcast_chunk) cap = bcast_chunk;
+  char *stage = cap ? ct__malloc(cap, "ct_dist_broadcast: the staging buffer") : NULL;
+  if (cap && !stage) return break_group(ct_last_status());
+  int mine = g.rank == root, busy = 0;
+  for (int i = 0; s == CT_OK && i < n;) {
+    size_t b = nbytes_of(ts[i]);
+    if (b > bcast_chunk) {
+      s = bcast_large(ts[i++], root, op);
+      left -= b;
+      if (s != CT_OK && left > 0 && !g.broken) s = break_group(s); /* the chunks left would be skipped */
+      continue;
+    }
+    /* the chunk: tensors [i, j), in list order, while they fit */
+    int j = i;
+    size_t total = 0;
+    for (; j < n && nbytes_of(ts[j]) <= bcast_chunk && total + nbytes_of(ts[j]) <= bcast_chunk; j++)
+      total += nbytes_of(ts[j]);
+    left -= total;
+    size_t off = 0;
+    for (int k = i; mine && s == CT_OK && k < j; off += nbytes_of(ts[k++])) s = pack(ts[k], stage + off);
+    if (s != CT_OK) {
+      s = break_group(s); /* this rank skips a collective the others start */
+      break;
+    }
+    if (total > 0) s = bcast_bytes(stage, total, root, op, &busy); /* empty tensors: no collective on any rank */
+    off = 0;
+    for (int k = i; !mine && s == CT_OK && k < j; off += nbytes_of(ts[k++])) s = unpack(ts[k], stage + off);
+    /* an unpack that failed after the collective leaves this rank in step, unless chunks remain */
+    if (s != CT_OK && left > 0 && !g.broken) s = break_group(s);
+    i = j;
+  }
+  if (!busy) free(stage); /* else MPI may still write it: kept (the group is broken) */
   return s;
 }
 
@@ -796,5 +916,6 @@ ct_status ct__dist_allgather_i64(const int64_t *mine, int n, int64_t *all, const
 ct_status ct_dist_all_reduce_mean(ct_tensor *const *ts, int n) { return check_list("ct_dist_all_reduce_mean", ts, n, 1); }
 ct_status ct_dist_all_reduce_sum(ct_tensor *const *ts, int n) { return check_list("ct_dist_all_reduce_sum", ts, n, 2); }
 ct_status ct_dist_broadcast(ct_tensor *const *ts, int n, int root) { (void)root; return check_list("ct_dist_broadcast", ts, n, 0); }
+size_t ct__dist_set_broadcast_chunk(size_t bytes) { (void)bytes; return 0; }
 
 #endif

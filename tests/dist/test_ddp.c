@@ -15,9 +15,12 @@
  * bucket's all-reduce was started by a gradient hook during backward, none by ct_ddp_sync_grads.
  * A user module with BatchNorm buffers checks what happens to buffers (broadcast from rank 0 in
  * ct_ddp_new, then before every forward through ct_ddp_forward as torch's DDP, or never again with
- * local_buffers).
+ * local_buffers), and with gradient accumulation as `cuttle train --accumulate` drives it (the
+ * broadcast only before a group's first micro-batch, torch's require_forward_param_sync).
  * It checks no_sync accumulation (K = 2 micro-batches of B/2N per rank, grad sync off for the first,
- * equals one batch of B), the collectives directly (mean, exact int64 sums, broadcast), and that
+ * equals one batch of B), the collectives directly (mean, exact int64 sums, broadcast, and the
+ * coalesced broadcast of a list mixing dtypes, strided views and devices, from rank 0 and from the
+ * last rank, in one collective and in several chunks), and that
  * ranks holding different models (parameter counts, shapes with the same count, dtypes) all fail in
  * ct_ddp_new with a message naming the first parameter that differs and each rank's version of it,
  * rather than hang. The faults (a rank killed or stuck) are tests/dist/dist_faults.sh's.
@@ -103,10 +106,14 @@ static double spread_from_rank0(ct_module *m, int with_buffers) {
   return spread;
 }
 
-/* Batch `step` of the fixed sequence: x (B, 1, 28, 28) float32, y (B) int64, the same on every rank. */
+/* The rows of a batch: B, but batchnorm_buffers_accumulation's micro-batches need more. */
+static int64_t batch_rows = B;
+
+/* Batch `step` of the fixed sequence: x (batch_rows, 1, 28, 28) float32, y (batch_rows) int64, the
+ * same on every rank. */
 static void batch(int step, ct_tensor **x, ct_tensor **y) {
   ct_generator gen = ct_generator_new(1000 + (uint64_t)step);
-  int64_t xs[4] = {B, 1, 28, 28}, ys[1] = {B};
+  int64_t xs[4] = {batch_rows, 1, 28, 28}, ys[1] = {batch_rows};
   *x = ct_randn(4, xs, 0, 1, CT_F32, CT_DEVICE_CPU, &gen);
   *y = ct_randint(1, ys, 0, 10, CT_I64, CT_DEVICE_CPU, &gen);
 }
@@ -471,6 +478,223 @@ static void batchnorm_buffers(int local) {
   ct_module_free(m);
 }
 
+/* Buffers under DDP with gradient accumulation, driven as `cuttle train --accumulate K` drives it
+ * (tools/cuttle/train_loop.c): before each micro-batch ct_ddp_set_grad_sync(d, last of its group),
+ * then ct_ddp_forward, backward of the loss scaled 1/K; after the group's last, ct_ddp_sync_grads and
+ * an SGD step. torch's rule (require_forward_param_sync, set by _post_forward to grad enabled and
+ * not in no_sync): the buffers are broadcast before a forward only when the previous forward ran
+ * with grad and grad sync on, so before each group's first micro-batch (and the very first forward)
+ * and never before the others. Two checks:
+ *  - the collectives ct_ddp_forward starts: one (the buffers, coalesced) before a group's first
+ *    micro-batch, none before the others;
+ *  - as in batchnorm_buffers, every rank's model after STEPS_BN groups equals, to 1e-5, one process
+ *    that starts from rank 0's parameters and buffers and takes every rank's share of each batch in
+ *    turn, each share as K micro-batches (losses scaled 1/(world K)), each share's K forwards
+ *    starting from rank 0's running statistics at the group's start and updating them in turn; the
+ *    statistics that go on are rank 0's share's, and after the last group this rank's. Broadcasting
+ *    before every forward instead would leave a rank other than 0 with rank 0's statistics after
+ *    its first K - 1 micro-batches, updated by its own last one, and fail this on those ranks.
+ * The batches have 4 B = 48 rows and K is 4, so that a micro-batch has 6 rows on 2 ranks, 4 on 3:
+ * BatchNorm's gradient through the statistics of 2 rows is so ill-conditioned that the float
+ * rounding of the all-reduce's other order of summation grew to 1e-1 in 10 steps (measured), and 3
+ * rows came within 2x of the 1e-5 bound. */
+#define ACC_ROWS (4 * B)
+static void batchnorm_buffers_accumulation(void) {
+  int rank = ct_dist_rank(), world = ct_dist_world_size();
+  batch_rows = ACC_ROWS;
+  int64_t share = ACC_ROWS / world;
+  const int K = 4;
+  int64_t micro = share / K;
+  ct_optim_opts oo = {.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
+  ct_generator g = ct_generator_new(rank == 0 ? 7 : 400 + (uint64_t)rank);
+  ct_module *m = residual_bn_new(CT_DEVICE_CPU, &g);
+  CHECK(m != NULL && share % K == 0, "building the BatchNorm module");
+  if (!m) return (void)(batch_rows = B);
+  set_rank_buffers(m, rank);
+  ct_ddp *d = ct_ddp_new(m, &(ct_ddp_opts){.bucket_mb = 0.05});
+  CHECK(d != NULL, "ct_ddp_new");
+  if (!d) {
+    ct_module_free(m);
+    batch_rows = B;
+    return;
+  }
+  ct_optimizer *opt = ct_optimizer_new(m, &oo);
+  int wrong = 0; /* forwards that broke the rule */
+  for (int s = 0; s < STEPS_BN; s++) {
+    for (int q = 0; q < K; q++) {
+      ct_scope_begin();
+      CHECK(ct_ddp_set_grad_sync(d, q == K - 1) == CT_OK, "grad sync %d", q == K - 1);
+      ct_tensor *x, *y;
+      batch(s, &x, &y);
+      int64_t lo = rank * share + q * micro;
+      int64_t c0 = ct__dist_collectives_started();
+      ct_tensor *logits = ct_ddp_forward(d, ct_narrow(x, 0, lo, micro));
+      int64_t started = ct__dist_collectives_started() - c0;
+      if (started != (q == 0) && !wrong++) /* the first forward that broke the rule */
+        CHECK(started == (q == 0), "accumulation: group %d, micro-batch %d of %d: ct_ddp_forward started %lld collectives, expected %d "
+              "(the buffers only before a group's first)", s, q, K, (long long)started, q == 0);
+      ct_tensor *loss = ct_mul_scalar(ct_cross_entropy(logits, ct_narrow(y, 0, lo, micro), CT_REDUCTION_MEAN, 0), 1.0 / K);
+      CHECK(loss && ct_backward(loss) == CT_OK, "backward, group %d micro-batch %d", s, q);
+      ct_scope_end();
+    }
+    CHECK(ct_ddp_sync_grads(d) == CT_OK, "ct_ddp_sync_grads at group %d", s);
+    CHECK(ct_optimizer_step(opt) == CT_OK, "optimizer step %d", s);
+    ct_optimizer_zero_grad(opt);
+  }
+  CHECK(wrong == 0, "accumulation: %d of %d forwards broke the rule", wrong, STEPS_BN * K);
+  double spread = spread_from_rank0(m, 0);
+  CHECK(spread == 0, "BatchNorm accumulation: rank %d's parameters differ from rank 0's by %g", rank, spread);
+  double nbt = ct_item(ct_module_tensor(m, "block.bn.num_batches_tracked"));
+  CHECK(nbt == STEPS_BN * K, "BatchNorm accumulation: rank %d counted %g batches, expected %d", rank, nbt, STEPS_BN * K);
+
+  /* the reference, on every rank for its own buffers */
+  ct_generator g0 = ct_generator_new(7);
+  ct_module *ref = residual_bn_new(CT_DEVICE_CPU, &g0);
+  ct_optimizer *ropt = ct_optimizer_new(ref, &oo);
+  set_rank_buffers(ref, 0);
+  static const char *const bufs[3] = {"block.bn.running_mean", "block.bn.running_var", "block.bn.num_batches_tracked"};
+  for (int s = 0; s < STEPS_BN; s++) {
+    int keep = s == STEPS_BN - 1 ? rank : 0; /* the share whose statistics go on */
+    ct_tensor *before[3], *kept[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) before[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
+    for (int k = 0; k < world; k++) {
+      for (int i = 0; i < 3; i++) CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), before[i]) == CT_OK, "restore");
+      for (int q = 0; q < K; q++) forward_backward(ref, NULL, s, k * share + q * micro, micro, 1.0 / (world * K));
+      if (k == keep)
+        for (int i = 0; i < 3; i++) kept[i] = ct_to(ct_module_tensor(ref, bufs[i]), CT_DEVICE_CPU, CT_COPY);
+    }
+    for (int i = 0; i < 3; i++) {
+      CHECK(ct_copy_(ct_module_tensor(ref, bufs[i]), kept[i]) == CT_OK, "the statistics that go on");
+      ct_tensor_free(before[i]), ct_tensor_free(kept[i]);
+    }
+    CHECK(ct_optimizer_step(ropt) == CT_OK, "reference step %d", s);
+    ct_optimizer_zero_grad(ropt);
+  }
+  double diff = max_diff(m, ref);
+  if (rank == 0)
+    printf("test_ddp: BatchNorm user module, --accumulate %d, %d ranks x %d micro-batches of %lld, %d steps: max abs "
+           "difference (parameters and buffers) from 1 process taking the shares in turn = %.3g\n", K, world, K,
+           (long long)micro, STEPS_BN, diff);
+  CHECK(diff <= 1e-5, "BatchNorm accumulation: rank %d's parameters and buffers differ from the reference by %g", rank, diff);
+  ct_optimizer_free(ropt);
+  ct_module_free(ref);
+  ct_optimizer_free(opt);
+  ct_ddp_free(d);
+  ct_module_free(m);
+  batch_rows = B;
+}
+
+/* ct_dist_broadcast, coalesced (process_group.c): one list mixing uint8 (3 bytes, so that what
+ * follows lies unaligned in the staging buffer), float32, float64, int64 (values above 2^53, which
+ * a trip through float64 would round), an empty tensor, a 0-dim one, strided views (a transposed
+ * one, and a slice with step 2 whose base's other elements must stay this rank's) and, where an
+ * OpenCL device exists (PoCL), a device tensor and a strided device view, every rank filling each
+ * tensor with values of its own, then a broadcast from root. Afterwards every tensor holds root's
+ * values bit for bit on every rank (on the root: its own, unchanged), the slice's base keeps this
+ * rank's odd elements, the root's version counters did not move and every other rank's did
+ * (autograd must see the write). Counting the collectives started: with the default 256 MiB chunk
+ * the whole list is one broadcast (it was one per tensor); with a 40-byte chunk
+ * (ct__dist_set_broadcast_chunk) it splits into [uint8, f32 (23 bytes)], the f64 (48, larger than
+ * a chunk: alone, in place), [int64 (32)], the transposed view (48: alone, through a host copy),
+ * [empty, 0-dim, slice (24)], and with OpenCL the device tensor (48: alone, through the host) and
+ * [the device view (24)]: 5 broadcasts, 7 with OpenCL. */
+#define NBC 10
+static void coalesced_broadcast(int root, size_t chunk) {
+  int rank = ct_dist_rank();
+  ct_device ocl;
+  int have_ocl = ct_device_count(CT_OPENCL) > 0 && ct_device_parse("opencl:0", &ocl) == CT_OK;
+  ct_scope_begin();
+  /* values of rank r: element i of tensor k (the bases: the transposed view's (3, 4), the slice's (8)) */
+  ct_tensor *base[NBC] = {0}, *t[NBC] = {0};
+  uint8_t u8[2][3];
+  float f32[2][5], tr[2][12], sl[2][8], od[2][12], ov[2][6];
+  double f64[2][6], sc[2][1];
+  int64_t i64[2][4];
+  for (int w = 0; w < 2; w++) { /* w 0: this rank's values, 1: root's */
+    int r = w == 0 ? rank : root;
+    for (int i = 0; i < 3; i++) u8[w][i] = (uint8_t)(7 * r + i + 1);
+    for (int i = 0; i < 5; i++) f32[w][i] = (float)(100 * r + i) + 0.25f;
+    for (int i = 0; i < 6; i++) f64[w][i] = 1000.0 * r + i + 1.0 / 3;
+    for (int i = 0; i < 4; i++) i64[w][i] = ((int64_t)1 << 60) + 1000 * r + 2 * i + 1;
+    for (int i = 0; i < 12; i++) tr[w][i] = (float)(-50 * r - i) - 0.5f;
+    sc[w][0] = -7.0 * r - 0.125;
+    for (int i = 0; i < 8; i++) sl[w][i] = (float)(300 * r + 10 * i) + 0.75f;
+    for (int i = 0; i < 12; i++) od[w][i] = (float)(17 * r + i) / 8;
+    for (int i = 0; i < 6; i++) ov[w][i] = (float)(-9 * r + i) / 16;
+  }
+  ct_device cpu = CT_DEVICE_CPU;
+  t[0] = ct_from_host(u8[0], 1, (int64_t[]){3}, CT_U8, cpu);
+  t[1] = ct_from_host(f32[0], 1, (int64_t[]){5}, CT_F32, cpu);
+  t[2] = ct_from_host(f64[0], 2, (int64_t[]){2, 3}, CT_F64, cpu);
+  t[3] = ct_from_host(i64[0], 1, (int64_t[]){4}, CT_I64, cpu);
+  base[4] = ct_from_host(tr[0], 2, (int64_t[]){3, 4}, CT_F32, cpu);
+  t[4] = ct_transpose(base[4], 0, 1);
+  t[5] = ct_empty(1, (int64_t[]){0}, CT_F32, cpu);
+  t[6] = ct_from_host(sc[0], 0, NULL, CT_F64, cpu);
+  base[7] = ct_from_host(sl[0], 1, (int64_t[]){8}, CT_F32, cpu);
+  t[7] = ct_slice(base[7], 0, 0, 8, 2);
+  int n = 8;
+  if (have_ocl) {
+    t[8] = ct_from_host(od[0], 1, (int64_t[]){12}, CT_F32, ocl);
+    base[9] = ct_from_host(ov[0], 2, (int64_t[]){2, 3}, CT_F32, ocl);
+    t[9] = ct_transpose(base[9], 0, 1);
+    n = 10;
+  }
+  for (int k = 0; k < n; k++) CHECK(t[k] != NULL, "coalesced broadcast: building tensor %d", k);
+  CHECK(!ct_tensor_is_contiguous(t[4]) && !ct_tensor_is_contiguous(t[7]) && (!have_ocl || !ct_tensor_is_contiguous(t[9])),
+        "coalesced broadcast: the views are strided");
+  uint64_t v0[NBC];
+  for (int k = 0; k < n; k++) v0[k] = ct__version(t[k]);
+  size_t old = ct__dist_set_broadcast_chunk(chunk);
+  int64_t c0 = ct__dist_collectives_started();
+  ct_status st = ct_dist_broadcast(t, n, root);
+  int64_t started = ct__dist_collectives_started() - c0;
+  ct__dist_set_broadcast_chunk(old);
+  CHECK(st == CT_OK, "coalesced broadcast from rank %d (chunk %zu): status %d", root, chunk, (int)st);
+  int64_t want = chunk ? (have_ocl ? 7 : 5) : 1;
+  CHECK(started == want, "coalesced broadcast from rank %d (chunk %zu): %lld collectives, expected %lld", root, chunk,
+        (long long)started, (long long)want);
+  /* what each tensor must hold: root's values, row-major (the views': their elements of root's base) */
+  float trt[12], slv[4], ovt[6];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) trt[i * 3 + j] = tr[1][j * 4 + i];
+  for (int i = 0; i < 4; i++) slv[i] = sl[1][2 * i];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 2; j++) ovt[i * 2 + j] = ov[1][j * 3 + i];
+  const void *want_bytes[NBC] = {u8[1], f32[1], f64[1], i64[1], trt, NULL, sc[1], slv, od[1], ovt};
+  for (int k = 0; k < n; k++) {
+    if (!t[k]) continue;
+    size_t nb = (size_t)ct_tensor_numel(t[k]) * ct_dtype_size(ct_tensor_dtype(t[k]));
+    char got[128];
+    CHECK(nb <= sizeof got && ct_to_host(t[k], got, sizeof got, ct_tensor_dtype(t[k])) == CT_OK, "reading tensor %d", k);
+    CHECK(nb == 0 || memcmp(got, want_bytes[k], nb) == 0,
+          "coalesced broadcast from rank %d (chunk %zu): tensor %d (%s) differs from the root's", root, chunk, k,
+          ct_dtype_name(ct_tensor_dtype(t[k])));
+    uint64_t v = ct__version(t[k]);
+    if (rank == root) CHECK(v == v0[k], "coalesced broadcast: the root's tensor %d was counted as written", k);
+    else if (nb > 0) CHECK(v > v0[k], "coalesced broadcast: tensor %d written on rank %d without a version bump", k, rank);
+  }
+  /* the slice's base: root's values at the even elements, this rank's own at the odd ones */
+  float b7[8];
+  CHECK(base[7] && ct_to_host(base[7], b7, sizeof b7, CT_F32) == CT_OK, "reading the slice's base");
+  for (int i = 0; i < 8; i++)
+    CHECK(b7[i] == sl[i % 2 ? 0 : 1][i], "coalesced broadcast from rank %d: the slice's base element %d is %g, expected %g",
+          root, i, b7[i], sl[i % 2 ? 0 : 1][i]);
+  if (rank == 0)
+    printf("test_ddp: coalesced broadcast from rank %d of %d tensors (%s, chunk %s): %lld collective(s)\n", root, n,
+           have_ocl ? "CPU and opencl:0" : "CPU", chunk ? "40 bytes" : "256 MiB", (long long)started);
+  /* the contract's edges: an empty list sends nothing; a NULL tensor, a NULL list, n < 0 and a root
+   * outside the group are errors before any collective (every rank fails alike) */
+  c0 = ct__dist_collectives_started();
+  CHECK(ct_dist_broadcast(NULL, 0, root) == CT_OK && ct__dist_collectives_started() == c0, "an empty list");
+  CHECK(ct_dist_broadcast((ct_tensor *[]){t[1], NULL}, 2, root) == CT_EINVAL && strstr(ct_last_error(), "tensor 1 of 2 is NULL"),
+        "a NULL tensor in the list");
+  CHECK(ct_dist_broadcast(NULL, 1, root) == CT_EINVAL && ct_dist_broadcast(t, -1, root) == CT_EINVAL, "a NULL list, n < 0");
+  CHECK(ct_dist_broadcast(t, 1, -1) == CT_EINVAL && strstr(ct_last_error(), "outside"), "root -1");
+  CHECK(ct__dist_collectives_started() == c0, "a rejected list started a collective");
+  ct_scope_end();
+}
+
 static void collectives(void) {
   int rank = ct_dist_rank(), world = ct_dist_world_size();
   int64_t shape[1] = {5};
@@ -561,6 +785,10 @@ int main(void) {
   CHECK(ct_dist_init() == CT_OK, "a second ct_dist_init does nothing");
   CHECK(ct_dist_timeout() == 60.0, "the default timeout is 60 s");
   collectives();
+  for (int root = 0; root < world; root += world - 1 > 0 ? world - 1 : 1) { /* rank 0 and the last rank */
+    coalesced_broadcast(root, 0);
+    coalesced_broadcast(root, 40);
+  }
   for (int kind = 0; kind < 5; kind++) mismatch(kind);
   /* 0.1 MiB buckets split the mlp's 235146 floats (0.9 MiB) over several all-reduces. */
   equivalence("SGD lr 0.05 momentum 0.9", (ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.05, .momentum = 0.9}, 0.1, 4, 1e-5);
@@ -588,6 +816,7 @@ int main(void) {
   accumulation(1);
   batchnorm_buffers(0);
   batchnorm_buffers(1);
+  batchnorm_buffers_accumulation();
   double_backward();
   late_rank();
   CHECK(ct_dist_finalize() == CT_OK, "finalize: %s", ct_last_error());
