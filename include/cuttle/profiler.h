@@ -53,7 +53,8 @@ typedef struct {
 CT_API int ct_profiler_rows(ct_profile_row *rows, int cap);
 
 /* Print the top rows (top <= 0: all) as a table: kernel, op, device, calls, total ms, us per call,
- * share of the rows' total; then one line with the total over every row. f NULL is stdout. Returns
+ * share of the rows' total; then one line with the total over every row and the mode that recorded
+ * them last (host or sync: print after pausing, as a loop does). f NULL is stdout. Returns
  * the total seconds over every row. */
 CT_API double ct_profiler_print(FILE *f, int top);
 

@@ -164,6 +164,8 @@ extern const char *const ct__kernel_names[CT_K_COUNT];
 extern int ct__profile_mode;
 void ct__profile_begin(void);
 ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s);
+/* How many times CT_PROFILE_SYNC has waited for a device (not the CPU) since the process began. */
+int64_t ct__profile_waits(void);
 /* The error of CT_KERNEL_CALL for a kernel be lacks: sets it and returns CT_EUNSUPPORTED. */
 ct_status ct__kernel_missing(const ct_backend *be, ct_kernel_id k, const char *op, const ct_tensor *t);
 /* 1 when be has kernel k (or capability k) and takes dt in fmt as it is (be->supports), else 0. */

@@ -31,6 +31,8 @@ typedef struct {
 static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
 static prof_row prof_rows[PROF_MAX_ROWS];
 static int prof_nrows;
+static int prof_recorded_mode = CT_PROFILE_HOST; /* the last mode that recorded, for the table */
+static int64_t prof_waits; /* CT_PROFILE_SYNC's waits, for the tests (ct__profile_waits) */
 static _Thread_local double prof_t0[PROF_MAX_DEPTH];
 static _Thread_local int prof_depth;
 
@@ -42,6 +44,7 @@ static double prof_now(void) {
 
 void ct_profiler_set_mode(ct_profile_mode mode) {
   int m = mode == CT_PROFILE_HOST || mode == CT_PROFILE_SYNC ? (int)mode : CT_PROFILE_OFF;
+  if (m != CT_PROFILE_OFF) __atomic_store_n(&prof_recorded_mode, m, __ATOMIC_RELAXED);
   __atomic_store_n(&ct__profile_mode, m, __ATOMIC_RELAXED);
 }
 
@@ -90,7 +93,7 @@ ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct
     /* the backend's wait itself, not ct_synchronize: no ledger count, no sync-debug report. A
      * failure here is an earlier asynchronous error, which the next real wait reports again. */
     const ct_backend *be = ct__backend(d.kind);
-    if (be && be->synchronize) (void)be->synchronize(d.index);
+    if (be && be->synchronize) (void)be->synchronize(d.index), __atomic_add_fetch(&prof_waits, 1, __ATOMIC_RELAXED);
   }
   double dt = prof_now() - prof_t0[depth];
   pthread_mutex_lock(&prof_lock);
@@ -99,6 +102,8 @@ ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct
   pthread_mutex_unlock(&prof_lock);
   return s;
 }
+
+int64_t ct__profile_waits(void) { return __atomic_load_n(&prof_waits, __ATOMIC_RELAXED); }
 
 static int by_seconds(const void *a, const void *b) {
   double x = ((const ct_profile_row *)a)->seconds, y = ((const ct_profile_row *)b)->seconds;
@@ -138,7 +143,8 @@ double ct_profiler_print(FILE *f, int top) {
   if (!all) return 0;
   double total = 0;
   for (int i = 0; i < n; i++) total += all[i].seconds;
-  const char *mode = ct_profiler_mode() == CT_PROFILE_SYNC ? "each call waited for (sync)" : "host time per call";
+  const char *mode = __atomic_load_n(&prof_recorded_mode, __ATOMIC_RELAXED) == CT_PROFILE_SYNC
+                         ? "each call waited for (sync)" : "host time per call";
   fprintf(f, "%-28s %-32s %-10s %10s %12s %12s %7s\n", "kernel", "op", "device", "calls", "total ms", "us/call", "share");
   int shown = top > 0 && top < n ? top : n;
   for (int i = 0; i < shown; i++)

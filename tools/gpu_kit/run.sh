@@ -342,22 +342,30 @@ step bench_matmul_sweep 60 GPU bench matmul-sweep
 step bench_norms 60 GPU bench norms
 step bench_bandwidth 60 GPU bench bandwidth
 
-# ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): the
-# synchronizations of 30 steps (sync-debug warnings), then Nsight Compute's per-kernel summary of 20
+# ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): cuttle's
+# kernel profiler (--profile host, then sync), the synchronizations of 30 steps (sync-debug), then Nsight Compute's per-kernel summary of 20
 # steps after 20 of warm-up (--clock-control none, as the node's METHOD.md asks), for the next fix
 profile_cnn() {
+  # cuttle's kernel profiler first (seconds): the host's time in each kernel call (launch cost), then
+  # each call waited for (its execution), beside the wall time per step
+  for m in host sync; do
+    ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 60 --profile $m \
+      >"$LOGS/profile_$m.log" 2>&1 || { tail -n 20 "$LOGS/profile_$m.log"; return 1; }
+    grep -A 25 '^profile (' "$LOGS/profile_$m.log"
+  done
+  prof=$(for m in host sync; do grep -m1 '^profile (' "$LOGS/profile_$m.log" | sed 's/.*): [0-9]* steps after the first, \([0-9.]*\) ms per step of wall time, \([0-9.]*\) ms.*/'$m' \1 ms\/step, kernels \2/'; done | tr '\n' ';')
   CUTTLE_SYNC_DEBUG=1 ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 30 --save "$WORK/profile.safetensors" \
     >"$LOGS/profile_syncs.log" 2>&1 || return 1
   echo "synchronizations in 30 steps: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log")"
   grep 'synchronized the host' "$LOGS/profile_syncs.log" | sed 's/([^)]*)//g' | sort | uniq -c | sort -rn | head -n 10
-  command -v ncu >/dev/null || { echo "RESULT: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu not on the PATH"; return 0; }
+  command -v ncu >/dev/null || { echo "RESULT: $prof $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; no ncu"; return 0; }
   ct ncu --clock-control none --print-summary per-kernel --launch-skip 400 --launch-count 400 \
     "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 40 --save "$WORK/profile.safetensors" >"$LOGS/profile_ncu.log" 2>&1
   tail -n 60 "$LOGS/profile_ncu.log"
-  echo "RESULT: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu summary in profile_ncu.log"
+  echo "RESULT: $prof $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu in profile_ncu.log"
 }
 export -f profile_cnn
-step profile_cnn 150 GPU profile_cnn
+step profile_cnn 180 GPU profile_cnn
 
 # ---- a program written against the API, built with the node's compiler against libcuttle.so
 consumer() {

@@ -1,0 +1,154 @@
+/* tests/core/test_profiler.c: the kernel profiler (cuttle/profiler.h). Off, it records nothing;
+ * on, every kernel call counts once in the row of its kernel, op and device, and pausing keeps the
+ * sums while reset clears them; the table prints them; CT_PROFILE_SYNC waits for a device after
+ * each of its kernel calls and never for the CPU. The OpenCL case runs on PoCL (deps.sh installs
+ * it) wherever the OpenCL backend is built. */
+#include <stdio.h>
+#include <string.h>
+#include "core/backend.h"
+#include "testutil.h"
+
+/* the row of kernel k called by op on device dev among rows[0 .. n), or NULL */
+static const ct_profile_row *find(const ct_profile_row *rows, int n, const char *k, const char *op, const char *dev) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(rows[i].kernel, k) == 0 && (!op || strcmp(rows[i].op, op) == 0) && strcmp(rows[i].device, dev) == 0)
+      return &rows[i];
+  return NULL;
+}
+
+/* a (8, 16) @ (16, 4) matmul on dev, freed */
+static void one_matmul(ct_device dev) {
+  ct_tensor *a = ct_assert_nonnull(ct_ones(2, (int64_t[]){8, 16}, CT_F32, dev));
+  ct_tensor *b = ct_assert_nonnull(ct_ones(2, (int64_t[]){16, 4}, CT_F32, dev));
+  ct_tensor *c = ct_assert_nonnull(ct_matmul(a, b));
+  ct_tensor_free(c), ct_tensor_free(b), ct_tensor_free(a);
+}
+
+static void off_records_nothing(void **state) {
+  (void)state;
+  ct_profiler_reset();
+  assert_int_equal(ct_profiler_mode(), CT_PROFILE_OFF);
+  one_matmul(CT_DEVICE_CPU);
+  assert_int_equal(ct_profiler_rows(NULL, 0), 0);
+}
+
+static void host_counts_every_call(void **state) {
+  (void)state;
+  ct_profiler_reset();
+  ct_tensor *a = ct_assert_nonnull(ct_ones(2, (int64_t[]){8, 16}, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *b = ct_assert_nonnull(ct_ones(2, (int64_t[]){16, 4}, CT_F32, CT_DEVICE_CPU));
+  ct_profiler_set_mode(CT_PROFILE_HOST);
+  assert_int_equal(ct_profiler_mode(), CT_PROFILE_HOST);
+  for (int i = 0; i < 3; i++) ct_tensor_free(ct_assert_nonnull(ct_matmul(a, b)));
+  ct_tensor *s = ct_assert_nonnull(ct_add(a, a));
+  ct_profiler_set_mode(CT_PROFILE_OFF);
+  ct_tensor_free(ct_assert_nonnull(ct_matmul(a, b))); /* paused: not counted */
+
+  ct_profile_row rows[64];
+  int n = ct_profiler_rows(rows, 64);
+  assert_true(n >= 2 && n <= 64);
+  const ct_profile_row *mm = find(rows, n, "matmul", NULL, "cpu"), *add = find(rows, n, "binary", NULL, "cpu");
+  assert_non_null(mm);
+  assert_non_null(add);
+  assert_int_equal(mm->calls, 3);
+  assert_int_equal(add->calls, 1);
+  assert_true(mm->seconds > 0 && add->seconds > 0);
+  for (int i = 1; i < n; i++) assert_true(rows[i - 1].seconds >= rows[i].seconds); /* largest first */
+  /* a smaller buffer gets the first rows and the count of all */
+  ct_profile_row one;
+  assert_int_equal(ct_profiler_rows(&one, 1), n);
+  assert_string_equal(one.kernel, rows[0].kernel);
+
+  /* on again: the sums go on from where they were */
+  ct_profiler_set_mode(CT_PROFILE_HOST);
+  ct_tensor_free(ct_assert_nonnull(ct_matmul(a, b)));
+  ct_profiler_set_mode(CT_PROFILE_OFF);
+  n = ct_profiler_rows(rows, 64);
+  assert_int_equal(find(rows, n, "matmul", NULL, "cpu")->calls, 4);
+
+  /* the table: a header, a line per row, the total */
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  double total = ct_profiler_print(f, 0);
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += rows[i].seconds;
+  assert_true(total > 0 && total == sum);
+  char text[8192];
+  rewind(f);
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  text[got] = 0;
+  fclose(f);
+  assert_non_null(strstr(text, "kernel"));
+  assert_non_null(strstr(text, "matmul"));
+  char want[64];
+  int64_t calls = 0;
+  for (int i = 0; i < n; i++) calls += rows[i].calls;
+  snprintf(want, sizeof want, "total: %lld kernel calls", (long long)calls);
+  assert_non_null(strstr(text, want));
+
+  ct_profiler_reset();
+  assert_int_equal(ct_profiler_rows(NULL, 0), 0);
+  ct_tensor_free(s), ct_tensor_free(b), ct_tensor_free(a);
+}
+
+/* an out-of-range mode is off; the CPU is never waited for */
+static void sync_waits_for_devices_only(void **state) {
+  (void)state;
+  ct_profiler_reset();
+  ct_profiler_set_mode((ct_profile_mode)7);
+  assert_int_equal(ct_profiler_mode(), CT_PROFILE_OFF);
+  int64_t w0 = ct__profile_waits();
+  ct_profiler_set_mode(CT_PROFILE_SYNC);
+  one_matmul(CT_DEVICE_CPU);
+  ct_profiler_set_mode(CT_PROFILE_OFF);
+  assert_int_equal(ct__profile_waits(), w0);
+  ct_profile_row rows[16];
+  int n = ct_profiler_rows(rows, 16);
+  assert_non_null(find(rows, n, "matmul", NULL, "cpu"));
+  ct_profiler_reset();
+}
+
+#ifdef CUTTLE_WITH_OPENCL
+/* On opencl:0 every profiled kernel call is followed by one wait in CT_PROFILE_SYNC and none in
+ * CT_PROFILE_HOST, and the rows name the device. */
+static void sync_waits_after_each_device_kernel(void **state) {
+  (void)state;
+  ct_device cl = CT_DEVICE_OPENCL(0);
+  if (!ct_device_available(cl)) fail_msg("no opencl:0: scripts/deps.sh installs PoCL, which gives one");
+  one_matmul(cl); /* builds the programs outside the profile */
+  ct_profiler_reset();
+  int64_t w0 = ct__profile_waits();
+  ct_profiler_set_mode(CT_PROFILE_HOST);
+  one_matmul(cl);
+  ct_profiler_set_mode(CT_PROFILE_OFF);
+  assert_int_equal(ct__profile_waits(), w0);
+  ct_profile_row rows[32];
+  int n = ct_profiler_rows(rows, 32);
+  int64_t host_calls = 0;
+  for (int i = 0; i < n; i++) host_calls += strcmp(rows[i].device, "opencl:0") == 0 ? rows[i].calls : 0;
+  assert_non_null(find(rows, n, "matmul", NULL, "opencl:0"));
+  ct_profiler_reset();
+  ct_profiler_set_mode(CT_PROFILE_SYNC);
+  one_matmul(cl);
+  ct_profiler_set_mode(CT_PROFILE_OFF);
+  n = ct_profiler_rows(rows, 32);
+  int64_t sync_calls = 0;
+  for (int i = 0; i < n; i++) sync_calls += strcmp(rows[i].device, "opencl:0") == 0 ? rows[i].calls : 0;
+  assert_true(sync_calls >= 1);
+  assert_int_equal(sync_calls, host_calls);
+  assert_int_equal(ct__profile_waits() - w0, sync_calls);
+  ct_profiler_reset();
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(off_records_nothing),
+      cmocka_unit_test(host_counts_every_call),
+      cmocka_unit_test(sync_waits_for_devices_only),
+#ifdef CUTTLE_WITH_OPENCL
+      cmocka_unit_test(sync_waits_after_each_device_kernel),
+#endif
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
