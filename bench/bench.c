@@ -185,8 +185,13 @@ const char *ct_bench_json_string(const char *line, const char *key, char *buf, s
   if (*p != '"') return NULL;
   size_t n = 0;
   for (p++; *p && *p != '"' && n + 1 < cap; p++) {
-    if (*p == '\\' && p[1]) buf[n++] = *p++; /* keep an escape whole, so \" does not end the string */
-    if (n + 1 < cap) buf[n++] = *p;
+    if (*p == '\\' && p[1]) { /* an escape: \" does not end the string; \n and \t read as blanks */
+      p++;
+      buf[n++] = *p == 'n' || *p == 't' || *p == 'r' ? ' ' : *p == 'u' ? '?' : *p;
+      if (*p == 'u') p += strnlen(p + 1, 4); /* \uXXXX: one '?' (json.dumps escapes non-ASCII so) */
+    } else {
+      buf[n++] = *p;
+    }
   }
   if (cap) buf[n] = 0;
   return buf;

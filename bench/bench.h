@@ -108,8 +108,9 @@ int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, c
 
 /* The number after "key": in a JSON line (what the PyTorch peers print), or NAN. */
 double ct_bench_json_number(const char *line, const char *key);
-/* The string after "key": in a JSON line, copied into buf (cap bytes, cut there; escapes are left
- * as they are); returns buf, or NULL (buf set to "") when the key is absent. */
+/* The string after "key": in a JSON line, copied into buf (cap bytes, cut there) with its escapes
+ * undone (\" and \\ as the character, \n \t \r as a blank, \uXXXX as '?'); returns buf, or NULL
+ * (buf set to "") when the key is absent or its value is not a string. */
 const char *ct_bench_json_string(const char *line, const char *key, char *buf, size_t cap);
 
 /* ---- the PyTorch peers: the same measurement in PyTorch, side by side (the project's rule: every
