@@ -1,6 +1,6 @@
 /* bench/bench.c: `cuttle bench`, the dispatcher of the benchmark subcommands, and the helpers they
  * share (bench.h): timing with warmup and the median of repeats, the option parser, device choice,
- * tables and CSV.
+ * tables and CSV, and running a PyTorch peer (--pytorch) and reading its one JSON line.
  * Every measurement goes to docs/perf.md with the command that made it. */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include "commands.h"
 
@@ -17,11 +18,11 @@ static const struct {
   int (*run)(int argc, char **argv);
   const char *help;
 } subcommands[] = {
-    {"gemm", ct_bench_gemm, "SGEMM GFLOP/s through ct_matmul, the backend kernel and cblas_sgemm"},
-    {"overhead", ct_bench_overhead, "per-op overhead in us: a 1-element add and a 100x100 matmul, grad on/off"},
-    {"matmul-sweep", ct_bench_matmul_sweep, "n x n matmul from n = 16 up: CPU vs GPU, compute only and with copies"},
-    {"norms", ct_bench_norms, "1000 matmul norms: one ct_item each vs kept on the device, with the copy ledger"},
-    {"bandwidth", ct_bench_bandwidth, "host<->device copy bandwidth, pageable vs pinned, 4 KiB to 1 GiB"},
+    {"gemm", ct_bench_gemm, "SGEMM GFLOP/s through ct_matmul, the backend kernel and the raw BLAS, optionally vs PyTorch"},
+    {"overhead", ct_bench_overhead, "per-op overhead in us: a 1-element add and a 100x100 matmul, grad on/off, optionally vs PyTorch"},
+    {"matmul-sweep", ct_bench_matmul_sweep, "n x n matmul from n = 16 up: CPU vs GPU, compute only and with copies, optionally vs PyTorch"},
+    {"norms", ct_bench_norms, "1000 matmul norms: one ct_item each vs kept on the device, with the copy ledger, optionally vs PyTorch"},
+    {"bandwidth", ct_bench_bandwidth, "host<->device copy bandwidth, pageable vs pinned, 4 KiB to 1 GiB, optionally vs PyTorch"},
     {"train", ct_bench_train, "mlp/cnn/resnet training on Fashion-MNIST: images/s and accuracy, optionally vs PyTorch"},
     {"two-devices", ct_bench_two_devices, "two matmuls on two devices at once vs one after the other on one"},
     {"data-parallel", ct_bench_data_parallel, "a training step on several devices (ct_data_parallel) vs one device"},
@@ -171,6 +172,120 @@ double ct_bench_json_number(const char *line, const char *key) {
   snprintf(pat, sizeof pat, "\"%s\":", key);
   const char *p = strstr(line, pat);
   return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+const char *ct_bench_json_string(const char *line, const char *key, char *buf, size_t cap) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(line, pat);
+  if (cap) buf[0] = 0;
+  if (!p) return NULL;
+  p += strlen(pat);
+  while (*p == ' ') p++;
+  if (*p != '"') return NULL;
+  size_t n = 0;
+  for (p++; *p && *p != '"' && n + 1 < cap; p++) {
+    if (*p == '\\' && p[1]) { /* an escape: \" does not end the string; \n and \t read as blanks */
+      p++;
+      buf[n++] = *p == 'n' || *p == 't' || *p == 'r' ? ' ' : *p == 'u' ? '?' : *p;
+      if (*p == 'u') p += strnlen(p + 1, 4); /* \uXXXX: one '?' (json.dumps escapes non-ASCII so) */
+    } else {
+      buf[n++] = *p;
+    }
+  }
+  if (cap) buf[n] = 0;
+  return buf;
+}
+
+/* ---- the PyTorch peers */
+
+/* s without its trailing newline and blanks, in place. */
+static char *chomp(char *s) {
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = 0;
+  return s;
+}
+
+ct_bench_peer_status ct_bench_peer_run(const char *bench, const char *env, const ct_bench_pytorch *py,
+                                       const char *args, const char *key, ct_bench_peer *p) {
+  memset(p, 0, sizeof *p);
+  p->status = CT_BENCH_PEER_FAILED;
+  char cmd[4096], pat[80], last[512] = "", buf[sizeof p->line];
+  snprintf(cmd, sizeof cmd, "%s%s'%s' '%s' %s", env ? env : "", env && *env ? " " : "", py->python, py->script,
+           args ? args : "");
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  fprintf(stderr, "running: %s\n", cmd);
+  fflush(stdout);
+  fflush(stderr);
+  /* 2>&1: the reason of a failure (Python's exception, the shell's "not found") is on stderr */
+  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+  FILE *f = popen(cmd, "r");
+  if (!f) {
+    snprintf(p->why, sizeof p->why, "cannot run %s", py->python);
+    return p->status;
+  }
+  int got = 0, none = 0, error = 0;
+  while (fgets(buf, sizeof buf, f)) {
+    chomp(buf);
+    if (buf[0] == '{' && strstr(buf, "\"no_peer\":")) {
+      none = 1;
+      ct_bench_json_string(buf, "no_peer", p->why, sizeof p->why);
+    } else if (buf[0] == '{' && strstr(buf, "\"error\":")) {
+      error = 1;
+      ct_bench_json_string(buf, "error", p->why, sizeof p->why);
+    } else if (!got && buf[0] == '{' && strstr(buf, pat)) {
+      snprintf(p->line, sizeof p->line, "%s", buf);
+      ct_bench_json_string(buf, "torch", p->torch, sizeof p->torch);
+      got = 1;
+    } else if (buf[0]) {
+      fprintf(stderr, "%s (pytorch): %s\n", bench, buf);
+      snprintf(last, sizeof last, "%s", buf);
+    }
+  }
+  int rc = pclose(f);
+  int code = rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  if (rc == 0 && none) {
+    p->status = CT_BENCH_PEER_NONE;
+  } else if (rc == 0 && got && !error) {
+    p->status = CT_BENCH_PEER_OK;
+  } else {
+    char what[sizeof p->why];
+    /* what the peer said itself, else the last line it printed; cut so the exit status fits */
+    snprintf(what, sizeof what, "%s", error ? p->why : last[0] ? last : got ? "" : "no result line");
+    if (error)
+      snprintf(p->why, sizeof p->why, "%.300s (exit status %d)", what, code);
+    else
+      snprintf(p->why, sizeof p->why, "%.200s%s(exit status %d; is torch importable by %.100s? --python PATH picks the "
+               "interpreter, --script FILE the script)", what, what[0] ? " " : "", code, py->python);
+    p->line[0] = 0;
+  }
+  if (p->status != CT_BENCH_PEER_OK) fprintf(stderr, "%s: PyTorch %s: %s\n", bench,
+                                             p->status == CT_BENCH_PEER_NONE ? "has no peer here" : "failed", p->why);
+  return p->status;
+}
+
+void ct_bench_peer_note(const ct_bench_peer *p, FILE *f) {
+  if (p->status == CT_BENCH_PEER_OK) {
+    double threads = ct_bench_json_number(p->line, "threads");
+    char dev[32];
+    ct_bench_json_string(p->line, "device", dev, sizeof dev);
+    fprintf(f, "PyTorch %s", p->torch[0] ? p->torch : "(version not given)");
+    if (dev[0]) fprintf(f, " on %s", dev);
+    if (threads > 0) fprintf(f, ", torch.get_num_threads() = %d", (int)threads);
+    fprintf(f, ", timed the same way\n");
+  } else if (p->status == CT_BENCH_PEER_NONE) {
+    fprintf(f, "PyTorch: %s\n", p->why);
+  } else {
+    fprintf(f, "PyTorch failed: %s\n", p->why);
+  }
+  fflush(f);
+}
+
+const char *ct_bench_peer_cell(const ct_bench_peer *p, char *buf, size_t cap) {
+  if (p->status == CT_BENCH_PEER_OK) return NULL;
+  if (p->status == CT_BENCH_PEER_FAILED) return snprintf(buf, cap, "failed"), buf;
+  snprintf(buf, cap, "%.*s", (int)strcspn(p->why, ":"), p->why);
+  return buf;
 }
 
 const char *ct_bench_bytes(size_t n, char *buf, size_t cap) {

@@ -1,6 +1,8 @@
 /* bench/bench.h: what the `cuttle bench` subcommands share: the clock, timing with warmup and the
  * median of repeats (synchronizing a GPU before reading the clock), the option parser, device
- * choice, and a small table that prints aligned to stdout and writes CSV (--csv FILE). */
+ * choice, a small table that prints aligned to stdout and writes CSV (--csv FILE), and the PyTorch
+ * peers (--pytorch [--python PATH] [--script FILE]): a script that measures the same in PyTorch and
+ * prints one JSON line, whose figures go beside cuttle's in the same table. */
 #ifndef CUTTLE_BENCH_H
 #define CUTTLE_BENCH_H
 
@@ -106,6 +108,56 @@ int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, c
 
 /* The number after "key": in a JSON line (what the PyTorch peers print), or NAN. */
 double ct_bench_json_number(const char *line, const char *key);
+/* The string after "key": in a JSON line, copied into buf (cap bytes, cut there) with its escapes
+ * undone (\" and \\ as the character, \n \t \r as a blank, \uXXXX as '?'); returns buf, or NULL
+ * (buf set to "") when the key is absent or its value is not a string. */
+const char *ct_bench_json_string(const char *line, const char *key, char *buf, size_t cap);
+
+/* ---- the PyTorch peers: the same measurement in PyTorch, side by side (the project's rule: every
+ * figure beside the current PyTorch's on the same machine in the same run) */
+
+/* --pytorch, --python PATH, --script FILE, as every benchmark with a peer reads them: put
+ * CT_BENCH_PYTORCH_OPTS(p) in its ct_bench_opt table after setting p.script to its default. */
+typedef struct {
+  int on;             /* --pytorch */
+  const char *python; /* --python: the interpreter (default "python3") */
+  const char *script; /* --script: the peer script (default the benchmark's bench/pytorch_*.py) */
+} ct_bench_pytorch;
+#define CT_BENCH_PYTORCH_OPTS(p)                                                                       \
+  {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &(p).on, .value = 1}, {.name = "python", .dst = &(p).python}, \
+      {.name = "script", .dst = &(p).script}
+
+/* What a peer's run came to. */
+typedef enum {
+  CT_BENCH_PEER_OK = 0, /* line holds its result */
+  CT_BENCH_PEER_NONE,   /* it has no peer for this configuration ({"no_peer": "..."}): why says so */
+  CT_BENCH_PEER_FAILED  /* it did not run, failed or printed no result: why says why */
+} ct_bench_peer_status;
+
+typedef struct {
+  ct_bench_peer_status status;
+  char line[16384]; /* the result line (a JSON object), "" without one */
+  char why[512];    /* NONE's or FAILED's reason, one line */
+  char torch[48];   /* the "torch" key of the result (torch.__version__), "" without */
+} ct_bench_peer;
+
+/* Run a PyTorch peer: `env 'python' 'script' args` through the shell (env: "VAR=value ..." or
+ * NULL), its stdout and stderr read together; the line holding "key": is its result (a JSON line).
+ * A line {"no_peer": "..."} makes it CT_BENCH_PEER_NONE, a line {"error": "..."} or a nonzero exit
+ * or no result line CT_BENCH_PEER_FAILED, why then holding the error's text or the last line it
+ * printed (Python's exception, the shell's "not found") and the exit status. Every other line is
+ * echoed to stderr, prefixed by the benchmark's name, so a traceback is seen whole. The command is
+ * printed to stderr first. Returns p->status. */
+ct_bench_peer_status ct_bench_peer_run(const char *bench, const char *env, const ct_bench_pytorch *py,
+                                       const char *args, const char *key, ct_bench_peer *p);
+/* After a table: one line to f saying which PyTorch made the peer's figures ("threads" and
+ * "device" keys of its line when given), or why its cells read "failed" ("PyTorch failed: ...") or
+ * "no PyTorch peer on ..." ("PyTorch: ..."). */
+void ct_bench_peer_note(const ct_bench_peer *p, FILE *f);
+/* The text of every PyTorch cell of a table when the peer gave no figures: "failed", or NONE's
+ * reason up to its first ':' ("no PyTorch peer on opencl"), in buf (cap bytes); returns buf, or
+ * NULL when the peer ran (its cells hold its figures). */
+const char *ct_bench_peer_cell(const ct_bench_peer *p, char *buf, size_t cap);
 
 /* "n/a (no GPU)" and friends are plain text cells; numbers are formatted by the caller. */
 typedef struct ct_bench_table ct_bench_table;

@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <jpeglib.h>
@@ -268,37 +267,17 @@ static int time_passes(ct_bench_fn fn, void *ctx, int repeats, double *wall, dou
   return 0;
 }
 
-/* PyTorch's images/s for folder f with `workers`, or NAN after saying why. */
-static double pytorch_ips(const char *python, const char *script, const folder *f, int workers, int batch,
-                          int repeats, char *version, size_t cap) {
-  char cmd[8400];
-  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 '%s' '%s' --root '%s' --workers %d --batch-size %d --repeats %d%s",
-           python, script, f->root, workers, batch, repeats, f->gray ? " --gray" : "");
-  fprintf(stderr, "running: %s\n", cmd);
-  fflush(stdout);
-  FILE *p = popen(cmd, "r");
-  if (!p) return NAN;
-  char line[4096];
-  double ips = NAN;
-  while (fgets(line, sizeof line, p)) {
-    if (strstr(line, "\"error\":")) fprintf(stderr, "cuttle bench decode: PyTorch says: %s", line);
-    double v = ct_bench_json_number(line, "images_per_s");
-    if (isnan(v)) continue;
-    ips = v;
-    const char *t = strstr(line, "\"torchvision\": \"");
-    if (t) {
-      t += strlen("\"torchvision\": \"");
-      size_t n = strcspn(t, "\"");
-      snprintf(version, cap, "torchvision %.*s", (int)(n < 30 ? n : 30), t);
-    }
-  }
-  int rc = pclose(p);
-  if (rc != 0 || isnan(ips)) {
-    fprintf(stderr, "cuttle bench decode: the PyTorch reader failed (exit status %d); is torchvision importable by %s?\n",
-            WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, python);
+/* PyTorch's images/s for folder f with `workers` (ct_bench_peer_run), or NAN after saying why (the
+ * reason also in *peer); version gets "torchvision X". */
+static double pytorch_ips(const ct_bench_pytorch *py, const folder *f, int workers, int batch, int repeats,
+                          char *version, size_t cap, ct_bench_peer *peer) {
+  char args[4400], tv[32];
+  snprintf(args, sizeof args, "--root '%s' --workers %d --batch-size %d --repeats %d%s", f->root, workers, batch, repeats,
+           f->gray ? " --gray" : "");
+  if (ct_bench_peer_run("cuttle bench decode", "OMP_NUM_THREADS=1", py, args, "images_per_s", peer) != CT_BENCH_PEER_OK)
     return NAN;
-  }
-  return ips;
+  if (ct_bench_json_string(peer->line, "torchvision", tv, sizeof tv)) snprintf(version, cap, "torchvision %s", tv);
+  return ct_bench_json_number(peer->line, "images_per_s");
 }
 
 static int parse_list(const char *s, int *out, int cap) {
@@ -316,9 +295,9 @@ static int parse_list(const char *s, int *out, int cap) {
 
 int ct_bench_decode(int argc, char **argv) {
   ct_bench_common common = {0};
-  int count = 1000, size = 224, fmnist_count = 10000, batch = 64, repeats = 3, keep = 0, pytorch = 0;
-  const char *workers_arg = "0,1,2", *dir = NULL, *data_dir = NULL, *python = "python3",
-             *script = CUTTLE_SOURCE_DIR "/bench/pytorch_decode.py";
+  int count = 1000, size = 224, fmnist_count = 10000, batch = 64, repeats = 3, keep = 0;
+  const char *workers_arg = "0,1,2", *dir = NULL, *data_dir = NULL;
+  ct_bench_pytorch py = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_decode.py"};
   const ct_bench_opt opts[] = {{.name = "count", .kind = CT_BENCH_INT, .dst = &count},
                                {.name = "size", .kind = CT_BENCH_INT, .dst = &size},
                                {.name = "fmnist-count", .kind = CT_BENCH_INT, .dst = &fmnist_count},
@@ -328,12 +307,13 @@ int ct_bench_decode(int argc, char **argv) {
                                {.name = "repeats", .kind = CT_BENCH_INT, .dst = &repeats},
                                {.name = "dir", .dst = &dir},
                                {.name = "keep", .kind = CT_BENCH_FLAG, .dst = &keep, .value = 1},
-                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &pytorch, .value = 1},
-                               {.name = "python", .dst = &python},
-                               {.name = "script", .dst = &script},
+                               CT_BENCH_PYTORCH_OPTS(py),
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_CSV | CT_BENCH_QUICK, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
+  int pytorch = py.on;
+  static ct_bench_peer peer; /* the last run of the peer: its failure's reason goes below the table */
+  int py_failed = 0;
   if (common.quick) count = 100, fmnist_count = fmnist_count ? 1000 : 0, repeats = 1;
   int workers[16];
   int nw = parse_list(workers_arg, workers, 16);
@@ -408,8 +388,8 @@ int ct_bench_decode(int argc, char **argv) {
       int per = readers[k].workers > 0 ? readers[k].workers : 1;
       char extra[96] = "";
       if (pytorch && readers[k].fn == pass_loader) {
-        double p = pytorch_ips(python, script, f, readers[k].workers, batch, repeats, version, sizeof version);
-        if (isnan(p)) snprintf(extra, sizeof extra, "|failed|-");
+        double p = pytorch_ips(&py, f, readers[k].workers, batch, repeats, version, sizeof version, &peer);
+        if (isnan(p)) snprintf(extra, sizeof extra, "|failed|-"), py_failed = 1;
         else snprintf(extra, sizeof extra, "|%.0f|%.2f", p, ips / p);
       } else if (pytorch) {
         snprintf(extra, sizeof extra, "|-|-");
@@ -422,6 +402,7 @@ int ct_bench_decode(int argc, char **argv) {
   }
   ct_bench_table_print(t, stdout);
   if (pytorch && *version) printf("PyTorch side: %s, PIL, torch.utils.data.DataLoader (worker processes)\n", version);
+  if (py_failed) ct_bench_peer_note(&peer, stdout);
   fflush(stdout);
   if (ct_bench_table_csv(t, common.csv)) rc = 1;
   ct_bench_table_free(t);

@@ -16,13 +16,24 @@
  * The ratio of ct_matmul to the raw call comes from pairs of single calls, taken alternately (one
  * of each, the order swapped every pair) and reduced to the median of the per-pair ratios: on a
  * machine shared with other work, load changes between two separately timed series moved the
- * ratio of their medians by up to 2x, while a pair sees nearly the same load on both sides. */
+ * ratio of their medians by up to 2x, while a pair sees nearly the same load on both sides.
+ * With --pytorch, PyTorch's torch.mm runs after cuttle's rows on the same device, sizes and dtypes
+ * (tf32: torch.backends.cuda.matmul.allow_tf32 = True), timed the same way (bench/pytorch_gemm.py,
+ * run by --python, one JSON line: warmup, the median of samples, torch.cuda.synchronize before every
+ * clock reading on a GPU); the table adds its GFLOP/s and ct_matmul's GFLOP/s divided by it. Where
+ * the peer cannot run, cuttle's rows still print, its cells read "failed" and a line says why; on an
+ * OpenCL device they read "no PyTorch peer on opencl". */
 #define _GNU_SOURCE
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
 #include "ops/bench_access.h"
+
+#ifndef CUTTLE_SOURCE_DIR
+#define CUTTLE_SOURCE_DIR "."
+#endif
 #ifdef CUTTLE_WITH_OPENCL
 #include "backend/opencl/bench_access.h"
 #endif
@@ -122,11 +133,15 @@ static ct_bench_fn raw_fn(ct_device dev, const gemm_dtype *dt, const char **name
 
 static int usage(FILE *f) {
   fprintf(f, "usage: cuttle bench gemm [--device cpu|cuda:N|opencl:N|auto] [--dtype f32|tf32|bf16|f16|all]\n"
-             "                         [--sizes N,N,...] [--quick] [--csv FILE]\n"
+             "                         [--sizes N,N,...] [--quick] [--csv FILE] [--pytorch] [--python PATH] [--script FILE]\n"
              "defaults: --device cpu --dtype f32 --sizes 256,512,1024,2048 (on a CUDA device\n"
              "          256,512,1024,2048,4096,8192; --quick: 128,256)\n"
+             "          --python python3 --script %s/bench/pytorch_gemm.py\n"
              "--dtype: f32 = float32 with TF32 off, tf32 = float32 with ct_set_allow_tf32(1) (CUDA only),\n"
-             "         bf16, f16; all = the four, one after another\n");
+             "         bf16, f16; all = the four, one after another\n"
+             "--pytorch: time torch.mm the same way on the same device, sizes and dtypes (tf32: allow_tf32 on),\n"
+             "           and add PyTorch's GFLOP/s and ct_matmul's divided by it to each row\n",
+          CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
 
@@ -192,8 +207,17 @@ static void free_raw(gemm_ctx *g) {
 /* What bench_size returns when dev has no matmul of dt's dtype: the dtype is skipped. */
 enum { SKIP_DTYPE = 2 };
 
-/* dt at size n, three ways, as one row of t. 0, 1 after a failure, or SKIP_DTYPE (both said). */
-static int bench_size(ct_bench_table *t, ct_device dev, const char *devname, const gemm_dtype *dt, int n,
+/* One row of the table, cuttle's side: kept until PyTorch's side has run, after all of them. */
+typedef struct {
+  const gemm_dtype *dt;
+  int n;
+  const char *rawname;
+  double matmul_s, kernel_s, raw_s; /* median seconds per call; raw_s 0 without a raw call */
+  double ratio;                     /* time(ct_matmul) / time(raw), paired */
+} gemm_row;
+
+/* dt at size n, three ways, into *row. 0, 1 after a failure, or SKIP_DTYPE (both said). */
+static int bench_size(gemm_row *row, ct_device dev, const char *devname, const gemm_dtype *dt, int n,
                       const ct_bench_opts *bo, ct_generator *gen) {
   const char *rawname;
   ct_bench_fn raw = raw_fn(dev, dt, &rawname);
@@ -213,23 +237,67 @@ static int bench_size(ct_bench_table *t, ct_device dev, const char *devname, con
     fprintf(stderr, "cuttle bench gemm: %s n = %d failed: %s\n", dt->name, n, ct_last_error());
     status = 1;
   } else {
-    double flops = 2.0 * n * (double)n * n;
-    char blas[48];
-    if (raw) snprintf(blas, sizeof blas, "%.1f", flops / rb.median * 1e-9);
-    else snprintf(blas, sizeof blas, "n/a (see kernel)");
-    ct_bench_table_rowf(t, "%s|%d|%.3f|%.1f|%.1f|%s|%s|%+.1f%%|%.1f%%", dt->name, n, rm.median * 1e3,
-                        flops / rm.median * 1e-9, flops / rk.median * 1e-9, rawname, blas, 100 * (ratio - 1),
-                        100 / ratio);
+    *row = (gemm_row){.dt = dt, .n = n, .rawname = rawname, .matmul_s = rm.median, .kernel_s = rk.median,
+                      .raw_s = raw ? rb.median : 0, .ratio = ratio};
   }
   free_raw(&g);
   ct_scope_end();
   return status;
 }
 
+/* The peer's arguments for the rows cuttle measured: their dtypes and sizes, in order, and the
+ * timing options cuttle used, into buf (cap bytes). */
+static void peer_args(const gemm_row *rows, int nrows, const char *devname, const ct_bench_opts *bo, char *buf,
+                      size_t cap) {
+  char dtypes[64] = "", sizes[512] = "";
+  for (int i = 0; i < nrows; i++) {
+    size_t dl = strlen(dtypes), sl = strlen(sizes);
+    char tok[16];
+    snprintf(tok, sizeof tok, ",%s,", rows[i].dt->name);
+    char have[72];
+    snprintf(have, sizeof have, ",%s,", dtypes);
+    if (!strstr(have, tok)) snprintf(dtypes + dl, sizeof dtypes - dl, "%s%s", dl ? "," : "", rows[i].dt->name);
+    snprintf(tok, sizeof tok, ",%d,", rows[i].n);
+    char shave[520];
+    snprintf(shave, sizeof shave, ",%s,", sizes);
+    if (!strstr(shave, tok)) snprintf(sizes + sl, sizeof sizes - sl, "%s%d", sl ? "," : "", rows[i].n);
+  }
+  snprintf(buf, cap, "--device %s --dtypes %s --sizes %s --warmup %d --min-repeats %d --max-repeats %d --target-s %g",
+           devname, dtypes, sizes, bo->warmup, bo->min_repeats, bo->max_repeats, bo->target_s);
+}
+
+/* Row r into t, with PyTorch's cells from the peer's line (or its failure) when --pytorch. */
+static void add_row(ct_bench_table *t, const gemm_row *r, int pytorch, const ct_bench_peer *peer) {
+  double flops = 2.0 * r->n * (double)r->n * r->n, gf = flops / r->matmul_s * 1e-9;
+  char blas[48], py[2][96];
+  if (r->raw_s > 0) snprintf(blas, sizeof blas, "%.1f", flops / r->raw_s * 1e-9);
+  else snprintf(blas, sizeof blas, "n/a (see kernel)");
+  if (pytorch) {
+    char key[48], cell[96];
+    snprintf(key, sizeof key, "%s_%d_s", r->dt->name, r->n);
+    double secs = ct_bench_json_number(peer->line, key);
+    snprintf(key, sizeof key, "%s_error", r->dt->name);
+    if (ct_bench_peer_cell(peer, cell, sizeof cell)) {
+      snprintf(py[0], sizeof py[0], "%s", cell), snprintf(py[1], sizeof py[1], "%s", cell);
+    } else if (ct_bench_json_string(peer->line, key, cell, sizeof cell)) {
+      snprintf(py[0], sizeof py[0], "unsupported"), snprintf(py[1], sizeof py[1], "-"); /* said below the table */
+    } else if (isnan(secs) || secs <= 0) {
+      snprintf(py[0], sizeof py[0], "missing"), snprintf(py[1], sizeof py[1], "-");
+    } else {
+      snprintf(py[0], sizeof py[0], "%.1f", flops / secs * 1e-9), snprintf(py[1], sizeof py[1], "%.3g", gf / (flops / secs * 1e-9));
+    }
+  }
+  ct_bench_table_rowf(t, "%s|%d|%.3f|%.1f|%.1f|%s|%s|%+.1f%%|%.1f%%%s%s%s%s", r->dt->name, r->n, r->matmul_s * 1e3, gf,
+                      flops / r->kernel_s * 1e-9, r->rawname, blas, 100 * (r->ratio - 1), 100 / r->ratio,
+                      pytorch ? "|" : "", pytorch ? py[0] : "", pytorch ? "|" : "", pytorch ? py[1] : "");
+}
+
 int ct_bench_gemm(int argc, char **argv) {
   ct_bench_common common = {.device = "cpu"};
   const char *sizes_arg = NULL, *dtype_arg = "f32";
-  const ct_bench_opt opts[] = {{.name = "sizes", .dst = &sizes_arg}, {.name = "dtype", .dst = &dtype_arg}, {0}};
+  ct_bench_pytorch py = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_gemm.py"};
+  const ct_bench_opt opts[] = {{.name = "sizes", .dst = &sizes_arg}, {.name = "dtype", .dst = &dtype_arg},
+                               CT_BENCH_PYTORCH_OPTS(py), {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
   int dt_count, dt_first = parse_dtype(dtype_arg, &dt_count);
@@ -247,15 +315,17 @@ int ct_bench_gemm(int argc, char **argv) {
   char devname[32];
   ct_device_str(dev, devname, sizeof devname);
   const char *heads[] = {"dtype", "n", "ct_matmul ms", "ct_matmul GFLOP/s", "kernel GFLOP/s", "raw", "raw GFLOP/s",
-                         "ct_matmul vs raw (paired)", "ct_matmul % of raw (paired)"};
+                         "ct_matmul vs raw (paired)", "ct_matmul % of raw (paired)", "PyTorch GFLOP/s",
+                         "ct_matmul / PyTorch (GFLOP/s)"};
   char title[200];
   snprintf(title, sizeof title, "gemm: n x n, 2n^3 flops, median of repeats, on %s (kernel = the backend's matmul)",
            devname);
-  ct_bench_table *t = ct_bench_table_new(title, 9, heads);
+  ct_bench_table *t = ct_bench_table_new(title, py.on ? 11 : 9, heads);
   ct_bench_opts bo = {.warmup = 2, .min_repeats = 3, .max_repeats = common.quick ? 10 : 50,
                       .target_s = common.quick ? 0.1 : 1.0};
   ct_generator gen = ct_generator_new(1);
-  int status = 0, tf32_before = ct_allow_tf32();
+  gemm_row rows[4 * 32];
+  int nrows = 0, status = 0, tf32_before = ct_allow_tf32();
   for (int d = dt_first; d < dt_first + dt_count && !status; d++) {
     const gemm_dtype *dt = &gemm_dtypes[d];
     if (dt->tf32 && dev.kind != CT_CUDA) {
@@ -263,14 +333,36 @@ int ct_bench_gemm(int argc, char **argv) {
       continue;
     }
     ct_set_allow_tf32(dt->tf32);
-    for (int i = 0; i < ns && !status; i++)
-      if ((status = bench_size(t, dev, devname, dt, sizes[i], &bo, &gen)) == SKIP_DTYPE) {
+    for (int i = 0; i < ns && !status; i++) {
+      if ((status = bench_size(&rows[nrows], dev, devname, dt, sizes[i], &bo, &gen)) == SKIP_DTYPE) {
         status = 0;
         break;
       }
+      if (!status) nrows++;
+    }
   }
   ct_set_allow_tf32(tf32_before);
+  /* PyTorch after all of cuttle's rows, so neither warms the device or the caches for the other */
+  static ct_bench_peer peer;
+  if (py.on && nrows) {
+    char args[1024];
+    peer_args(rows, nrows, devname, &bo, args, sizeof args);
+    if (ct_bench_peer_run("cuttle bench gemm", NULL, &py, args, "peer", &peer) == CT_BENCH_PEER_FAILED) status = 1;
+  } else if (py.on) {
+    peer = (ct_bench_peer){.status = CT_BENCH_PEER_FAILED};
+    snprintf(peer.why, sizeof peer.why, "not run: cuttle measured no row");
+  }
+  for (int i = 0; i < nrows; i++) add_row(t, &rows[i], py.on, &peer);
   ct_bench_table_print(t, stdout);
+  if (py.on) {
+    ct_bench_peer_note(&peer, stdout);
+    char key[32], why[256];
+    for (int d = 0; d < 4 && peer.status == CT_BENCH_PEER_OK; d++) {
+      snprintf(key, sizeof key, "%s_error", gemm_dtypes[d].name);
+      if (ct_bench_json_string(peer.line, key, why, sizeof why)) printf("PyTorch has no %s torch.mm on %s: %s\n",
+                                                                       gemm_dtypes[d].name, devname, why);
+    }
+  }
   if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   return status;

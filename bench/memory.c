@@ -28,7 +28,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cblas.h>
 #include "bench.h"
@@ -114,54 +113,28 @@ static int step(ct_module *m, ct_optimizer *opt, ct_tensor *x, ct_tensor *y, ct_
 }
 
 typedef struct {
-  const char *model, *python, *script;
+  const char *model;
+  ct_bench_pytorch py;
   int64_t batch, channels, size, classes;
   int threads;
 } mem_opts;
 
-/* PyTorch's figures through bench/pytorch_memory.py (one JSON line); 0, or 1 after saying why. */
-static int run_pytorch(const mem_opts *o, mem_result *r, char *version, size_t cap) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "OMP_NUM_THREADS=%d '%s' '%s' --model %s --batch-size %lld --in-channels %lld --size %lld --classes %lld "
-           "--threads %d",
-           o->threads, o->python, o->script, o->model, (long long)o->batch, (long long)o->channels, (long long)o->size,
-           (long long)o->classes, o->threads);
-  fprintf(stderr, "running: %s\n", cmd);
-  fflush(stdout);
-  FILE *p = popen(cmd, "r");
-  if (!p) {
-    fprintf(stderr, "cuttle bench memory: cannot run %s\n", o->python);
-    return 1;
-  }
-  char line[4096];
-  int got = 0;
-  while (fgets(line, sizeof line, p)) {
-    if (strstr(line, "\"error\":")) fprintf(stderr, "cuttle bench memory: PyTorch says: %s", line);
-    double v = ct_bench_json_number(line, "alloc_peak_step");
-    if (isnan(v)) continue;
-    *r = (mem_result){.before = (int64_t)ct_bench_json_number(line, "held_before"),
-                      .peak_fwd_bwd = (int64_t)ct_bench_json_number(line, "alloc_peak_fwd_bwd"),
-                      .peak_step = (int64_t)v,
-                      .rss_before = (int64_t)ct_bench_json_number(line, "rss_before"),
-                      .rss_growth = (int64_t)ct_bench_json_number(line, "rss_growth"),
-                      .hwm = (int64_t)ct_bench_json_number(line, "hwm"),
-                      .reserved = -1};
-    const char *t = strstr(line, "\"torch\": \"");
-    if (t) {
-      t += strlen("\"torch\": \"");
-      size_t n = strcspn(t, "\"");
-      snprintf(version, cap, "%.*s", (int)(n < 40 ? n : 40), t);
-    }
-    got = 1;
-  }
-  int rc = pclose(p);
-  if (rc != 0 || !got) {
-    fprintf(stderr, "cuttle bench memory: the PyTorch step failed (exit status %d); is torch (and torchvision) "
-                    "importable by %s? (--python PATH picks the interpreter)\n",
-            WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, o->python);
-    return 1;
-  }
+/* PyTorch's figures through bench/pytorch_memory.py (one JSON line, ct_bench_peer_run); 0, or 1
+ * after saying why (the reason also in *peer). */
+static int run_pytorch(const mem_opts *o, mem_result *r, ct_bench_peer *peer) {
+  char env[48], args[512];
+  snprintf(env, sizeof env, "OMP_NUM_THREADS=%d", o->threads);
+  snprintf(args, sizeof args, "--model %s --batch-size %lld --in-channels %lld --size %lld --classes %lld --threads %d",
+           o->model, (long long)o->batch, (long long)o->channels, (long long)o->size, (long long)o->classes, o->threads);
+  if (ct_bench_peer_run("cuttle bench memory", env, &o->py, args, "alloc_peak_step", peer) != CT_BENCH_PEER_OK) return 1;
+  const char *line = peer->line;
+  *r = (mem_result){.before = (int64_t)ct_bench_json_number(line, "held_before"),
+                    .peak_fwd_bwd = (int64_t)ct_bench_json_number(line, "alloc_peak_fwd_bwd"),
+                    .peak_step = (int64_t)ct_bench_json_number(line, "alloc_peak_step"),
+                    .rss_before = (int64_t)ct_bench_json_number(line, "rss_before"),
+                    .rss_growth = (int64_t)ct_bench_json_number(line, "rss_growth"),
+                    .hwm = (int64_t)ct_bench_json_number(line, "hwm"),
+                    .reserved = -1};
   return 0;
 }
 
@@ -180,26 +153,24 @@ static void add_row(ct_bench_table *t, const char *side, const mem_result *r) {
 
 int ct_bench_memory(int argc, char **argv) {
   ct_bench_common common = {.device = "cpu"};
-  mem_opts o = {.model = "resnet18", .python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_memory.py",
+  mem_opts o = {.model = "resnet18", .py = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_memory.py"},
                 .batch = 128, .channels = 1, .size = 28, .classes = 10};
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   o.threads = online > 0 ? (int)online : 1;
-  int pytorch = 0;
   const ct_bench_opt opts[] = {{.name = "model", .dst = &o.model},
                                {.name = "batch-size", .kind = CT_BENCH_I64, .dst = &o.batch},
                                {.name = "in-channels", .kind = CT_BENCH_I64, .dst = &o.channels},
                                {.name = "size", .kind = CT_BENCH_I64, .dst = &o.size},
                                {.name = "classes", .kind = CT_BENCH_I64, .dst = &o.classes},
                                {.name = "threads", .kind = CT_BENCH_INT, .dst = &o.threads},
-                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &pytorch, .value = 1},
-                               {.name = "python", .dst = &o.python},
-                               {.name = "script", .dst = &o.script},
+                               CT_BENCH_PYTORCH_OPTS(o.py),
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_DEVICE | CT_BENCH_CSV, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
   if (o.batch < 1 || o.channels < 1 || o.size < 1 || o.classes < 1 || o.threads < 1) return usage(stderr);
   ct_device dev;
   if (ct_bench_device(common.device, &dev)) return 1;
+  int pytorch = o.py.on;
   if (pytorch && dev.kind != CT_CPU) {
     fprintf(stderr, "cuttle bench memory: --pytorch compares on the CPU only (--device cpu)\n");
     return 2;
@@ -218,9 +189,11 @@ int ct_bench_memory(int argc, char **argv) {
   if (rc) fprintf(stderr, "cuttle bench memory: %s\n", ct_last_error());
   ct_tensor_free(x), ct_tensor_free(y), ct_optimizer_free(opt), ct_module_free(m);
   if (rc) return 1;
-  char dn[32], title[320], version[48] = "?";
+  char dn[32], title[320];
   ct_device_str(dev, dn, sizeof dn);
-  int py_failed = pytorch && run_pytorch(&o, &py, version, sizeof version);
+  static ct_bench_peer peer;
+  int py_failed = pytorch && run_pytorch(&o, &py, &peer);
+  const char *version = peer.torch[0] ? peer.torch : "?";
   snprintf(title, sizeof title, "one %s training step (Adam) on %s, batch %lld of (%lld, %lld, %lld), %d threads: bytes%s%s",
            o.model, dn, (long long)o.batch, (long long)o.channels, (long long)o.size, (long long)o.size, o.threads,
            pytorch ? "; PyTorch " : "", pytorch ? version : "");
@@ -237,6 +210,7 @@ int ct_bench_memory(int argc, char **argv) {
   ct_bench_table_print(t, stdout);
   char rb[64];
   printf("cuttle's cache holds %s after the step (reserved)\n", mib(cu.reserved, rb, sizeof rb));
+  if (py_failed) ct_bench_peer_note(&peer, stdout);
   fflush(stdout);
   if (ct_bench_table_csv(t, common.csv)) rc = 1;
   ct_bench_table_free(t);

@@ -4,12 +4,23 @@
  *  (b) the norms kept on the device, joined with ct_stack and copied to the host once;
  *  (c) the norms written into a preallocated device tensor (ct_copy_), copied to the host once.
  * The copy ledger (ct_ledger_get) of one run of each path is printed beside its time; on the CPU
- * every path runs too and the ledger shows no copies. */
+ * every path runs too and the ledger shows no copies.
+ * With --pytorch the same three paths run in PyTorch after cuttle's (bench/pytorch_norms.py, run by
+ * --python, one JSON line) on the same device, timed the same way (warmup, the median of runs,
+ * torch.cuda.synchronize before every clock reading on a GPU): (a) .item() on each norm, (b)
+ * torch.stack of the norms kept on the device and one .cpu(), (c) each norm copied into a
+ * preallocated device tensor and one .cpu(); the table adds PyTorch's median ms and cuttle's
+ * divided by it. Where the peer cannot run, cuttle's rows still print, its cells read "failed" and
+ * a line says why; on an OpenCL device they read "no PyTorch peer on opencl". */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
+
+#ifndef CUTTLE_SOURCE_DIR
+#define CUTTLE_SOURCE_DIR "."
+#endif
 
 typedef struct {
   ct_tensor *a;  /* (100, 100) */
@@ -54,15 +65,29 @@ static int run_path(void *p) {
 
 static int usage(FILE *f) {
   fprintf(f, "usage: cuttle bench norms [--device cpu|cuda:N|opencl:N|auto] [--count N] [--size N] [--quick] [--csv FILE]\n"
-             "defaults: --device auto --count 1000 --size 100 (--quick: --count 100)\n");
+             "                          [--pytorch] [--python PATH] [--script FILE]\n"
+             "defaults: --device auto --count 1000 --size 100 (--quick: --count 100)\n"
+             "          --python python3 --script %s/bench/pytorch_norms.py\n"
+             "--pytorch: run the three paths in PyTorch the same way on the same device (.item() each; torch.stack\n"
+             "           and one copy; a preallocated device tensor and one copy), PyTorch's ms beside cuttle's\n",
+          CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
+
+/* One path's row, cuttle's side: kept until PyTorch's side has run. */
+typedef struct {
+  double median_s;
+  ct_ledger ledger;
+  double diff; /* max |norm - (a)'s norm| */
+} norms_row;
 
 int ct_bench_norms(int argc, char **argv) {
   ct_bench_common common = {.device = "auto"};
   int count = 0, size = 100;
+  ct_bench_pytorch py = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_norms.py"};
   const ct_bench_opt opts[] = {{.name = "count", .kind = CT_BENCH_INT, .dst = &count},
                                {.name = "size", .kind = CT_BENCH_INT, .dst = &size},
+                               CT_BENCH_PYTORCH_OPTS(py),
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
@@ -79,8 +104,9 @@ int ct_bench_norms(int argc, char **argv) {
   ct_device_str(dev, devname, sizeof devname);
   snprintf(title, sizeof title, "norms: %d matmuls of %d x %d on %s, logging each Frobenius norm (ledger of one run)",
            count, size, size, devname);
-  const char *heads[] = {"path", "median ms", "us per norm", "d2h copies", "d2h bytes", "syncs", "max |diff| vs (a)"};
-  ct_bench_table *t = ct_bench_table_new(title, 7, heads);
+  const char *heads[] = {"path",  "median ms",       "us per norm", "d2h copies", "d2h bytes", "syncs", "max |diff| vs (a)",
+                         "PyTorch median ms", "cuttle / PyTorch (ms)"};
+  ct_bench_table *t = ct_bench_table_new(title, py.on ? 9 : 7, heads);
   ct_generator gen = ct_generator_new(4);
   int64_t mat[2] = {size, size}, batch[3] = {count, size, size};
   norms_ctx o = {.count = count};
@@ -88,10 +114,11 @@ int ct_bench_norms(int argc, char **argv) {
   o.bs = ct_randn(3, batch, 0, 1, CT_F32, dev, &gen);
   double *ref = malloc(sizeof(double) * (size_t)count);
   o.out = malloc(sizeof(double) * (size_t)count);
-  int status = !o.a || !o.bs || !ref || !o.out;
+  int status = !o.a || !o.bs || !ref || !o.out, npaths = 0;
+  norms_row rows[3];
+  ct_bench_opts bo = {.warmup = 1, .min_repeats = 3, .max_repeats = quick ? 5 : 11, .target_s = quick ? 0.1 : 1.0};
   for (int path = 0; path < 3 && !status; path++) {
     o.path = path;
-    ct_bench_opts bo = {.warmup = 1, .min_repeats = 3, .max_repeats = quick ? 5 : 11, .target_s = quick ? 0.1 : 1.0};
     ct_bench_result r;
     if (ct_bench_time(run_path, &o, dev, &bo, &r)) {
       status = 1;
@@ -103,16 +130,41 @@ int ct_bench_norms(int argc, char **argv) {
       status = 1;
       break;
     }
-    ct_ledger l = ct_ledger_get();
-    double diff = 0;
+    rows[path] = (norms_row){.median_s = r.median, .ledger = ct_ledger_get()};
     if (path == 0) memcpy(ref, o.out, sizeof(double) * (size_t)count);
-    for (int i = 0; i < count; i++) diff = fmax(diff, fabs(o.out[i] - ref[i]));
-    ct_bench_table_rowf(t, "%s|%.3f|%.2f|%llu|%llu|%llu|%.3g", path_names[path], r.median * 1e3, r.median * 1e6 / count,
-                        (unsigned long long)l.d2h_copies, (unsigned long long)l.d2h_bytes, (unsigned long long)l.syncs,
-                        diff);
+    for (int i = 0; i < count; i++) rows[path].diff = fmax(rows[path].diff, fabs(o.out[i] - ref[i]));
+    npaths++;
   }
   if (status) fprintf(stderr, "cuttle bench norms: %s\n", ct_last_error());
+  /* PyTorch after cuttle's paths, so neither warms the device for the other */
+  static ct_bench_peer peer;
+  if (py.on && npaths) {
+    char args[256];
+    snprintf(args, sizeof args, "--device %s --count %d --size %d --warmup %d --min-repeats %d --max-repeats %d --target-s %g",
+             devname, count, size, bo.warmup, bo.min_repeats, bo.max_repeats, bo.target_s);
+    if (ct_bench_peer_run("cuttle bench norms", NULL, &py, args, "peer", &peer) == CT_BENCH_PEER_FAILED) status = 1;
+  }
+  for (int path = 0; path < npaths; path++) {
+    const norms_row *r = &rows[path];
+    char pycells[160] = "", cell[64];
+    static const char *const keys[3] = {"a_ms", "b_ms", "c_ms"};
+    if (py.on && ct_bench_peer_cell(&peer, cell, sizeof cell)) {
+      snprintf(pycells, sizeof pycells, "|%s|%s", cell, cell);
+    } else if (py.on) {
+      double ms = ct_bench_json_number(peer.line, keys[path]);
+      if (isnan(ms) || ms <= 0) snprintf(pycells, sizeof pycells, "|missing|-");
+      else snprintf(pycells, sizeof pycells, "|%.3f|%.3g", ms, r->median_s * 1e3 / ms);
+    }
+    ct_bench_table_rowf(t, "%s|%.3f|%.2f|%llu|%llu|%llu|%.3g%s", path_names[path], r->median_s * 1e3,
+                        r->median_s * 1e6 / count, (unsigned long long)r->ledger.d2h_copies,
+                        (unsigned long long)r->ledger.d2h_bytes, (unsigned long long)r->ledger.syncs, r->diff, pycells);
+  }
   ct_bench_table_print(t, stdout);
+  if (py.on && npaths) {
+    ct_bench_peer_note(&peer, stdout);
+    if (peer.status == CT_BENCH_PEER_OK)
+      printf("PyTorch's (b) and (c) norms differ from its (a) by at most %.3g\n", ct_bench_json_number(peer.line, "max_diff"));
+  }
   if (ct_bench_table_csv(t, csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   free(ref);

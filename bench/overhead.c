@@ -10,7 +10,6 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include "bench.h"
 
 #ifndef CUTTLE_SOURCE_DIR
@@ -28,33 +27,6 @@ static int run_op(void *p) {
   ct_tensor *r = o->matmul ? ct_matmul(o->a, o->b) : ct_add(o->a, o->b);
   ct_scope_end();
   return r == NULL;
-}
-
-/* The PyTorch peer: runs the script, leaves its JSON line in line; returns 0 or 1 (after printing
- * why). */
-static int run_pytorch(const char *python, const char *script, const char *devname, int iters, char *line,
-                       size_t cap) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "'%s' '%s' --device %s --iters %d", python, script, devname, iters);
-  fprintf(stderr, "running: %s\n", cmd);
-  fflush(stdout);
-  FILE *p = popen(cmd, "r");
-  if (!p) {
-    fprintf(stderr, "cuttle bench overhead: cannot run %s\n", python);
-    return 1;
-  }
-  int got = 0;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p))
-    if (!got && strstr(buf, "\"add_off_median_us\":")) snprintf(line, cap, "%s", buf), got = 1;
-  int rc = pclose(p);
-  if (rc != 0 || !got) {
-    fprintf(stderr, "cuttle bench overhead: the PyTorch peer failed (exit status %d%s); is torch importable by %s? "
-                    "(--python PATH picks the interpreter, --script FILE the script)\n",
-            WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got ? "" : ", no result line", python);
-    return 1;
-  }
-  return 0;
 }
 
 static int usage(FILE *f) {
@@ -96,16 +68,17 @@ static int time_cuttle(ct_device dev, int iters, ct_bench_result res[4], int ok[
   return status;
 }
 
-/* Case k's row: cuttle's figures r, then with --pytorch PyTorch's from its JSON line (or
- * "failed"). */
-static void add_row(ct_bench_table *t, int k, const ct_bench_result *r, int pytorch, int py_failed, const char *line) {
-  char row[512];
+/* Case k's row: cuttle's figures r, then with --pytorch PyTorch's from its JSON line (or "failed",
+ * ct_bench_peer_cell). */
+static void add_row(ct_bench_table *t, int k, const ct_bench_result *r, int pytorch, const ct_bench_peer *peer) {
+  char row[512], cell[64];
   int len = snprintf(row, sizeof row, "%s|%s|%.2f|%.2f|%.2f|%d", k >= 2 ? "matmul 100x100" : "add 1 element",
                      k % 2 ? "on (inputs require grad)" : "off", r->median * 1e6, r->p10 * 1e6, r->p90 * 1e6,
                      r->samples);
-  if (pytorch && py_failed) {
-    snprintf(row + len, sizeof row - (size_t)len, "|failed|failed|failed|-");
+  if (pytorch && ct_bench_peer_cell(peer, cell, sizeof cell)) {
+    snprintf(row + len, sizeof row - (size_t)len, "|%s|%s|%s|-", cell, cell, cell);
   } else if (pytorch) {
+    const char *line = peer->line;
     char key[32];
     const char *base = k == 0 ? "add_off" : k == 1 ? "add_on" : k == 2 ? "mm_off" : "mm_on";
     snprintf(key, sizeof key, "%s_median_us", base);
@@ -121,13 +94,9 @@ static void add_row(ct_bench_table *t, int k, const ct_bench_result *r, int pyto
 
 int ct_bench_overhead(int argc, char **argv) {
   ct_bench_common common = {.device = "cpu"};
-  const char *python = "python3", *script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py";
-  int iters = 0, pytorch = 0;
-  const ct_bench_opt opts[] = {{.name = "iters", .kind = CT_BENCH_INT, .dst = &iters},
-                               {.name = "pytorch", .kind = CT_BENCH_FLAG, .dst = &pytorch, .value = 1},
-                               {.name = "python", .dst = &python},
-                               {.name = "script", .dst = &script},
-                               {0}};
+  ct_bench_pytorch py = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_overhead.py"};
+  int iters = 0;
+  const ct_bench_opt opts[] = {{.name = "iters", .kind = CT_BENCH_INT, .dst = &iters}, CT_BENCH_PYTORCH_OPTS(py), {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
   if (iters <= 0) iters = common.quick ? 2000 : 20000;
@@ -140,18 +109,23 @@ int ct_bench_overhead(int argc, char **argv) {
   const char *heads[] = {"op",           "grad recording", "median us",     "p10 us",
                          "p90 us",       "calls",          "pytorch median us", "pytorch p10 us",
                          "pytorch p90 us", "cuttle/pytorch median"};
-  ct_bench_table *t = ct_bench_table_new(title, pytorch ? 10 : 6, heads);
+  ct_bench_table *t = ct_bench_table_new(title, py.on ? 10 : 6, heads);
   int ok[4] = {0};
   ct_bench_result res[4];
   int status = time_cuttle(dev, iters, res, ok);
   /* PyTorch after cuttle's runs, so neither warms the device for the other's first row */
-  char line[4096] = "";
-  int py_failed = pytorch && run_pytorch(python, script, devname, iters, line, sizeof line);
-  if (py_failed) status = 1;
+  static ct_bench_peer peer;
+  if (py.on) {
+    char args[96];
+    snprintf(args, sizeof args, "--device %s --iters %d", devname, iters);
+    if (ct_bench_peer_run("cuttle bench overhead", NULL, &py, args, "add_off_median_us", &peer) != CT_BENCH_PEER_OK)
+      status = 1;
+  }
   for (int k = 0; k < 4; k++)
-    if (ok[k]) add_row(t, k, &res[k], pytorch, py_failed, line);
-  if (pytorch && !py_failed) printf("pytorch: %s", line);
+    if (ok[k]) add_row(t, k, &res[k], py.on, &peer);
+  if (py.on && peer.status == CT_BENCH_PEER_OK) printf("pytorch: %s\n", peer.line);
   ct_bench_table_print(t, stdout);
+  if (py.on) ct_bench_peer_note(&peer, stdout);
   if (ct_bench_table_csv(t, common.csv)) status = 1; /* what was measured, also after a failure */
   ct_bench_table_free(t);
   return status;

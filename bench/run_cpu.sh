@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CPU benchmark run for docs/perf.md: builds cuttle (Release, no CUDA) into build-bench/ when
 # build-bench/cuttle is missing, then runs, with CSVs into bench/results/ (not in git):
-#   cuttle bench gemm, overhead, matmul-sweep (CPU), norms (CPU), train --pytorch for mlp and cnn.
+#   cuttle bench gemm, overhead, matmul-sweep (CPU), norms (CPU), train for mlp and cnn, each with
+#   --pytorch (PyTorch's figures beside cuttle's, from the same run) where PYTHON imports torch.
 # EPOCHS (default 1) sets the training epochs, THREADS (default: online cores) the threads of both
 # cuttle and PyTorch, QUICK=1 passes --quick everywhere (a smoke test, not a measurement).
 # MODELS (default "mlp cnn") names the train recipes (resnet18 etc. too), MAX_STEPS=N ends each
@@ -30,10 +31,10 @@ if [ -z "${PYTHON:-}" ] && ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1;
   echo "== installing python3-torch (PyTorch for the peer comparison)"
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3-torch || {
-    echo "cannot install python3-torch: train runs without --pytorch"; }
+    echo "cannot install python3-torch: the benchmarks run without --pytorch"; }
 fi
 pytorch=""; "$python" -c "import torch" >/dev/null 2>&1 && pytorch="--pytorch --python $python"
-[ -n "$pytorch" ] || echo "$python cannot import torch: train runs without --pytorch"
+[ -n "$pytorch" ] || echo "$python cannot import torch: the benchmarks run without --pytorch"
 
 run() { # run NAME ARGS...: cuttle bench ARGS, the table to the terminal and $out/NAME.txt
   name="$1"; shift
@@ -46,10 +47,10 @@ run() { # run NAME ARGS...: cuttle bench ARGS, the table to the terminal and $ou
 
 { uname -a; lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)'
   [ -n "$pytorch" ] && "$python" -c "import torch; print('torch', torch.__version__)"; } >"$out/machine.txt"
-run gemm_cpu gemm --device cpu $quick
-run overhead_cpu overhead --device cpu $quick
-run matmul_sweep_cpu matmul-sweep --device cpu $quick
-run norms_cpu norms --device cpu $quick
+run gemm_cpu gemm --device cpu $pytorch $quick
+run overhead_cpu overhead --device cpu $pytorch $quick
+run matmul_sweep_cpu matmul-sweep --device cpu $pytorch $quick
+run norms_cpu norms --device cpu $pytorch $quick
 for m in $models; do
   run "train_${m}_cpu" train --model "$m" --device cpu --epochs "$epochs" --threads "$threads" --no-progress $pytorch $steps $quick
 done
