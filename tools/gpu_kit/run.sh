@@ -327,8 +327,12 @@ step memcheck_test_cuda_api 60 GPU memcheck test_cuda_api
 bench() { name=$1; shift; ct "$BIN/cuttle" bench "$name" --device cuda:0 --csv "$LOGS/bench_$name.csv" "$@"; }
 has_opt() { ct "$BIN/cuttle" bench "$1" --help 2>&1 | grep -q -- "$2"; }
 export -f bench has_opt
+# peer NAME: the PyTorch peer's options for benchmark NAME (its script in the kit's py/), where the
+# carried CLI has them; PyTorch runs with the node's environment (PYWRAP)
+peer() { has_opt "$1" '--pytorch' && echo "--pytorch --python $PYWRAP --script $K/py/pytorch_$(echo "$1" | tr - _).py"; }
+export -f peer
 gemm_args=""; has_opt gemm '--dtype' && gemm_args="--dtype all --sizes 256,1024,2048,4096,8192"
-step bench_gemm 100 GPU bench gemm $gemm_args
+step bench_gemm 160 GPU bench gemm $gemm_args $(peer gemm)
 ovh_args=""; has_opt overhead '--pytorch' && ovh_args="--pytorch --python $PYWRAP --script $K/py/pytorch_overhead.py"
 step bench_overhead 60 GPU bench overhead $ovh_args
 train_bench() {
@@ -338,9 +342,9 @@ train_bench() {
 export -f train_bench
 step bench_train_mlp 100 GPU train_bench mlp
 step bench_train_cnn 120 GPU train_bench cnn
-step bench_matmul_sweep 60 GPU bench matmul-sweep
-step bench_norms 60 GPU bench norms
-step bench_bandwidth 60 GPU bench bandwidth
+step bench_matmul_sweep 90 GPU bench matmul-sweep $(peer matmul-sweep)
+step bench_norms 60 GPU bench norms $(peer norms)
+step bench_bandwidth 90 GPU bench bandwidth $(peer bandwidth)
 
 # ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): cuttle's
 # kernel profiler (--profile host, then sync), the synchronizations of 30 steps (sync-debug), then Nsight Compute's per-kernel summary of 20
