@@ -4,6 +4,7 @@
  * bfloat16 (mixed precision), and what the table cannot see of them (lowp_checks.h).
  * Plus the random op (dropout in training) checked by its statistics. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,6 +395,85 @@ static void test_half_casts_match_ieee(void **state) {
   free(o), free(u), ct_tensor_free(t32);
 }
 
+/* The sum of n doubles in long double, one by one: the reference of test_sum_paths. */
+static long double ref_sum(const double *v, int64_t n, int64_t stride) {
+  long double s = 0;
+  for (int64_t i = 0; i < n; i++) s += v[i * stride];
+  return s;
+}
+
+/* The CPU's sums take two paths (src/backend/cpu/reduce.c): contiguous trailing dims in double
+ * lanes, one long sum in fixed blocks across threads, and every other case by strides. Each against
+ * a long double sum of the same values; the long sum alike on one thread and on two, bit for bit;
+ * a sum over a transposed view (the strided path) equal to the same sum over a contiguous copy. */
+static void test_sum_paths(void **state) {
+  (void)state;
+  ct_generator gen = ct_generator_new(11);
+  /* one long float32 sum over 4 blocks and a tail, 1 and 2 threads */
+  const int64_t n = 3 * 65536 + 12345;
+  ct_tensor *x = ct_assert_nonnull(ct_randn(1, &n, 1, 1, CT_F32, CT_DEVICE_CPU, &gen));
+  ct_tensor *x64 = ct_assert_nonnull(ct_cast(x, CT_F64));
+  double *v = ct_test_values(x64);
+  /* float64 and float32 sums of the same values, on 1 and 2 threads */
+  double got[2][2];
+  int threads = omp_get_max_threads();
+  for (int t = 0; t < 2; t++) {
+    omp_set_num_threads(t + 1);
+    for (int k = 0; k < 2; k++) {
+      ct_tensor *s = ct_assert_nonnull(ct_sum(k ? x : x64, 0, NULL, 0));
+      assert_int_equal(ct_tensor_dtype(s), k ? CT_F32 : CT_F64);
+      ct_assert_ok(ct_to_host(s, &got[t][k], sizeof got[t][k], CT_F64));
+      ct_tensor_free(s);
+    }
+  }
+  omp_set_num_threads(threads);
+  assert_memory_equal(got[0], got[1], sizeof got[0]);
+  long double want = ref_sum(v, n, 1);
+  /* double accumulation: off by a few double roundings of the partial sums */
+  assert_true(fabsl((long double)got[0][0] - want) <= 1e-12L * fabsl(want) + 1e-12L);
+  /* the float32 sum is the same double sum, rounded once */
+  assert_true(got[0][1] == (double)(float)got[0][0]);
+  free(v), ct_tensor_free(x64), ct_tensor_free(x);
+
+  /* row sums of (37, 1001) float64: over dim 1 (contiguous rows), over dim 0 (strided), and over
+   * dim 0 of the transpose, which is dim 1's sum by strides */
+  int64_t shp[2] = {37, 1001};
+  ct_tensor *m = ct_assert_nonnull(ct_randn(2, shp, 0, 1, CT_F64, CT_DEVICE_CPU, &gen));
+  double *mv = ct_test_values(m);
+  ct_tensor *rows = ct_assert_nonnull(ct_sum(m, 1, (int[]){1}, 0)), *cols = ct_assert_nonnull(ct_sum(m, 1, (int[]){0}, 1));
+  ct_tensor *mt = ct_assert_nonnull(ct_transpose(m, 0, 1)), *rows_t = ct_assert_nonnull(ct_sum(mt, 1, (int[]){0}, 0));
+  double *rv = ct_test_values(rows), *cv = ct_test_values(cols), *rtv = ct_test_values(rows_t);
+  assert_int_equal(ct_tensor_numel(rows), 37);
+  assert_int_equal(ct_tensor_numel(cols), 1001);
+  for (int64_t i = 0; i < 37; i++) {
+    long double w = ref_sum(mv + i * 1001, 1001, 1);
+    assert_true(fabsl((long double)rv[i] - w) <= 1e-12L);
+    assert_true(fabsl((long double)rtv[i] - w) <= 1e-12L);
+  }
+  for (int64_t j = 0; j < 1001; j++) assert_true(fabsl((long double)cv[j] - ref_sum(mv + j, 37, 1001)) <= 1e-12L);
+  free(rv), free(cv), free(rtv), free(mv);
+  ct_tensor_free(rows), ct_tensor_free(cols), ct_tensor_free(rows_t), ct_tensor_free(mt), ct_tensor_free(m);
+
+  /* trailing dims (1, 2) of (5, 6, 7) with a size-1 dim between, keepdim; and empty sums */
+  int64_t s3[4] = {5, 1, 6, 7};
+  ct_tensor *c = ct_assert_nonnull(ct_randn(4, s3, 0, 1, CT_F32, CT_DEVICE_CPU, &gen));
+  ct_tensor *c64 = ct_assert_nonnull(ct_cast(c, CT_F64));
+  double *c64v = ct_test_values(c64);
+  ct_tensor *cs = ct_assert_nonnull(ct_sum(c, 2, (int[]){2, 3}, 1));
+  assert_int_equal(ct_tensor_ndim(cs), 4);
+  double *csv = ct_test_values(cs);
+  for (int i = 0; i < 5; i++) assert_true(fabs(csv[i] - (double)(float)ref_sum(c64v + i * 42, 42, 1)) <= 1e-6 * fabs(csv[i]) + 1e-6);
+  free(csv), free(c64v), ct_tensor_free(cs), ct_tensor_free(c64), ct_tensor_free(c);
+  int64_t e1[2] = {5, 0}, e2[2] = {0, 5};
+  ct_tensor *a = ct_assert_nonnull(ct_zeros(2, e1, CT_F32, CT_DEVICE_CPU)), *b = ct_assert_nonnull(ct_zeros(2, e2, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *as = ct_assert_nonnull(ct_sum(a, 1, (int[]){1}, 0)), *bs = ct_assert_nonnull(ct_sum(b, 1, (int[]){1}, 0));
+  assert_int_equal(ct_tensor_numel(as), 5);
+  assert_int_equal(ct_tensor_numel(bs), 0);
+  double *asv = ct_test_values(as);
+  for (int i = 0; i < 5; i++) assert_true(asv[i] == 0.0);
+  free(asv), ct_tensor_free(as), ct_tensor_free(bs), ct_tensor_free(a), ct_tensor_free(b);
+}
+
 int main(void) {
   lp_dev = CT_DEVICE_CPU;
   cast_dev = CT_DEVICE_CPU;
@@ -402,7 +482,8 @@ int main(void) {
                                     cmocka_unit_test(test_max_pool3x3_stride2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
                                     cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels),
                                     cmocka_unit_test(test_half_casts_match_ieee),
-                                    cmocka_unit_test(test_fused_conv_pool_halves), LP_TESTS, CAST_TESTS};
+                                    cmocka_unit_test(test_fused_conv_pool_halves), cmocka_unit_test(test_sum_paths),
+                                    LP_TESTS, CAST_TESTS};
   size_t nmore = sizeof more / sizeof more[0];
   struct CMUnitTest *tests = calloc((size_t)OC_NCASES + nmore, sizeof *tests);
   for (int i = 0; i < OC_NCASES; i++)

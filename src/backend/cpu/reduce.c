@@ -1,9 +1,90 @@
 /* src/backend/cpu/reduce.c: sum, max and min over the dims that out keeps as size 1.
- * Accumulates in double on every dtype (a reference-quality sum; float32 training does not
- * notice the cost next to the GEMMs): float16 and bfloat16 sums never stall at their ulp. */
+ * Accumulates in double on every dtype (a reference-quality sum): float16 and bfloat16 sums never
+ * stall at their ulp. A float32 or float64 sum over contiguous trailing dims (a full sum, row sums)
+ * takes sum_rows: eight double lanes, and one long sum split into fixed blocks across threads;
+ * every other case walks x's strides with one accumulator per output. */
 #include <math.h>
+#include <stdlib.h>
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/half.h"
+
+/* The sum of n contiguous values of p (float32 or float64), in double, in eight independent lanes
+ * combined pairwise at the end: the lanes let the compiler vectorize and keep eight adds in
+ * flight, where one accumulator is a chain of dependent adds (about 21 us for the 10^4 values of
+ * a 100 x 100 norm, against 2 to 3 us in lanes). */
+#define SUM_LANES 8
+#define SUM_IN_LANES(T)                                                             \
+  static double sum_lanes_##T(const T *p, int64_t n) {                             \
+    double a[SUM_LANES] = {0};                                                     \
+    int64_t k = 0;                                                                 \
+    for (; k + SUM_LANES <= n; k += SUM_LANES)                                     \
+      for (int l = 0; l < SUM_LANES; l++) a[l] += (double)p[k + l];                \
+    double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); \
+    for (; k < n; k++) s += (double)p[k];                                          \
+    return s;                                                                      \
+  }
+SUM_IN_LANES(float)
+SUM_IN_LANES(double)
+
+/* A block of SUM_BLOCK values per task when one sum covers more: the blocks' sums are added in
+ * block order, so the result does not depend on the number of threads. */
+#define SUM_BLOCK ((int64_t)1 << 16)
+
+static double sum_contiguous(const char *p, ct_dtype dt, int64_t n) {
+  return dt == CT_F32 ? sum_lanes_float((const float *)p, n) : sum_lanes_double((const double *)p, n);
+}
+
+/* out[j] = the sum of x's rcount contiguous values from base offset j * rcount: the reduced dims
+ * are x's last ones and contiguous (a full sum, a row sum). Float32 and float64 only. */
+static ct_status sum_rows(ct_tensor *out, ct_tensor *x, int64_t nout, int64_t rcount) {
+  const char *xb = ct__ptr(x);
+  char *ob = ct__ptr(out);
+  size_t es = ct_dtype_size(x->dtype), oes = ct_dtype_size(out->dtype);
+  int64_t nb = (rcount + SUM_BLOCK - 1) / SUM_BLOCK;
+  if (nout == 1 && nb > 1) { /* one long sum: its blocks in parallel */
+    double *part = malloc((size_t)nb * sizeof *part);
+    if (!part) return ct__error(CT_ENOMEM, "sum: out of memory for %lld partial sums", (long long)nb);
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+      int64_t lo = b * SUM_BLOCK, len = rcount - lo < SUM_BLOCK ? rcount - lo : SUM_BLOCK;
+      part[b] = sum_contiguous(xb + lo * (int64_t)es, x->dtype, len);
+    }
+    double acc = 0;
+    for (int64_t b = 0; b < nb; b++) acc += part[b];
+    free(part);
+    ct__store(ob, out->dtype, acc);
+    return CT_OK;
+  }
+  /* out's elements are contiguous in x's order only when out itself is: else its strides place them */
+#pragma omp parallel for schedule(static) if (nout * rcount >= 32768 && nout > 1)
+  for (int64_t j = 0; j < nout; j++) {
+    int64_t rem = j, obase = 0;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+      obase += (rem % out->shape[d]) * out->stride[d];
+      rem /= out->shape[d];
+    }
+    ct__store(ob + obase * (int64_t)oes, out->dtype, sum_contiguous(xb + j * rcount * (int64_t)es, x->dtype, rcount));
+  }
+  return CT_OK;
+}
+
+/* 1 when the reduced dims rd[0 .. nr) (ascending) are x's last nr dims, x is contiguous over them
+ * and over the kept dims before them (so out element j's values start at j * rcount) */
+static int reduces_contiguous_rows(const ct_tensor *x, const int *rd, int nr) {
+  if (nr == 0) return 0;
+  int64_t expect = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    if (x->shape[d] != 1 && x->stride[d] != expect) return 0;
+    expect *= x->shape[d];
+  }
+  for (int k = 0; k < nr; k++) /* every dim after the first reduced one is reduced (or of size 1) */
+    for (int d = rd[k] + 1; d < x->ndim; d++) {
+      int reduced = 0;
+      for (int q = 0; q < nr; q++) reduced |= rd[q] == d;
+      if (!reduced && x->shape[d] != 1) return 0;
+    }
+  return 1;
+}
 
 ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x) {
   int nd = x->ndim;
@@ -18,6 +99,9 @@ ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct
       nr++;
     }
   int64_t nout = ct_tensor_numel(out);
+  if (op == CT_REDUCE_SUM && !indices && (x->dtype == CT_F32 || x->dtype == CT_F64) && rcount > 0 &&
+      reduces_contiguous_rows(x, rd, nr))
+    return sum_rows(out, x, nout, rcount);
   size_t xes = ct_dtype_size(x->dtype), oes = ct_dtype_size(out->dtype);
   const char *xb = ct__ptr(x);
   char *ob = ct__ptr(out);
@@ -51,6 +135,5 @@ ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct
     ct__store(ob + obase * (int64_t)oes, out->dtype, acc);
     if (ib) ib[j] = best_i;
   }
-  (void)rd;
   return CT_OK;
 }
