@@ -6,9 +6,10 @@ graph node that is freed with its result). One call per sample, torch.cuda.synch
 clock is read on a GPU (launch + kernel + synchronization), warmup of n/10 + 1 calls, and the
 median, p10 and p90 of n samples in microseconds. Prints one JSON line with keys
 <op>_<grad>_{median,p10,p90}_us and <op>_<grad>_calls (op: add, mm; grad: off, on)."""
-import argparse, json, time
+import argparse, json, os, sys, time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pytorch_peer as peer  # noqa: E402
 
 
 def time_op(fn, n, sync):
@@ -33,6 +34,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=2)
     a = ap.parse_args()
+    peer.check_device(a.device, ("cpu", "cuda"))  # OpenCL: the no_peer line, before torch is needed
+    import torch
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)

@@ -14,8 +14,11 @@ With --compile the model is wrapped in torch.compile; one forward and backward o
 as compile_seconds. On a failure of torch.compile the script prints {"error": ...} and exits 3.
 On a GPU, float32 convolutions and matmuls run in full float32, as cuttle's do by default
 (ct_set_allow_tf32(0)): PyTorch's own default lets cuDNN use TF32 for convolutions
-(torch.backends.cudnn.allow_tf32 = True), which would time other arithmetic than cuttle's."""
-import argparse, gzip, json, os, struct, time
+(torch.backends.cudnn.allow_tf32 = True), which would time other arithmetic than cuttle's.
+--profile runs torch.profiler over each epoch's steps after the first (the peer of `cuttle train
+--profile`) and prints, to stderr, the wall time per profiled step and key_averages() by self time
+(self CPU time; on a GPU self CUDA time), so that the JSON lines on stdout stay as they are."""
+import argparse, gzip, json, os, struct, sys, time
 
 import numpy as np
 import torch
@@ -65,6 +68,28 @@ def model(name):
                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+def start_profile(torch, dev):
+    """A torch.profiler session, entered: CPU activity, and CUDA's on a GPU."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    prof = torch.profiler.profile(activities=acts)
+    prof.__enter__()
+    return prof
+
+
+def stop_profile(torch, dev, prof, steps, secs):
+    """Ends prof after steps steps that took secs of wall time; the report to stderr."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    secs = max(secs, 1e-9)
+    prof.__exit__(None, None, None)
+    print(f"profile (torch.profiler, {dev}): {steps} steps after the first, "
+          f"{1e3 * secs / max(steps, 1):.3f} ms per step of wall time", file=sys.stderr)
+    key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=20), file=sys.stderr, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="cnn")
@@ -82,6 +107,8 @@ def main():
     ap.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test images only (0: all)")
     ap.add_argument("--channels-last", action="store_true",
                     help="model and input batches in torch.channels_last (as cuttle's --channels-last)")
+    ap.add_argument("--profile", action="store_true",
+                    help="torch.profiler over the steps after the first; the table to stderr")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.backends.cudnn.allow_tf32 = False  # cuttle's default: float32 convolutions in float32
@@ -121,9 +148,13 @@ def main():
             torch.cuda.synchronize()
         t0, c0 = time.perf_counter(), time.process_time()
         total, seen = torch.zeros((), device=dev), 0
+        prof = None
         for step, i in enumerate(range(0, len(xtr), a.batch_size)):
             if a.max_steps and step >= a.max_steps:
                 break
+            if a.profile and step == 1:  # after the first step, as cuttle train --profile
+                prof, prof_steps = start_profile(torch, dev), 0
+                prof_t0 = time.perf_counter()
             idx = perm[i:i + a.batch_size]
             x, y = xtr[idx].contiguous(memory_format=fmt), ytr[idx]
             opt.zero_grad()
@@ -132,6 +163,10 @@ def main():
             opt.step()
             total += loss.detach() * len(idx)
             seen += len(idx)
+            if prof is not None:
+                prof_steps += 1
+        if prof is not None:
+            stop_profile(torch, dev, prof, prof_steps, time.perf_counter() - prof_t0)
         if dev.type == "cuda":
             torch.cuda.synchronize()
         secs, cpu = time.perf_counter() - t0, time.process_time() - c0

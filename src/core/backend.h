@@ -159,11 +159,18 @@ extern const char *const ct__kernel_names[CT_K_COUNT];
                       : ct__kernel_missing((be), CT_K_##name, (op), (t)))
 /* The profiler's hooks in CT_KERNEL_CALL (core/profiler.c, cuttle/profiler.h): the mode (a
  * ct_profile_mode, 0 when off), the clock read before a kernel call (begin), and after it (end:
- * waits for t's device first in CT_PROFILE_SYNC, adds the call to the kernel's row, returns s). The
- * comma operator orders begin before the call; end's arguments, the call among them, come after. */
+ * waits for t's device first in CT_PROFILE_SYNC, adds the call's self time to its row, returns s).
+ * The comma operator orders begin before the call; end's arguments, the call among them, come after
+ * it in an order C leaves open, so CT_KERNEL_CALL's op and t must be plain values, without side
+ * effects and not changed by the call (every call site passes a name or a string). */
 extern int ct__profile_mode;
 void ct__profile_begin(void);
 ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s);
+/* be->memcpy(d.index, dst, src, nbytes, kind, async), timed as a row memcpy_host_to_device (kind
+ * 0), memcpy_device_to_host (1) or memcpy_device_to_device (2) of op on d while the profiler is on:
+ * the core's copies between memories, which no kernel call covers. Returns memcpy's status. */
+ct_status ct__profile_memcpy(const ct_backend *be, ct_device d, void *dst, const void *src, size_t nbytes, int kind,
+                             int async, const char *op);
 /* How many times CT_PROFILE_SYNC has waited for a device (not the CPU) since the process began. */
 int64_t ct__profile_waits(void);
 /* The error of CT_KERNEL_CALL for a kernel be lacks: sets it and returns CT_EUNSUPPORTED. */

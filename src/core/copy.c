@@ -31,7 +31,7 @@ ct_status ct__copy_between(const char *op, ct_tensor *dst, ct_tensor *src, int n
                nbytes, h2d ? "from" : "to", pinned ? "pinned" : "pageable");
       if ((s = ct__sync_point(op, dev->device, what)) != CT_OK) return s;
     }
-    s = dev->storage->backend->memcpy(dev->device.index, ct__ptr(dst), ct__ptr(src), nbytes, h2d ? 0 : 1, async);
+    s = ct__profile_memcpy(dev->storage->backend, dev->device, ct__ptr(dst), ct__ptr(src), nbytes, h2d ? 0 : 1, async, op);
     if (s == CT_OK) {
       ct__ledger_copy(src->device, dst->device, nbytes, pinned, !async);
       if (!h2d && !async) ct__ledger_sync();
@@ -39,7 +39,7 @@ ct_status ct__copy_between(const char *op, ct_tensor *dst, ct_tensor *src, int n
     return s;
   }
   if (ct_device_eq(src->device, dst->device)) {
-    s = src->storage->backend->memcpy(src->device.index, ct__ptr(dst), ct__ptr(src), nbytes, 2, non_blocking);
+    s = ct__profile_memcpy(src->storage->backend, src->device, ct__ptr(dst), ct__ptr(src), nbytes, 2, non_blocking, op);
     if (s == CT_OK) ct__ledger_copy(src->device, dst->device, nbytes, false, false);
     return s;
   }
@@ -48,8 +48,8 @@ ct_status ct__copy_between(const char *op, ct_tensor *dst, ct_tensor *src, int n
   if ((s = ct__sync_point(op, src->device, what)) != CT_OK) return s;
   void *tmp = ct__malloc(nbytes, "staging a copy between GPUs");
   if (!tmp) return CT_ENOMEM;
-  s = src->storage->backend->memcpy(src->device.index, tmp, ct__ptr(src), nbytes, 1, 0);
-  if (s == CT_OK) s = dst->storage->backend->memcpy(dst->device.index, ct__ptr(dst), tmp, nbytes, 0, 0);
+  s = ct__profile_memcpy(src->storage->backend, src->device, tmp, ct__ptr(src), nbytes, 1, 0, op);
+  if (s == CT_OK) s = ct__profile_memcpy(dst->storage->backend, dst->device, ct__ptr(dst), tmp, nbytes, 0, 0, op);
   free(tmp);
   if (s == CT_OK) ct__ledger_copy(src->device, CT_DEVICE_CPU, nbytes, false, true), ct__ledger_copy(CT_DEVICE_CPU, dst->device, nbytes, false, true);
   return s;
@@ -88,7 +88,7 @@ static ct_status to_host(const char *op, ct_tensor *t, void *out, size_t nbytes,
   ct_status s = CT_OK;
   if (c->device.kind == CT_CPU) memcpy(out, ct__ptr(c), need);
   else if (need) {
-    s = c->storage->backend->memcpy(c->device.index, out, ct__ptr(c), need, 1, 0);
+    s = ct__profile_memcpy(c->storage->backend, c->device, out, ct__ptr(c), need, 1, 0, op);
     if (s == CT_OK) ct__ledger_copy(c->device, CT_DEVICE_CPU, need, false, true), ct__ledger_sync();
   }
   ct_tensor_free(c);

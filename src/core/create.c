@@ -38,7 +38,7 @@ static ct_status upload(const char *op, ct_tensor *t, const void *data) {
     snprintf(what, sizeof what, "blocking host-to-device copy of %zu bytes from pageable memory", nbytes);
     s = ct__sync_point(op, t->device, what);
   }
-  if (s == CT_OK && nbytes) s = t->storage->backend->memcpy(t->device.index, t->storage->data, data, nbytes, 0, 0);
+  if (s == CT_OK && nbytes) s = ct__profile_memcpy(t->storage->backend, t->device, t->storage->data, data, nbytes, 0, 0, op);
   if (s == CT_OK && t->device.kind != CT_CPU) ct__ledger_copy(CT_DEVICE_CPU, t->device, nbytes, false, true);
   return s;
 }

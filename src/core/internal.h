@@ -77,6 +77,10 @@ struct ct_tensor {
 /* ---- errors (src/core/status.c): set the thread-local message; return the status (or NULL from
  * the macros). */
 ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put back a last error saved with ct_last_status and ct_last_error (msg copied), with none of
+ * ct__error's side effects (CT_ABORT_ON_ERROR): for code that must leave the caller's error as it
+ * found it, such as the profiler's wait. */
+void ct__error_restore(ct_status s, const char *msg);
 #define CT_FAIL_NULL(status, ...)   \
   do {                              \
     ct__error(status, __VA_ARGS__); \

@@ -1,9 +1,13 @@
 /* src/core/profiler.c: the kernel profiler (cuttle/profiler.h). CT_KERNEL_CALL (core/backend.h)
  * reads ct__profile_mode and, when it is on, brackets the kernel call with ct__profile_begin and
- * ct__profile_end; the sums live in one table under a mutex, keyed by (kernel, op, device). Only
- * profiled calls pay for the lock; with the profiler off a kernel call costs one relaxed load more.
- * The begin times are a small per-thread stack, since a backend's composite kernel may call other
- * kernels through CT_KERNEL_CALL while its own clock runs. */
+ * ct__profile_end; the core's copies between host and device go through ct__profile_memcpy. The
+ * sums live in one table under a mutex, keyed by (kernel, op, device). Only profiled calls pay for
+ * the lock; with the profiler off a kernel call costs one relaxed load more.
+ *
+ * A row holds self time: a backend's composite kernel that calls other kernels (a contiguous
+ * temporary, a conversion) through CT_KERNEL_CALL while its own clock runs is charged its time
+ * less theirs, so that a thread's rows add up to its time inside kernel calls, each instant once.
+ * The frames of the calls in progress are a small per-thread stack. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +25,11 @@ int ct__profile_mode = CT_PROFILE_OFF;
 #define PROF_MAX_DEPTH 16
 
 typedef struct {
-  ct_kernel_id kernel; /* CT_K_COUNT for the "(other)" row */
+  const char *kernel; /* a static name: ct__kernel_names[k], a copy's name, or "(other)" */
   char op[48];
   ct_device device;
   int64_t calls;
-  double seconds;
+  double seconds; /* self time */
 } prof_row;
 
 static pthread_mutex_t prof_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,7 +37,10 @@ static prof_row prof_rows[PROF_MAX_ROWS];
 static int prof_nrows;
 static int prof_recorded_mode = CT_PROFILE_HOST; /* the last mode that recorded, for the table */
 static int64_t prof_waits; /* CT_PROFILE_SYNC's waits, for the tests (ct__profile_waits) */
-static _Thread_local double prof_t0[PROF_MAX_DEPTH];
+/* the calls in progress on this thread: when each began, and the time of the calls inside it */
+static _Thread_local struct {
+  double t0, inner;
+} prof_stack[PROF_MAX_DEPTH];
 static _Thread_local int prof_depth;
 
 static double prof_now(void) {
@@ -42,10 +49,13 @@ static double prof_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void ct_profiler_set_mode(ct_profile_mode mode) {
-  int m = mode == CT_PROFILE_HOST || mode == CT_PROFILE_SYNC ? (int)mode : CT_PROFILE_OFF;
-  if (m != CT_PROFILE_OFF) __atomic_store_n(&prof_recorded_mode, m, __ATOMIC_RELAXED);
-  __atomic_store_n(&ct__profile_mode, m, __ATOMIC_RELAXED);
+ct_status ct_profiler_set_mode(ct_profile_mode mode) {
+  if (mode != CT_PROFILE_OFF && mode != CT_PROFILE_HOST && mode != CT_PROFILE_SYNC)
+    return ct__error(CT_EINVAL, "ct_profiler_set_mode: mode %d is none of CT_PROFILE_OFF, CT_PROFILE_HOST, CT_PROFILE_SYNC",
+                     (int)mode);
+  if (mode != CT_PROFILE_OFF) __atomic_store_n(&prof_recorded_mode, (int)mode, __ATOMIC_RELAXED);
+  __atomic_store_n(&ct__profile_mode, (int)mode, __ATOMIC_RELAXED);
+  return CT_OK;
 }
 
 ct_profile_mode ct_profiler_mode(void) { return (ct_profile_mode)__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED); }
@@ -58,48 +68,72 @@ void ct_profiler_reset(void) {
 }
 
 void ct__profile_begin(void) {
-  if (prof_depth < PROF_MAX_DEPTH) prof_t0[prof_depth] = prof_now();
+  if (prof_depth < PROF_MAX_DEPTH) prof_stack[prof_depth].t0 = prof_now(), prof_stack[prof_depth].inner = 0;
   prof_depth++;
 }
 
-/* the row of (k, op, d), made when new; past PROF_MAX_ROWS - 1 rows, the "(other)" row in the last
- * slot. The caller holds prof_lock. */
-static prof_row *row_of(ct_kernel_id k, const char *op, ct_device d) {
+/* the row of (kernel, op, d), made when new; past PROF_MAX_ROWS - 1 rows, the "(other)" row in
+ * the last slot. The caller holds prof_lock. */
+static prof_row *row_of(const char *kernel, const char *op, ct_device d) {
   for (int i = 0; i < prof_nrows; i++) {
     prof_row *r = &prof_rows[i];
-    if (r->kernel == k && r->device.kind == d.kind && r->device.index == d.index && strncmp(r->op, op, sizeof r->op - 1) == 0)
+    if (r->kernel == kernel && r->device.kind == d.kind && r->device.index == d.index &&
+        strncmp(r->op, op, sizeof r->op - 1) == 0)
       return r;
   }
   prof_row *r = &prof_rows[prof_nrows < PROF_MAX_ROWS - 1 ? prof_nrows++ : PROF_MAX_ROWS - 1];
   if (r == &prof_rows[PROF_MAX_ROWS - 1]) {
-    if (r->kernel == CT_K_COUNT) return r;
-    k = CT_K_COUNT, op = "(other)", d = CT_DEVICE_CPU;
+    if (r->kernel) return r;
+    kernel = "(other)", op = "(other)", d = CT_DEVICE_CPU;
   }
   memset(r, 0, sizeof *r);
-  r->kernel = k, r->device = d;
+  r->kernel = kernel, r->device = d;
   snprintf(r->op, sizeof r->op, "%s", op);
   return r;
 }
 
-ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s) {
+/* The end of the call on top of this thread's stack: in CT_PROFILE_SYNC (and when the call
+ * succeeded) a wait for d first, then its self time into its row. */
+static void record(const char *kernel, const char *op, ct_device d, ct_status s) {
   int depth = --prof_depth;
-  if (depth < 0) { /* profiling switched on between a call's begin and end: nothing to time */
-    prof_depth = 0;
-    return s;
+  if (depth < 0 || depth >= PROF_MAX_DEPTH) { /* deeper than the stack: not timed */
+    if (depth < 0) prof_depth = 0;
+    return;
   }
-  if (depth >= PROF_MAX_DEPTH) return s;
-  ct_device d = t ? t->device : CT_DEVICE_CPU;
   if (__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED) == CT_PROFILE_SYNC && s == CT_OK && d.kind != CT_CPU) {
-    /* the backend's wait itself, not ct_synchronize: no ledger count, no sync-debug report. A
-     * failure here is an earlier asynchronous error, which the next real wait reports again. */
+    /* the backend's wait itself, not ct_synchronize: no ledger count, no sync-debug report. Its
+     * failure is an earlier asynchronous error, which the next real wait reports: the caller's
+     * last error is left as it was. */
     const ct_backend *be = ct__backend(d.kind);
-    if (be && be->synchronize) (void)be->synchronize(d.index), __atomic_add_fetch(&prof_waits, 1, __ATOMIC_RELAXED);
+    if (be && be->synchronize) {
+      ct_status saved = ct_last_status();
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", ct_last_error());
+      if (be->synchronize(d.index) != CT_OK) ct__error_restore(saved, msg);
+      __atomic_add_fetch(&prof_waits, 1, __ATOMIC_RELAXED);
+    }
   }
-  double dt = prof_now() - prof_t0[depth];
+  double dt = prof_now() - prof_stack[depth].t0;
+  if (depth > 0) prof_stack[depth - 1].inner += dt;
   pthread_mutex_lock(&prof_lock);
-  prof_row *r = row_of(k, op ? op : "?", d);
-  r->calls++, r->seconds += dt;
+  prof_row *r = row_of(kernel, op ? op : "?", d);
+  r->calls++, r->seconds += dt - prof_stack[depth].inner;
   pthread_mutex_unlock(&prof_lock);
+}
+
+ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s) {
+  record(k >= 0 && k < CT_K_COUNT ? ct__kernel_names[k] : "?", op, t ? t->device : CT_DEVICE_CPU, s);
+  return s;
+}
+
+ct_status ct__profile_memcpy(const ct_backend *be, ct_device d, void *dst, const void *src, size_t nbytes, int kind,
+                             int async, const char *op) {
+  if (!__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED) || d.kind == CT_CPU) /* a CPU copy is no transfer */
+    return be->memcpy(d.index, dst, src, nbytes, kind, async);
+  static const char *const names[3] = {"memcpy_host_to_device", "memcpy_device_to_host", "memcpy_device_to_device"};
+  ct__profile_begin();
+  ct_status s = be->memcpy(d.index, dst, src, nbytes, kind, async);
+  record(names[kind >= 0 && kind <= 2 ? kind : 2], op, d, s);
   return s;
 }
 
@@ -113,11 +147,11 @@ static int by_seconds(const void *a, const void *b) {
 /* every row as the public struct, sorted; *n its count; NULL when out of memory */
 static ct_profile_row *snapshot(int *n) {
   pthread_mutex_lock(&prof_lock);
-  *n = prof_nrows + (prof_rows[PROF_MAX_ROWS - 1].kernel == CT_K_COUNT);
+  *n = prof_nrows + (prof_rows[PROF_MAX_ROWS - 1].kernel != NULL);
   ct_profile_row *out = calloc((size_t)(*n > 0 ? *n : 1), sizeof *out);
   for (int i = 0; out && i < *n; i++) {
     const prof_row *r = i < prof_nrows ? &prof_rows[i] : &prof_rows[PROF_MAX_ROWS - 1];
-    snprintf(out[i].kernel, sizeof out[i].kernel, "%s", r->kernel == CT_K_COUNT ? "(other)" : ct__kernel_names[r->kernel]);
+    snprintf(out[i].kernel, sizeof out[i].kernel, "%s", r->kernel);
     snprintf(out[i].op, sizeof out[i].op, "%s", r->op);
     ct_device_str(r->device, out[i].device, sizeof out[i].device);
     out[i].calls = r->calls, out[i].seconds = r->seconds;
@@ -142,18 +176,17 @@ double ct_profiler_print(FILE *f, int top) {
   ct_profile_row *all = snapshot(&n);
   if (!all) return 0;
   double total = 0;
-  for (int i = 0; i < n; i++) total += all[i].seconds;
+  int64_t calls = 0;
+  for (int i = 0; i < n; i++) total += all[i].seconds, calls += all[i].calls;
   const char *mode = __atomic_load_n(&prof_recorded_mode, __ATOMIC_RELAXED) == CT_PROFILE_SYNC
                          ? "each call waited for (sync)" : "host time per call";
-  fprintf(f, "%-28s %-32s %-10s %10s %12s %12s %7s\n", "kernel", "op", "device", "calls", "total ms", "us/call", "share");
+  fprintf(f, "%-28s %-32s %-10s %10s %12s %12s %7s\n", "kernel", "op", "device", "calls", "self ms", "us/call", "share");
   int shown = top > 0 && top < n ? top : n;
   for (int i = 0; i < shown; i++)
     fprintf(f, "%-28s %-32s %-10s %10lld %12.3f %12.2f %6.1f%%\n", all[i].kernel, all[i].op, all[i].device,
             (long long)all[i].calls, 1e3 * all[i].seconds, all[i].calls ? 1e6 * all[i].seconds / (double)all[i].calls : 0.0,
             total > 0 ? 100.0 * all[i].seconds / total : 0.0);
-  int64_t calls = 0;
-  for (int i = 0; i < n; i++) calls += all[i].calls;
-  fprintf(f, "total: %lld kernel calls, %.3f ms (%s)%s\n", (long long)calls, 1e3 * total, mode,
+  fprintf(f, "total: %lld calls, %.3f ms of self time over every thread (%s)%s\n", (long long)calls, 1e3 * total, mode,
           shown < n ? "; the rows not shown are in the total" : "");
   free(all);
   return total;

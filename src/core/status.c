@@ -27,6 +27,11 @@ void ct_clear_error(void) {
   last_status = CT_OK;
 }
 
+void ct__error_restore(ct_status s, const char *msg) {
+  snprintf(last_msg, sizeof last_msg, "%s", msg ? msg : "");
+  last_status = s;
+}
+
 ct_status ct__error(ct_status s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

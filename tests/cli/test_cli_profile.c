@@ -18,6 +18,7 @@ static void host_profile_of_the_mlp(void **state) {
                                                 "--profile host", cuttle), 0);
   assert_non_null(strstr(out, "profile (--profile host, cpu): 3 steps after the first"));
   assert_non_null(strstr(out, "ms per step of wall time"));
+  assert_non_null(strstr(out, "ms of kernel calls and copies on cpu ("));
   /* the mlp's step: three Linear layers forward and backward, cross-entropy, Adam */
   const char *kernels[] = {"\nmatmul ", "\nadam_step ", "\nsoftmax ", "total: "};
   for (int i = 0; i < 4; i++) {

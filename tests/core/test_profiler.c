@@ -5,6 +5,7 @@
  * it) wherever the OpenCL backend is built. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "core/backend.h"
 #include "testutil.h"
 
@@ -83,7 +84,7 @@ static void host_counts_every_call(void **state) {
   char want[64];
   int64_t calls = 0;
   for (int i = 0; i < n; i++) calls += rows[i].calls;
-  snprintf(want, sizeof want, "total: %lld kernel calls", (long long)calls);
+  snprintf(want, sizeof want, "total: %lld calls", (long long)calls);
   assert_non_null(strstr(text, want));
 
   ct_profiler_reset();
@@ -91,11 +92,12 @@ static void host_counts_every_call(void **state) {
   ct_tensor_free(s), ct_tensor_free(b), ct_tensor_free(a);
 }
 
-/* an out-of-range mode is off; the CPU is never waited for */
+/* an out-of-range mode is an error that changes nothing; the CPU is never waited for */
 static void sync_waits_for_devices_only(void **state) {
   (void)state;
   ct_profiler_reset();
-  ct_profiler_set_mode((ct_profile_mode)7);
+  assert_int_equal(ct_profiler_set_mode((ct_profile_mode)7), CT_EINVAL);
+  ct_assert_error_contains("ct_profiler_set_mode: mode 7");
   assert_int_equal(ct_profiler_mode(), CT_PROFILE_OFF);
   int64_t w0 = ct__profile_waits();
   ct_profiler_set_mode(CT_PROFILE_SYNC);
@@ -139,6 +141,59 @@ static void sync_waits_after_each_device_kernel(void **state) {
   assert_int_equal(ct__profile_waits() - w0, sync_calls);
   ct_profiler_reset();
 }
+
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A kernel that calls another through CT_KERNEL_CALL (OpenCL's index_select casts an int32 index
+ * to int64 through the copy kernel, "a contiguous temporary") is charged its self time: both rows
+ * appear, and their sum stays within the wall time of the call, where inclusive times would count
+ * the copy twice (in sync mode the copy waits for the device: most of the call). The copies between
+ * memories have rows of their own. */
+static void self_times_and_copies(void **state) {
+  (void)state;
+  ct_device cl = CT_DEVICE_OPENCL(0);
+  if (!ct_device_available(cl)) fail_msg("no opencl:0: scripts/deps.sh installs PoCL, which gives one");
+  int64_t xs[1] = {8}, is[1] = {1 << 18};
+  ct_tensor *xh = ct_assert_nonnull(ct_ones(1, xs, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *idx = ct_assert_nonnull(ct_zeros(1, is, CT_I32, cl));
+  ct_profiler_reset();
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
+  ct_tensor *x = ct_assert_nonnull(ct_to(xh, cl, 0));
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+  ct_tensor_free(ct_assert_nonnull(ct_index_select(x, 0, idx))); /* builds the programs outside the profile */
+  ct_profile_row rows[32];
+  int n = ct_profiler_rows(rows, 32);
+  const ct_profile_row *up = find(rows, n, "memcpy_host_to_device", "ct_to", "opencl:0");
+  assert_non_null(up);
+  assert_int_equal(up->calls, 1);
+
+  ct_profiler_reset();
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_SYNC));
+  double t0 = wall();
+  ct_tensor *y = ct_assert_nonnull(ct_index_select(x, 0, idx));
+  double w = wall() - t0;
+  float one;
+  ct_assert_ok(ct_to_host(ct_narrow(y, 0, 0, 1), &one, sizeof one, CT_F32));
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+  assert_true(one == 1.0f);
+  n = ct_profiler_rows(rows, 32);
+  const ct_profile_row *sel = find(rows, n, "index_select", NULL, "opencl:0"),
+                       *tmp = find(rows, n, "copy", "a contiguous temporary", "opencl:0"),
+                       *down = find(rows, n, "memcpy_device_to_host", "ct_to_host", "opencl:0");
+  assert_non_null(sel);
+  assert_non_null(tmp);
+  assert_non_null(down);
+  assert_int_equal(sel->calls, 1);
+  assert_int_equal(tmp->calls, 1);
+  assert_true(sel->seconds >= 0 && tmp->seconds > 0);
+  if (sel->seconds + tmp->seconds > w) fail_msg("self times %g + %g s exceed the call's %g s", sel->seconds, tmp->seconds, w);
+  ct_profiler_reset();
+  ct_tensor_free(y), ct_tensor_free(x), ct_tensor_free(idx), ct_tensor_free(xh);
+}
 #endif
 
 int main(void) {
@@ -148,6 +203,7 @@ int main(void) {
       cmocka_unit_test(sync_waits_for_devices_only),
 #ifdef CUTTLE_WITH_OPENCL
       cmocka_unit_test(sync_waits_after_each_device_kernel),
+      cmocka_unit_test(self_times_and_copies),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

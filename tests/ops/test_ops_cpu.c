@@ -454,7 +454,22 @@ static void test_sum_paths(void **state) {
   free(rv), free(cv), free(rtv), free(mv);
   ct_tensor_free(rows), ct_tensor_free(cols), ct_tensor_free(rows_t), ct_tensor_free(mt), ct_tensor_free(m);
 
-  /* trailing dims (1, 2) of (5, 6, 7) with a size-1 dim between, keepdim; and empty sums */
+  /* a row of more than one block among several rows equals the same values summed alone (one long
+   * sum), bit for bit; a row of a view with a storage offset (ct_narrow) takes the same path */
+  int64_t two[2] = {3, 70000};
+  ct_tensor *r = ct_assert_nonnull(ct_randn(2, two, 0, 1, CT_F32, CT_DEVICE_CPU, &gen));
+  ct_tensor *rs = ct_assert_nonnull(ct_sum(r, 1, (int[]){1}, 0));
+  double *rsv = ct_test_values(rs);
+  for (int64_t i = 0; i < 3; i++) {
+    ct_tensor *row = ct_assert_nonnull(ct_narrow(r, 0, i, 1));
+    ct_tensor *alone = ct_assert_nonnull(ct_sum(row, 0, NULL, 0));
+    double *av = ct_test_values(alone);
+    assert_memory_equal(&av[0], &rsv[i], sizeof av[0]);
+    free(av), ct_tensor_free(alone), ct_tensor_free(row);
+  }
+  free(rsv), ct_tensor_free(rs), ct_tensor_free(r);
+
+  /* dims (2, 3) of (5, 1, 6, 7), after a size-1 dim, keepdim; and empty sums */
   int64_t s3[4] = {5, 1, 6, 7};
   ct_tensor *c = ct_assert_nonnull(ct_randn(4, s3, 0, 1, CT_F32, CT_DEVICE_CPU, &gen));
   ct_tensor *c64 = ct_assert_nonnull(ct_cast(c, CT_F64));

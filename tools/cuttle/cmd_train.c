@@ -194,11 +194,12 @@ static int usage_train(FILE *f) {
              "                  the checkpoint (SummaryWriter's purge_step); a write error mid-run is reported\n"
              "                  and the run goes on unlogged\n"
              "--tensorboard-every N  the per-step scalars every N optimizer steps (default 10)\n"
-             "--profile host|sync  time every kernel call of the training steps after the first (the warm-up) and\n"
-             "                  print the sums per kernel, op and device at the end (cuttle/profiler.h): host = the\n"
-             "                  host's time in each call (on a GPU the launch), sync = each call waited for (its\n"
-             "                  execution too; slower steps); with the wall time per step, so what the kernels\n"
-             "                  leave is the front-end's, autograd's and the loader's\n"
+             "--profile host|sync  time every kernel call and host<->device copy of the training steps after the\n"
+             "                  first (the warm-up) and print their self times per kernel, op and device at the\n"
+             "                  end (cuttle/profiler.h): host = the host's time in each call (on a GPU the\n"
+             "                  launch), sync = each call waited for (its execution too; slower steps); beside\n"
+             "                  the wall time per step, so that what the device's rows leave of a step is the\n"
+             "                  front-end's, autograd's and the wait for the loader\n"
              "--devices LIST    one process, several devices (cpu, opencl:N, cuda:N, comma-separated): the model\n"
              "                  is replicated, each batch split between the replicas, one thread per device;\n"
              "                  gradients are summed onto the first device and the parameters copied back;\n"
@@ -516,17 +517,19 @@ static void profile_report(train_run *r) {
     fprintf(stderr, "%s: --profile: no step after the first ran, nothing profiled\n", r->prog);
     return;
   }
+  /* the kernels and copies of the run's device: the step's own (with --devices, the first device's;
+   * the loader's CPU work is in the table's other rows) */
   double per = 1e3 * r->prof_wall / (double)r->prof_steps, k = 0;
   int n = ct_profiler_rows(NULL, 0);
   ct_profile_row *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
   if (rows) {
     n = ct_profiler_rows(rows, n);
-    for (int i = 0; i < n; i++) k += rows[i].seconds;
+    for (int i = 0; i < n; i++) k += strcmp(rows[i].device, r->devname) == 0 ? rows[i].seconds : 0;
     free(rows);
   }
-  printf("profile (--profile %s, %s): %lld steps after the first, %.3f ms per step of wall time, %.3f ms of it in "
-         "kernel calls (%.1f%%)\n",
-         r->c->profile, r->devname, (long long)r->prof_steps, per, 1e3 * k / (double)r->prof_steps,
+  printf("profile (--profile %s, %s): %lld steps after the first, %.3f ms per step of wall time, %.3f ms of kernel "
+         "calls and copies on %s (%.1f%%)\n",
+         r->c->profile, r->devname, (long long)r->prof_steps, per, 1e3 * k / (double)r->prof_steps, r->devname,
          r->prof_wall > 0 ? 100.0 * k / r->prof_wall : 0.0);
   ct_profiler_print(stdout, 40);
   fflush(stdout);

@@ -327,12 +327,22 @@ step memcheck_test_cuda_api 60 GPU memcheck test_cuda_api
 bench() { name=$1; shift; ct "$BIN/cuttle" bench "$name" --device cuda:0 --csv "$LOGS/bench_$name.csv" "$@"; }
 has_opt() { ct "$BIN/cuttle" bench "$1" --help 2>&1 | grep -q -- "$2"; }
 export -f bench has_opt
-# peer NAME: the PyTorch peer's options for benchmark NAME (its script in the kit's py/), where the
-# carried CLI has them; PyTorch runs with the node's environment (PYWRAP)
-peer() { has_opt "$1" '--pytorch' && echo "--pytorch --python $PYWRAP --script $K/py/pytorch_$(echo "$1" | tr - _).py"; }
-export -f peer
-gemm_args=""; has_opt gemm '--dtype' && gemm_args="--dtype all --sizes 256,1024,2048,4096,8192"
-step bench_gemm 160 GPU bench gemm $gemm_args $(peer gemm)
+# bench_peer NAME ARGS...: the benchmark with its PyTorch peer (the script in the kit's py/), where
+# the carried CLI has one; PyTorch runs with the node's environment (PYWRAP). Decided when the
+# step runs, and passed as words of their own (paths may hold spaces).
+bench_peer() {
+  name=$1; shift
+  if has_opt "$name" '--pytorch'; then
+    bench "$name" "$@" --pytorch --python "$PYWRAP" --script "$K/py/pytorch_$(echo "$name" | tr - _).py"
+  else
+    bench "$name" "$@"
+  fi
+}
+gemm_bench() {
+  if has_opt gemm '--dtype'; then bench_peer gemm --dtype all --sizes 256,1024,2048,4096,8192; else bench_peer gemm; fi
+}
+export -f bench_peer gemm_bench
+step bench_gemm 160 GPU gemm_bench
 ovh_args=""; has_opt overhead '--pytorch' && ovh_args="--pytorch --python $PYWRAP --script $K/py/pytorch_overhead.py"
 step bench_overhead 60 GPU bench overhead $ovh_args
 train_bench() {
@@ -342,9 +352,9 @@ train_bench() {
 export -f train_bench
 step bench_train_mlp 100 GPU train_bench mlp
 step bench_train_cnn 120 GPU train_bench cnn
-step bench_matmul_sweep 90 GPU bench matmul-sweep $(peer matmul-sweep)
-step bench_norms 60 GPU bench norms $(peer norms)
-step bench_bandwidth 90 GPU bench bandwidth $(peer bandwidth)
+step bench_matmul_sweep 90 GPU bench_peer matmul-sweep
+step bench_norms 60 GPU bench_peer norms
+step bench_bandwidth 90 GPU bench_peer bandwidth
 
 # ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): cuttle's
 # kernel profiler (--profile host, then sync), the synchronizations of 30 steps (sync-debug), then Nsight Compute's per-kernel summary of 20
@@ -357,7 +367,10 @@ profile_cnn() {
       >"$LOGS/profile_$m.log" 2>&1 || { tail -n 20 "$LOGS/profile_$m.log"; return 1; }
     grep -A 25 '^profile (' "$LOGS/profile_$m.log"
   done
-  prof=$(for m in host sync; do grep -m1 '^profile (' "$LOGS/profile_$m.log" | sed 's/.*): [0-9]* steps after the first, \([0-9.]*\) ms per step of wall time, \([0-9.]*\) ms.*/'$m' \1 ms\/step, kernels \2/'; done | tr '\n' ';')
+  prof=$(for m in host sync; do
+    grep -m1 '^profile (' "$LOGS/profile_$m.log" |
+      sed -n 's/.*): [0-9]* steps after the first, \([0-9.]*\) ms per step of wall time, \([0-9.]*\) ms of kernel.*/'$m': \1 ms\/step, kernels \2 ms/p'
+  done | tr '\n' ';')
   CUTTLE_SYNC_DEBUG=1 ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 30 --save "$WORK/profile.safetensors" \
     >"$LOGS/profile_syncs.log" 2>&1 || return 1
   echo "synchronizations in 30 steps: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log")"

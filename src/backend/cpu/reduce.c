@@ -26,12 +26,21 @@
 SUM_IN_LANES(float)
 SUM_IN_LANES(double)
 
-/* A block of SUM_BLOCK values per task when one sum covers more: the blocks' sums are added in
- * block order, so the result does not depend on the number of threads. */
+/* A sum of more than SUM_BLOCK values is the sum, in block order, of its blocks' sums in lanes:
+ * the same whether the blocks run on one thread (a row among many) or on several (one long sum),
+ * so a row's sum does not depend on the number of threads or of rows. */
 #define SUM_BLOCK ((int64_t)1 << 16)
 
-static double sum_contiguous(const char *p, ct_dtype dt, int64_t n) {
+static double sum_block(const char *p, ct_dtype dt, int64_t n) {
   return dt == CT_F32 ? sum_lanes_float((const float *)p, n) : sum_lanes_double((const double *)p, n);
+}
+
+static double sum_contiguous(const char *p, ct_dtype dt, int64_t n) {
+  size_t es = ct_dtype_size(dt);
+  double acc = 0;
+  for (int64_t lo = 0; lo < n; lo += SUM_BLOCK)
+    acc += sum_block(p + lo * (int64_t)es, dt, n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK);
+  return acc;
 }
 
 /* out[j] = the sum of x's rcount contiguous values from base offset j * rcount: the reduced dims
@@ -47,7 +56,7 @@ static ct_status sum_rows(ct_tensor *out, ct_tensor *x, int64_t nout, int64_t rc
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < nb; b++) {
       int64_t lo = b * SUM_BLOCK, len = rcount - lo < SUM_BLOCK ? rcount - lo : SUM_BLOCK;
-      part[b] = sum_contiguous(xb + lo * (int64_t)es, x->dtype, len);
+      part[b] = sum_block(xb + lo * (int64_t)es, x->dtype, len);
     }
     double acc = 0;
     for (int64_t b = 0; b < nb; b++) acc += part[b];
