@@ -367,10 +367,17 @@ profile_cnn() {
       >"$LOGS/profile_$m.log" 2>&1 || { tail -n 20 "$LOGS/profile_$m.log"; return 1; }
     grep -A 25 '^profile (' "$LOGS/profile_$m.log"
   done
+  # PyTorch's cnn under torch.profiler on the same GPU, the same steps (bench/pytorch_recipe.py --profile)
+  py "$K/py/pytorch_recipe.py" --model cnn --device cuda:0 --epochs 1 --max-steps 60 --test-limit 1000 \
+    --data-dir "$DATA" --profile >"$LOGS/profile_torch.json" 2>"$LOGS/profile_torch.log" ||
+    echo "the PyTorch profile failed (profile_torch.log)"
+  grep -A 25 '^profile (torch' "$LOGS/profile_torch.log"
+  torch_ms=$(sed -n 's/^profile (torch.profiler.*first, \([0-9.]*\) ms per step.*/\1/p' "$LOGS/profile_torch.log" | head -n1)
   prof=$(for m in host sync; do
     grep -m1 '^profile (' "$LOGS/profile_$m.log" |
       sed -n 's/.*): [0-9]* steps after the first, \([0-9.]*\) ms per step of wall time, \([0-9.]*\) ms of kernel.*/'$m': \1 ms\/step, kernels \2 ms/p'
   done | tr '\n' ';')
+  prof="$prof torch.profiler: ${torch_ms:-?} ms/step;"
   CUTTLE_SYNC_DEBUG=1 ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 30 --save "$WORK/profile.safetensors" \
     >"$LOGS/profile_syncs.log" 2>&1 || return 1
   echo "synchronizations in 30 steps: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log")"
