@@ -717,7 +717,12 @@ static ct_status through_host(ct_tensor *t, host_fn fn, void *ctx, int write_bac
   ct_tensor *h = ct_to(t, CT_DEVICE_CPU, CT_COPY);
   if (!h) return ct_last_status();
   ct__untrack(h);
+  int was_broken = g.broken;
   ct_status s = fn(h, ctx);
+  /* A collective that failed in its wait (a timeout, a lost rank) broke the group and left its
+   * request on h's memory, which MPI may still write: h is kept, as bcast_bytes keeps its buffer
+   * (the job ends). A group broken before started nothing on h. */
+  if (s != CT_OK && g.broken && !was_broken) return s;
   if (s == CT_OK && write_back) s = ct_copy_(t, h);
   ct_tensor_free(h);
   return s;
