@@ -105,7 +105,7 @@ ct_status ct__ocl_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save
                         CT_OCL_ARG(has_run),    CT_OCL_ARG(tr),         CT_OCL_ARG(f.x.dt),     CT_OCL_ARG(N),
                         CT_OCL_ARG(C),          CT_OCL_ARG(S),          ct__ocl_real_arg(i, momentum, &rm_),
                         ct__ocl_real_arg(i, eps, &re_)};
-  return ct__ocl_launch(i, "batch_norm", (size_t)C, 28, args);
+  return ct__ocl_launch_groups(i, "batch_norm", (size_t)C, 28, args);
 }
 
 ct_status ct__ocl_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
@@ -123,5 +123,5 @@ ct_status ct__ocl_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *g
                         CT_OCL_ARG(k.mean.mem), CT_OCL_ARG(k.mean.off), CT_OCL_ARG(k.stat.mem), CT_OCL_ARG(k.stat.off),
                         CT_OCL_ARG(tr),         CT_OCL_ARG(k.x.dt),     CT_OCL_ARG(N),          CT_OCL_ARG(C),
                         CT_OCL_ARG(S)};
-  return ct__ocl_launch(i, "batch_norm_backward", (size_t)C, 25, args);
+  return ct__ocl_launch_groups(i, "batch_norm_backward", (size_t)C, 25, args);
 }

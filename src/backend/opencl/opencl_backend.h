@@ -167,6 +167,13 @@ typedef struct {
 } ct__ocl_arg;
 #define CT_OCL_ARG(x) ((ct__ocl_arg){sizeof(x), &(x)})
 ct_status ct__ocl_launch(int index, const char *name, size_t n, int nargs, const ct__ocl_arg *args);
+/* kernel `name` as ngroups work-groups of the largest power of two of work-items, at most
+ * CT_OCL_GROUP_MAX (16 on a CPU device), that the kernel allows on the device
+ * (CL_KERNEL_WORK_GROUP_SIZE): for kernels
+ * that reduce within a work-group in a __local array of CT_OCL_GROUP_MAX (kernels/a_common.cl's
+ * group_sum). The kernel reads its size with get_local_size(0). */
+#define CT_OCL_GROUP_MAX 256
+ct_status ct__ocl_launch_groups(int index, const char *name, size_t ngroups, int nargs, const ct__ocl_arg *args);
 /* REAL, the kernels' compute type, for scalar arguments: a double where the device has fp64 */
 typedef union {
   cl_double d;

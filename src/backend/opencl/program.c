@@ -2,7 +2,7 @@
  * of program binaries. Layer 2 of the folder (opencl_backend.h): it builds into the context it is
  * given (context.c) and calls device.c only.
  *
- * The source is a prelude made here (REAL, the dtype tags, CT_MAX_DIMS, and the op enums and the
+ * The source is a prelude made here (REAL, the dtype tags, CT_MAX_DIMS, CT_OCL_GROUP_MAX, and the op enums and the
  * ops.def formulas) followed by every .cl file of kernels/ in name order, embedded at build time
  * (src/backend/opencl/embed.cmake). It is built once per device context, on the first launch.
  *
@@ -83,9 +83,9 @@ static char *program_source(const ct__ocl_devinfo *d) {
   else /* no float64 on the device: the formulas' double literals and casts compute in float */
     len += (size_t)snprintf(s + len, cap - len, "#define double float\ntypedef float REAL;\n#define M_SQRT1_2 M_SQRT1_2_F\n#define M_PI M_PI_F\n");
   len += (size_t)snprintf(s + len, cap - len,
-                          "#define CT_MAX_DIMS %d\n#define DT_F32 %d\n#define DT_F64 %d\n#define DT_F16 %d\n#define DT_BF16 %d\n"
+                          "#define CT_MAX_DIMS %d\n#define CT_OCL_GROUP_MAX %d\n#define DT_F32 %d\n#define DT_F64 %d\n#define DT_F16 %d\n#define DT_BF16 %d\n"
                           "#define DT_I32 %d\n#define DT_I64 %d\n#define DT_U8 %d\n#define DT_BOOL %d\n",
-                          CT_MAX_DIMS, CT_F32, CT_F64, CT_F16, CT_BF16, CT_I32, CT_I64, CT_U8, CT_BOOL);
+                          CT_MAX_DIMS, CT_OCL_GROUP_MAX, CT_F32, CT_F64, CT_F16, CT_BF16, CT_I32, CT_I64, CT_U8, CT_BOOL);
   len += ops_source(s + len, cap - len);
   for (size_t i = 0; i < sizeof ct__ocl_sources / sizeof ct__ocl_sources[0] && len < cap; i++)
     len += (size_t)snprintf(s + len, cap - len, "%s\n", ct__ocl_sources[i]);

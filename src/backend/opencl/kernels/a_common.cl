@@ -152,3 +152,19 @@ void iter_offsets(const ct_iter *it, long i, int nops, long *off) {
     for (int k = 0; k < nops; k++) off[k] += idx * it->stride[k][d];
   }
 }
+
+/* The sum of v over the work-group, every work-item getting it: a tree in red (CT_OCL_GROUP_MAX
+ * REALs of __local memory, declared by the kernel, as OpenCL 1.2 wants), the work-group's size a
+ * power of two (ct__ocl_launch_groups). Every work-item of the group must call it; the first
+ * barrier lets the readers of a previous sum in red finish before it is overwritten. */
+REAL group_sum(REAL v, __local REAL *red) {
+  int l = (int)get_local_id(0), L = (int)get_local_size(0);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int o = L / 2; o > 0; o >>= 1) {
+    if (l < o) red[l] += red[l + o];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return red[0];
+}

@@ -2,7 +2,7 @@
  * batch norm per channel of a contiguous (N, C, S) x, each with its backward (core/kernels.def), in
  * REAL, with the CPU's formulas (src/backend/cpu/layer_norm.c, norm.c). Layer norm: one work-item
  * per row for the statistics, y and gx, one per column for the column sums gw and gb. Batch norm:
- * one work-item per channel for everything. An absent operand (has_* 0) is never read. */
+ * one work-group per channel (below). An absent operand (has_* 0) is never read. */
 __kernel void layer_norm(__global uchar *y, long yoff, __global uchar *mean, long moff, __global uchar *rstd, long roff,
                          __global const uchar *x, long xoff, __global const uchar *w, long woff, int has_w,
                          __global const uchar *b, long boff, int has_b, int dt, long D, REAL eps) {
@@ -61,28 +61,37 @@ __kernel void layer_norm_backward_params(__global uchar *gw, long gwoff, int has
 
 /* Batch norm over a contiguous x (N, C, S), S the product of the dims after C, and its backward
  * (core/kernels.def: batch_norm, batch_norm_backward), in REAL, with the CPU's formulas
- * (src/backend/cpu/norm.c): one work-item per channel walks that channel's N S values, image by
- * image. Channel c's element (n, s) is x[(n C + c) S + s]. The running statistics are read and
+ * (src/backend/cpu/norm.c): one work-group per channel (ct__ocl_launch_groups), its work-items
+ * striding over the channel's N S values and summing them with group_sum, so that a GPU runs C
+ * groups of up to 256 work-items instead of C work-items walking a channel each. Channel c's value
+ * i is x[(n C + c) S + s] with n = i / S, s = i - n S (bn_at). Every barrier (group_sum) is
+ * reached by every work-item unconditionally. The running statistics are read and
  * written at their strides (rms, rvs, in elements); has_run 0: absent (training without them). */
+long bn_at(long i, long c, long C, long S) {
+  long n = i / S;
+  return (n * C + c) * S + (i - n * S);
+}
+
 __kernel void batch_norm(__global uchar *y, long yoff, __global uchar *mean, long moff, __global uchar *invstd,
                          long ioff, __global const uchar *x, long xoff, __global const uchar *w, long woff, int has_w,
                          __global const uchar *b, long boff, int has_b, __global uchar *rm, long rmoff, long rms,
                          __global uchar *rv, long rvoff, long rvs, int has_run, int training, int dt, long N, long C,
                          long S, REAL momentum, REAL eps) {
-  long c = get_global_id(0);
-  REAL m, is;
+  __local REAL red[CT_OCL_GROUP_MAX];
+  long c = get_group_id(0), l = get_local_id(0), L = get_local_size(0), cnt = N * S;
+  /* The group_sums run in eval too, on zeros: PoCL 3.1's work-group functions crashed (SIGSEGV)
+   * on barriers inside `if (training)`, uniform as it is, so no barrier is under a condition. */
+  REAL m, is, n = (REAL)N * (REAL)S, s = 0, q = 0;
+  for (long i = l; training && i < cnt; i += L) s += ld(x, xoff + bn_at(i, c, C, S), dt);
+  m = group_sum(s, red) / n;
+  for (long i = l; training && i < cnt; i += L) {
+    REAL d = ld(x, xoff + bn_at(i, c, C, S), dt) - m;
+    q += d * d;
+  }
+  q = group_sum(q, red);
   if (training) {
-    REAL n = (REAL)N * (REAL)S, s = 0, q = 0;
-    for (long i = 0; i < N; i++)
-      for (long j = 0, o = xoff + (i * C + c) * S; j < S; j++) s += ld(x, o + j, dt);
-    m = s / n;
-    for (long i = 0; i < N; i++)
-      for (long j = 0, o = xoff + (i * C + c) * S; j < S; j++) {
-        REAL d = ld(x, o + j, dt) - m;
-        q += d * d;
-      }
     is = (REAL)1 / sqrt(q / n + eps);
-    if (has_run) {
+    if (has_run && l == 0) {
       long a = rmoff + c * rms, v = rvoff + c * rvs;
       st(rm, a, dt, ((REAL)1 - momentum) * ld(rm, a, dt) + momentum * m);
       st(rv, v, dt, ((REAL)1 - momentum) * ld(rv, v, dt) + momentum * (q / (n - (REAL)1)));
@@ -91,11 +100,15 @@ __kernel void batch_norm(__global uchar *y, long yoff, __global uchar *mean, lon
     m = ld(rm, rmoff + c * rms, dt);
     is = (REAL)1 / sqrt(ld(rv, rvoff + c * rvs, dt) + eps);
   }
-  st(mean, moff + c, dt, m);
-  st(invstd, ioff + c, dt, is);
+  if (l == 0) {
+    st(mean, moff + c, dt, m);
+    st(invstd, ioff + c, dt, is);
+  }
   REAL sc = is * (has_w ? ld(w, woff + c, dt) : (REAL)1), sh = has_b ? ld(b, boff + c, dt) : (REAL)0;
-  for (long i = 0; i < N; i++)
-    for (long j = 0, o = (i * C + c) * S; j < S; j++) st(y, yoff + o + j, dt, (ld(x, xoff + o + j, dt) - m) * sc + sh);
+  for (long i = l; i < cnt; i += L) {
+    long o = bn_at(i, c, C, S);
+    st(y, yoff + o, dt, (ld(x, xoff + o, dt) - m) * sc + sh);
+  }
 }
 
 /* gb = sum(gy), gw = sum(gy (x - mean)) invstd, and gx = A gy - B (x - mean) - D with A = invstd w,
@@ -105,20 +118,24 @@ __kernel void batch_norm_backward(__global uchar *gx, long gxoff, int has_gx, __
                                   long gyoff, __global const uchar *x, long xoff, __global const uchar *w, long woff,
                                   int has_w, __global const uchar *mean, long moff, __global const uchar *invstd,
                                   long ioff, int training, int dt, long N, long C, long S) {
-  long c = get_global_id(0);
+  __local REAL red[CT_OCL_GROUP_MAX];
+  long c = get_group_id(0), l = get_local_id(0), L = get_local_size(0), cnt = N * S;
   REAL m = ld(mean, moff + c, dt), is = ld(invstd, ioff + c, dt), n = (REAL)N * (REAL)S, s = 0, d = 0;
-  if (has_gw || has_gb || (has_gx && training))
-    for (long i = 0; i < N; i++)
-      for (long j = 0, o = (i * C + c) * S; j < S; j++) {
-        REAL g = ld(gy, gyoff + o + j, dt);
-        s += g, d += g * (ld(x, xoff + o + j, dt) - m);
-      }
-  if (has_gb) st(gb, gboff + c, dt, s);
-  if (has_gw) st(gw, gwoff + c, dt, d * is);
+  int sums = has_gw || has_gb || (has_gx && training);
+  for (long i = l; sums && i < cnt; i += L) {
+    long o = bn_at(i, c, C, S);
+    REAL g = ld(gy, gyoff + o, dt);
+    s += g, d += g * (ld(x, xoff + o, dt) - m);
+  }
+  s = group_sum(s, red); /* unconditionally, as in batch_norm: no barrier under a condition */
+  d = group_sum(d, red);
+  if (has_gb && l == 0) st(gb, gboff + c, dt, s);
+  if (has_gw && l == 0) st(gw, gwoff + c, dt, d * is);
   if (!has_gx) return;
   REAL A = is * (has_w ? ld(w, woff + c, dt) : (REAL)1);
   REAL B = training ? A * d * is * is / n : (REAL)0, D = training ? A * s / n : (REAL)0;
-  for (long i = 0; i < N; i++)
-    for (long j = 0, o = (i * C + c) * S; j < S; j++)
-      st(gx, gxoff + o + j, dt, A * ld(gy, gyoff + o + j, dt) - B * (ld(x, xoff + o + j, dt) - m) - D);
+  for (long i = l; i < cnt; i += L) {
+    long o = bn_at(i, c, C, S);
+    st(gx, gxoff + o, dt, A * ld(gy, gyoff + o, dt) - B * (ld(x, xoff + o, dt) - m) - D);
+  }
 }
