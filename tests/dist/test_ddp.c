@@ -749,14 +749,21 @@ static void late_rank(void) {
     ct_tensor *t = ct_full(1, shape, rank + 1, CT_F64, CT_DEVICE_CPU);
     if (rank == late) nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL); /* 0.4 s: 4 grace periods */
     /* the late rank is the broadcast's root: the others cannot complete before it comes */
+    double t0 = ct__dist_now();
     ct_status s = way == 0 ? ct_dist_broadcast(&t, 1, late) : ct_dist_all_reduce_sum(&t, 1);
+    double waited = ct__dist_now() - t0;
     double want = way == 0 ? late + 1.0 : world * (world + 1) / 2.0, got = ((double *)ct_tensor_data(t))[2];
     CHECK(s == CT_OK && got == want, "late rank, %s: status %d, value %g, expected %g", way == 0 ? "broadcast" : "sum",
           (int)s, got, want);
     int64_t sent = ct__dist_announcements_sent() - sent0;
     /* the ranks that waited 0.4 s announced themselves to every other rank (the watchdog does it for
-     * the blocking sum); the late rank waited for nobody */
-    if (world > 1 && rank != late)
+     * the blocking sum); the late rank waited for nobody. A rank that a loaded machine kept off its
+     * core until the late one came waited less than the grace period and a watchdog tick (0.15 s):
+     * only a rank that measurably waited 0.25 s must have announced. */
+    if (world > 1 && rank != late && waited < 0.25)
+      printf("late rank, %s: rank %d was itself late (waited %.3f s): announcements not checked\n",
+             way == 0 ? "broadcast" : "sum", rank, waited);
+    else if (world > 1 && rank != late)
       CHECK(sent >= world - 1, "late rank, %s: rank %d waited past the grace period but sent %lld announcements",
             way == 0 ? "broadcast" : "sum", rank, (long long)sent);
     ct_tensor_free(t);
