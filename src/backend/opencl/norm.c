@@ -54,7 +54,7 @@ ct_status ct__ocl_layer_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save
                         CT_OCL_ARG(f.b.off),    CT_OCL_ARG(hb),         CT_OCL_ARG(f.x.dt),     CT_OCL_ARG(Dl),
                         ct__ocl_real_arg(i, eps, &re)};
   size_t rows = D ? (size_t)(ct_tensor_numel(x) / D) : 0;
-  return ct__ocl_launch(i, "layer_norm", rows, 17, args);
+  return ct__ocl_launch_groups(i, "layer_norm", rows, 17, args);
 }
 
 ct_status ct__ocl_layer_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_tensor *gy, ct_tensor *x, ct_tensor *w,
@@ -69,7 +69,7 @@ ct_status ct__ocl_layer_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *g
                           CT_OCL_ARG(k.x.mem),    CT_OCL_ARG(k.x.off),    CT_OCL_ARG(k.w.mem),    CT_OCL_ARG(k.w.off),
                           CT_OCL_ARG(hw),         CT_OCL_ARG(k.mean.mem), CT_OCL_ARG(k.mean.off), CT_OCL_ARG(k.stat.mem),
                           CT_OCL_ARG(k.stat.off), CT_OCL_ARG(k.x.dt),     CT_OCL_ARG(Dl)};
-    CT_TRY(ct__ocl_launch(i, "layer_norm_backward", (size_t)Rl, 15, args));
+    CT_TRY(ct__ocl_launch_groups(i, "layer_norm_backward", (size_t)Rl, 15, args));
   }
   if (gw || gb) {
     ct__ocl_arg args[] = {CT_OCL_ARG(k.gw.mem),   CT_OCL_ARG(k.gw.off),   CT_OCL_ARG(hgw),        CT_OCL_ARG(k.gb.mem),

@@ -1,23 +1,27 @@
 /* src/backend/opencl/kernels/norm.cl: layer norm over the last D elements of a contiguous x and
  * batch norm per channel of a contiguous (N, C, S) x, each with its backward (core/kernels.def), in
- * REAL, with the CPU's formulas (src/backend/cpu/layer_norm.c, norm.c). Layer norm: one work-item
- * per row for the statistics, y and gx, one per column for the column sums gw and gb. Batch norm:
- * one work-group per channel (below). An absent operand (has_* 0) is never read. */
+ * REAL, with the CPU's formulas (src/backend/cpu/layer_norm.c, norm.c). Layer norm: one work-group
+ * per row for the statistics, y and gx (its work-items striding over the row, summing with
+ * group_sum), one work-item per column for the column sums gw and gb. Batch norm: one work-group
+ * per channel (below). An absent operand (has_* 0) is never read; no barrier is under a condition. */
 __kernel void layer_norm(__global uchar *y, long yoff, __global uchar *mean, long moff, __global uchar *rstd, long roff,
                          __global const uchar *x, long xoff, __global const uchar *w, long woff, int has_w,
                          __global const uchar *b, long boff, int has_b, int dt, long D, REAL eps) {
-  long r = get_global_id(0), xr = xoff + r * D, yr = yoff + r * D;
+  __local REAL red[CT_OCL_GROUP_MAX];
+  long r = get_group_id(0), l = get_local_id(0), L = get_local_size(0), xr = xoff + r * D, yr = yoff + r * D;
   REAL s = 0, q = 0;
-  for (long i = 0; i < D; i++) s += ld(x, xr + i, dt);
-  REAL m = s / (REAL)D;
-  for (long i = 0; i < D; i++) {
+  for (long i = l; i < D; i += L) s += ld(x, xr + i, dt);
+  REAL m = group_sum(s, red) / (REAL)D;
+  for (long i = l; i < D; i += L) {
     REAL d = ld(x, xr + i, dt) - m;
     q += d * d;
   }
-  REAL rs = (REAL)1 / sqrt(q / (REAL)D + eps);
-  st(mean, moff + r, dt, m);
-  st(rstd, roff + r, dt, rs);
-  for (long i = 0; i < D; i++) {
+  REAL rs = (REAL)1 / sqrt(group_sum(q, red) / (REAL)D + eps);
+  if (l == 0) {
+    st(mean, moff + r, dt, m);
+    st(rstd, roff + r, dt, rs);
+  }
+  for (long i = l; i < D; i += L) {
     REAL v = (ld(x, xr + i, dt) - m) * rs;
     if (has_w) v *= ld(w, woff + i, dt);
     if (has_b) v += ld(b, boff + i, dt);
@@ -30,14 +34,16 @@ __kernel void layer_norm_backward(__global uchar *gx, long gxoff, __global const
                                   __global const uchar *x, long xoff, __global const uchar *w, long woff, int has_w,
                                   __global const uchar *mean, long moff, __global const uchar *rstd, long roff, int dt,
                                   long D) {
-  long r = get_global_id(0), gr = gyoff + r * D, xr = xoff + r * D;
+  __local REAL red[CT_OCL_GROUP_MAX];
+  long r = get_group_id(0), l = get_local_id(0), L = get_local_size(0), gr = gyoff + r * D, xr = xoff + r * D;
   REAL m = ld(mean, moff + r, dt), rs = ld(rstd, roff + r, dt), a = 0, c = 0;
-  for (long i = 0; i < D; i++) {
+  for (long i = l; i < D; i += L) {
     REAL g = ld(gy, gr + i, dt) * (has_w ? ld(w, woff + i, dt) : (REAL)1);
     a += g, c += g * ((ld(x, xr + i, dt) - m) * rs);
   }
-  a /= (REAL)D, c /= (REAL)D;
-  for (long i = 0; i < D; i++) {
+  a = group_sum(a, red) / (REAL)D;
+  c = group_sum(c, red) / (REAL)D;
+  for (long i = l; i < D; i += L) {
     REAL g = ld(gy, gr + i, dt) * (has_w ? ld(w, woff + i, dt) : (REAL)1), xh = (ld(x, xr + i, dt) - m) * rs;
     st(gx, gxoff + r * D + i, dt, rs * (g - a - xh * c));
   }
