@@ -68,6 +68,21 @@ CT_API int ct_profiler_rows(ct_profile_row *rows, int cap);
  * keep them: read the rows with ct_profiler_rows, not by splitting the printed lines. */
 CT_API double ct_profiler_print(FILE *f, int top);
 
+/* Also keep every profiled call as an event, for ct_profiler_export_chrome_trace (on 1), or stop
+ * keeping them (on 0; those kept stay until ct_profiler_reset). At most max_events are kept (0: one
+ * million, about 80 MB); the calls past them are still summed in the rows, and counted as dropped
+ * in the export. Errors: CT_EINVAL for max_events < 0 (nothing changes). */
+CT_API ct_status ct_profiler_set_trace(int on, int64_t max_events);
+
+/* Write the kept events to path as a Chrome trace (the JSON of torch.profiler's
+ * export_chrome_trace: {"traceEvents": [{"name", "cat", "ph": "X", "ts", "dur", "pid", "tid",
+ * "args": {"op", "device"}}]}, times in microseconds from the first ct_profiler_set_trace(1, ...)),
+ * which chrome://tracing and Perfetto (ui.perfetto.dev) show as a timeline, one row per thread; a
+ * call that called other kernels holds their events within its own. The file is written whole or
+ * not at all (a temporary file renamed over path). Errors: CT_EINVAL for a NULL path, CT_EIO when
+ * the file cannot be written (path says which), CT_ENOMEM. */
+CT_API ct_status ct_profiler_export_chrome_trace(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

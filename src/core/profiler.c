@@ -8,11 +8,13 @@
  * temporary, a conversion) through CT_KERNEL_CALL while its own clock runs is charged its time
  * less theirs, so that a thread's rows add up to its time inside kernel calls, each instant once.
  * The frames of the calls in progress are a small per-thread stack. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/backend.h"
 #include "cuttle/profiler.h"
@@ -43,6 +45,21 @@ static _Thread_local struct {
 } prof_stack[PROF_MAX_DEPTH];
 static _Thread_local int prof_depth;
 
+/* The trace: every profiled call as an event, while ct_profiler_set_trace has it on. */
+typedef struct {
+  const char *kernel;
+  char op[40];
+  ct_device device;
+  int tid;
+  double t0, dur; /* seconds: the start, from prof_epoch, and the call's whole time */
+} prof_event;
+static int prof_trace_on;
+static prof_event *prof_events;
+static int64_t prof_nevents, prof_max_events, prof_dropped;
+static double prof_epoch = -1;
+static int prof_next_tid;
+static _Thread_local int prof_tid = -1; /* this thread's small id in the trace, from 0 */
+
 static double prof_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -62,7 +79,7 @@ ct_profile_mode ct_profiler_mode(void) { return (ct_profile_mode)__atomic_load_n
 
 void ct_profiler_reset(void) {
   pthread_mutex_lock(&prof_lock);
-  prof_nrows = 0;
+  prof_nrows = 0, prof_nevents = 0, prof_dropped = 0;
   memset(&prof_rows[PROF_MAX_ROWS - 1], 0, sizeof prof_rows[0]); /* no "(other)" row */
   pthread_mutex_unlock(&prof_lock);
 }
@@ -118,7 +135,90 @@ static void record(const char *kernel, const char *op, ct_device d, ct_status s)
   pthread_mutex_lock(&prof_lock);
   prof_row *r = row_of(kernel, op ? op : "?", d);
   r->calls++, r->seconds += dt - prof_stack[depth].inner;
+  if (prof_trace_on) {
+    if (prof_tid < 0) prof_tid = prof_next_tid++;
+    if (prof_nevents < prof_max_events) {
+      prof_event *e = &prof_events[prof_nevents++];
+      e->kernel = kernel, e->device = d, e->tid = prof_tid;
+      e->t0 = prof_stack[depth].t0 - prof_epoch, e->dur = dt;
+      snprintf(e->op, sizeof e->op, "%s", op ? op : "?");
+    } else {
+      prof_dropped++;
+    }
+  }
   pthread_mutex_unlock(&prof_lock);
+}
+
+ct_status ct_profiler_set_trace(int on, int64_t max_events) {
+  if (max_events < 0) return ct__error(CT_EINVAL, "ct_profiler_set_trace: max_events is %lld; give 0 (a million) or more",
+                                       (long long)max_events);
+  pthread_mutex_lock(&prof_lock);
+  ct_status s = CT_OK;
+  if (on) {
+    int64_t cap = max_events ? max_events : 1000000;
+    if (cap != prof_max_events) {
+      prof_event *e = realloc(prof_events, (size_t)cap * sizeof *e);
+      if (!e) s = ct__error(CT_ENOMEM, "ct_profiler_set_trace: out of memory for %lld events", (long long)cap);
+      else prof_events = e, prof_max_events = cap, prof_nevents = prof_nevents < cap ? prof_nevents : cap;
+    }
+    if (s == CT_OK && prof_epoch < 0) prof_epoch = prof_now();
+  }
+  if (s == CT_OK) prof_trace_on = on != 0;
+  pthread_mutex_unlock(&prof_lock);
+  return s;
+}
+
+/* s with JSON's escapes, into f */
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+ct_status ct_profiler_export_chrome_trace(const char *path) {
+  if (!path) return ct__error(CT_EINVAL, "ct_profiler_export_chrome_trace: path is NULL");
+  size_t n = strlen(path) + 16;
+  char *tmp = malloc(n);
+  if (!tmp) return ct__error(CT_ENOMEM, "ct_profiler_export_chrome_trace: out of memory");
+  snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    ct_status s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", tmp, strerror(errno));
+    free(tmp);
+    return s;
+  }
+  pthread_mutex_lock(&prof_lock);
+  fprintf(f, "{\"traceEvents\": [");
+  for (int64_t i = 0; i < prof_nevents; i++) {
+    const prof_event *e = &prof_events[i];
+    char dev[32];
+    ct_device_str(e->device, dev, sizeof dev);
+    fprintf(f, "%s\n{\"name\": ", i ? "," : "");
+    json_string(f, e->kernel);
+    fprintf(f, ", \"cat\": \"kernel\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 0, \"tid\": %d, \"args\": {\"op\": ",
+            1e6 * e->t0, 1e6 * e->dur, e->tid);
+    json_string(f, e->op);
+    fprintf(f, ", \"device\": ");
+    json_string(f, dev);
+    fprintf(f, "}}");
+  }
+  fprintf(f, "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"producer\": \"cuttle\", \"dropped_events\": %lld}}\n",
+          (long long)prof_dropped);
+  pthread_mutex_unlock(&prof_lock);
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  ct_status s = CT_OK;
+  if (bad || rename(tmp, path) != 0) {
+    s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", path, strerror(errno ? errno : EIO));
+    remove(tmp);
+  }
+  free(tmp);
+  return s;
 }
 
 ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s) {

@@ -34,6 +34,30 @@ static void host_profile_of_the_mlp(void **state) {
   assert_int_equal(calls, 18);
 }
 
+/* --profile-trace FILE writes the profiled calls as a Chrome trace; without --profile it is a
+ * usage error */
+static void trace_of_the_mlp(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  char *dir = ct_test_tmpdir(), path[4200];
+  assert_non_null(dir);
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --model mlp --device cpu --max-steps 3 --workers 0 --no-progress "
+                                                "--profile host --profile-trace %s", cuttle, path), 0);
+  assert_non_null(strstr(out, "trace: "));
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  assert_non_null(strstr(text, "{\"traceEvents\": ["));
+  assert_non_null(strstr(text, "\"name\": \"adam_step\""));
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --model mlp --max-steps 1 --profile-trace %s", cuttle, path), 2);
+  assert_non_null(strstr(out, "--profile-trace needs --profile"));
+  ct_test_rmdir(dir);
+}
+
 static void bad_mode_and_nothing_profiled(void **state) {
   (void)state;
   static char out[1 << 14];
@@ -70,6 +94,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(host_profile_of_the_mlp),
       cmocka_unit_test(bad_mode_and_nothing_profiled),
+      cmocka_unit_test(trace_of_the_mlp),
 #ifdef CUTTLE_WITH_OPENCL
       cmocka_unit_test(sync_profile_on_opencl),
 #endif

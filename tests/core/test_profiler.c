@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <cjson/cJSON.h>
 #include "core/backend.h"
 #include "testutil.h"
 
@@ -110,6 +111,93 @@ static void sync_waits_for_devices_only(void **state) {
   ct_profiler_reset();
 }
 
+/* the file at path, parsed (NULL when it is not JSON) */
+static cJSON *read_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return cJSON_Parse(buf);
+}
+
+/* The Chrome trace: one complete ("X") event per profiled call with the row's names, a thread id,
+ * non-negative times; the calls past max_events counted as dropped; an unwritable path is CT_EIO
+ * and leaves no file; trace off keeps nothing new. */
+static void chrome_trace(void **state) {
+  (void)state;
+  char *dir = ct_test_tmpdir();
+  assert_non_null(dir);
+  char path[4200], bad[4200];
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  snprintf(bad, sizeof bad, "%s/no/such/dir/trace.json", dir);
+  assert_int_equal(ct_profiler_set_trace(1, -1), CT_EINVAL);
+  ct_profiler_reset();
+  ct_assert_ok(ct_profiler_set_trace(1, 0));
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
+  for (int i = 0; i < 3; i++) one_matmul(CT_DEVICE_CPU);
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+  ct_assert_ok(ct_profiler_export_chrome_trace(path));
+  cJSON *j = read_json(path);
+  assert_non_null(j);
+  cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+  assert_true(cJSON_IsArray(ev));
+  int64_t calls = 0, mm = 0;
+  ct_profile_row rows[16];
+  int n = ct_profiler_rows(rows, 16);
+  for (int i = 0; i < n; i++) calls += rows[i].calls;
+  assert_int_equal(cJSON_GetArraySize(ev), calls);
+  cJSON *e;
+  cJSON_ArrayForEach(e, ev) {
+    assert_string_equal(cJSON_GetObjectItem(e, "ph")->valuestring, "X");
+    assert_true(cJSON_GetObjectItem(e, "ts")->valuedouble >= 0 && cJSON_GetObjectItem(e, "dur")->valuedouble >= 0);
+    assert_int_equal(cJSON_GetObjectItem(e, "tid")->valueint, 0); /* the first thread that traced */
+    cJSON *args = cJSON_GetObjectItem(e, "args");
+    assert_string_equal(cJSON_GetObjectItem(args, "device")->valuestring, "cpu");
+    mm += strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "matmul") == 0;
+  }
+  assert_int_equal(mm, 3);
+  assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "otherData"), "dropped_events")->valueint, 0);
+  cJSON_Delete(j);
+
+  /* two events kept, the rest dropped and counted */
+  ct_profiler_reset();
+  ct_assert_ok(ct_profiler_set_trace(1, 2));
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
+  for (int i = 0; i < 3; i++) one_matmul(CT_DEVICE_CPU);
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+  ct_assert_ok(ct_profiler_export_chrome_trace(path));
+  j = read_json(path);
+  assert_non_null(j);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "traceEvents")), 2);
+  n = ct_profiler_rows(rows, 16);
+  calls = 0;
+  for (int i = 0; i < n; i++) calls += rows[i].calls;
+  assert_true(calls > 2);
+  assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "otherData"), "dropped_events")->valueint, calls - 2);
+  cJSON_Delete(j);
+
+  /* off: the calls are summed, not kept */
+  ct_profiler_reset();
+  ct_assert_ok(ct_profiler_set_trace(0, 0));
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
+  one_matmul(CT_DEVICE_CPU);
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+  assert_true(ct_profiler_rows(NULL, 0) > 0);
+  ct_assert_ok(ct_profiler_export_chrome_trace(path));
+  j = read_json(path);
+  assert_non_null(j);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "traceEvents")), 0);
+  cJSON_Delete(j);
+
+  assert_int_equal(ct_profiler_export_chrome_trace(bad), CT_EIO);
+  ct_assert_error_contains("cannot write");
+  assert_int_equal(ct_profiler_export_chrome_trace(NULL), CT_EINVAL);
+  ct_profiler_reset();
+  ct_test_rmdir(dir);
+}
+
 #ifdef CUTTLE_WITH_OPENCL
 /* On opencl:0 every profiled kernel call is followed by one wait in CT_PROFILE_SYNC and none in
  * CT_PROFILE_HOST, and the rows name the device. */
@@ -172,6 +260,10 @@ static void self_times_and_copies(void **state) {
   assert_int_equal(up->calls, 1);
 
   ct_profiler_reset();
+  char *dir = ct_test_tmpdir(), path[4200];
+  assert_non_null(dir);
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  ct_assert_ok(ct_profiler_set_trace(1, 0));
   ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_SYNC));
   double t0 = wall();
   ct_tensor *y = ct_assert_nonnull(ct_index_select(x, 0, idx));
@@ -191,6 +283,24 @@ static void self_times_and_copies(void **state) {
   assert_int_equal(tmp->calls, 1);
   assert_true(sel->seconds >= 0 && tmp->seconds > 0);
   if (sel->seconds + tmp->seconds > w) fail_msg("self times %g + %g s exceed the call's %g s", sel->seconds, tmp->seconds, w);
+  /* in the trace the copy's event lies within index_select's, on the same thread */
+  ct_assert_ok(ct_profiler_set_trace(0, 0));
+  ct_assert_ok(ct_profiler_export_chrome_trace(path));
+  cJSON *j = read_json(path), *e, *outer = NULL, *inner = NULL;
+  assert_non_null(j);
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents")) {
+    const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+    if (strcmp(name, "index_select") == 0) outer = e;
+    if (strcmp(name, "copy") == 0) inner = e;
+  }
+  assert_non_null(outer);
+  assert_non_null(inner);
+  double ots = cJSON_GetObjectItem(outer, "ts")->valuedouble, odur = cJSON_GetObjectItem(outer, "dur")->valuedouble;
+  double its = cJSON_GetObjectItem(inner, "ts")->valuedouble, idur = cJSON_GetObjectItem(inner, "dur")->valuedouble;
+  assert_true(its >= ots && its + idur <= ots + odur + 0.002); /* the export's microseconds have 3 decimals */
+  assert_int_equal(cJSON_GetObjectItem(outer, "tid")->valueint, cJSON_GetObjectItem(inner, "tid")->valueint);
+  cJSON_Delete(j);
+  ct_test_rmdir(dir);
   ct_profiler_reset();
   ct_tensor_free(y), ct_tensor_free(x), ct_tensor_free(idx), ct_tensor_free(xh);
 }
@@ -201,6 +311,7 @@ int main(void) {
       cmocka_unit_test(off_records_nothing),
       cmocka_unit_test(host_counts_every_call),
       cmocka_unit_test(sync_waits_for_devices_only),
+      cmocka_unit_test(chrome_trace),
 #ifdef CUTTLE_WITH_OPENCL
       cmocka_unit_test(sync_waits_after_each_device_kernel),
       cmocka_unit_test(self_times_and_copies),

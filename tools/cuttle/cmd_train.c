@@ -100,7 +100,7 @@ enum { GO_ON = -1 };
 typedef struct {
   const char *model, *device, *optimizer, *schedule, *save, *resume, *metrics;
   double weight_decay; /* --weight-decay: torch.optim's weight_decay (0: AdamW's default, 1e-2) */
-  const char *amp, *devices, *tensorboard, *profile;
+  const char *amp, *devices, *tensorboard, *profile, *profile_trace;
   int epochs, workers, progress, nproc, accumulate, channels_last;
   int64_t batch, max_steps, save_every, tb_every;
   double lr, bucket_mb, timeout;
@@ -162,7 +162,8 @@ static int usage_train(FILE *f) {
              "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
              "                    [--max-steps N] [--metrics FILE] [--no-progress] [--accumulate K]\n"
              "                    [--nproc N] [--bucket-mb X] [--timeout S] [--amp bf16|f16] [--channels-last]\n"
-             "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N] [--profile host|sync]\n"
+             "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N]\n"
+             "                    [--profile host|sync] [--profile-trace FILE]\n"
              "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
              "          --schedule cosine --workers 2 --seed 0 --accumulate 1 --bucket-mb 25 --timeout 60\n"
              "--model NAME      mlp, cnn (cuttle's recipes), or torchvision's resnet18, resnet34, resnet50 (state_dict\n"
@@ -200,6 +201,9 @@ static int usage_train(FILE *f) {
              "                  launch), sync = each call waited for (its execution too; slower steps); beside\n"
              "                  the wall time per step, so that what the device's rows leave of a step is the\n"
              "                  front-end's, autograd's and the wait for the loader\n"
+             "--profile-trace FILE  with --profile, also write every profiled call to FILE as a Chrome trace (a\n"
+             "                  timeline for chrome://tracing or ui.perfetto.dev, as torch.profiler's\n"
+             "                  export_chrome_trace; at most a million calls)\n"
              "--devices LIST    one process, several devices (cpu, opencl:N, cuda:N, comma-separated): the model\n"
              "                  is replicated, each batch split between the replicas, one thread per device;\n"
              "                  gradients are summed onto the first device and the parameters copied back;\n"
@@ -239,7 +243,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
       {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
       {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
       {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'}, {"tensorboard", 1, 0, 'G'},
-      {"tensorboard-every", 1, 0, 'g'}, {"weight-decay", 1, 0, 'W'}, {"profile", 1, 0, 'p'},
+      {"tensorboard-every", 1, 0, 'g'}, {"weight-decay", 1, 0, 'W'}, {"profile", 1, 0, 'p'}, {"profile-trace", 1, 0, 'q'},
       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
@@ -276,6 +280,7 @@ static int parse_options(int argc, char **argv, train_config *c) {
       case 'V': c->devices = optarg; break;
       case 'G': c->tensorboard = optarg; break;
       case 'p': c->profile = optarg; break;
+      case 'q': c->profile_trace = optarg; break;
       case 'g': c->tb_every = atoll(optarg) > 0 ? atoll(optarg) : -1; break; /* 0 means "not given" */
       case 'h': return usage_train(stdout);
       default:
@@ -313,6 +318,10 @@ static int read_choices(train_config *c) {
   else if (c->profile) {
     fprintf(stderr, "cuttle: unknown --profile \"%s\": use host (the host's time in each kernel call) or sync "
                     "(each call waited for)\n", c->profile);
+    return 2;
+  }
+  if (c->profile_trace && !c->profile) {
+    fprintf(stderr, "cuttle: --profile-trace needs --profile host|sync (the trace holds the profiled calls)\n");
     return 2;
   }
   c->optim = (ct_optim_opts){.lr = c->lr, .weight_decay = c->weight_decay};
@@ -499,6 +508,8 @@ static double wall_now(void) {
  * saves at an epoch's end; the steps and wall seconds it was on are counted for the report. */
 static void profile_on(train_run *r) {
   if (r->c->profile_mode == CT_PROFILE_OFF || r->steps < 1 || ct_profiler_mode() != CT_PROFILE_OFF) return;
+  if (r->c->profile_trace && ct_profiler_set_trace(1, 0) != CT_OK) /* out of memory: the table still comes */
+    fprintf(stderr, "%s: --profile-trace: %s\n", r->prog, ct_last_error());
   ct_profiler_set_mode(r->c->profile_mode);
   r->prof_since = wall_now(), r->prof_from = r->steps;
 }
@@ -532,6 +543,12 @@ static void profile_report(train_run *r) {
          r->c->profile, r->devname, (long long)r->prof_steps, per, 1e3 * k / (double)r->prof_steps, r->devname,
          r->prof_wall > 0 ? 100.0 * k / r->prof_wall : 0.0);
   ct_profiler_print(stdout, 40);
+  if (r->c->profile_trace) {
+    if (ct_profiler_export_chrome_trace(r->c->profile_trace) == CT_OK)
+      printf("trace: %s (chrome://tracing or ui.perfetto.dev)\n", r->c->profile_trace);
+    else
+      fprintf(stderr, "%s: --profile-trace: %s\n", r->prog, ct_last_error());
+  }
   fflush(stdout);
 }
 

@@ -359,11 +359,13 @@ step bench_bandwidth 90 GPU bench_peer bandwidth
 # ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): cuttle's
 # kernel profiler (--profile host, then sync), the synchronizations of 30 steps (sync-debug), then Nsight Compute's per-kernel summary of 20
 # steps after 20 of warm-up (--clock-control none, as the node's METHOD.md asks), for the next fix
+has_opt_train() { ct "$BIN/cuttle" train --help 2>&1 | grep -q -- "$1"; }
 profile_cnn() {
   # cuttle's kernel profiler first (seconds): the host's time in each kernel call (launch cost), then
   # each call waited for (its execution), beside the wall time per step
   for m in host sync; do
-    ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 60 --profile $m \
+    trace=(); [ $m = host ] && has_opt_train '--profile-trace' && trace=(--profile-trace "$LOGS/profile_trace.json")
+    ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 60 --profile $m "${trace[@]}" \
       >"$LOGS/profile_$m.log" 2>&1 || { tail -n 20 "$LOGS/profile_$m.log"; return 1; }
     grep -A 25 '^profile (' "$LOGS/profile_$m.log"
   done
@@ -388,7 +390,7 @@ profile_cnn() {
   tail -n 60 "$LOGS/profile_ncu.log"
   echo "RESULT: $prof $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu in profile_ncu.log"
 }
-export -f profile_cnn
+export -f profile_cnn has_opt_train
 step profile_cnn 180 GPU profile_cnn
 
 # ---- a program written against the API, built with the node's compiler against libcuttle.so
