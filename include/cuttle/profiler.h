@@ -76,7 +76,8 @@ CT_API ct_status ct_profiler_set_trace(int on, int64_t max_events);
 
 /* Write the kept events to path as a Chrome trace (the JSON of torch.profiler's
  * export_chrome_trace: {"traceEvents": [{"name", "cat", "ph": "X", "ts", "dur", "pid", "tid",
- * "args": {"op", "device"}}]}, times in microseconds from the first ct_profiler_set_trace(1, ...)),
+ * "args": {"op", "device"}}]}, times in microseconds from the first ct_profiler_set_trace(1, ...);
+ * a call already running then starts at 0: turn the trace on before the profiler),
  * which chrome://tracing and Perfetto (ui.perfetto.dev) show as a timeline, one row per thread; a
  * call that called other kernels holds their events within its own. The file is written whole or
  * not at all (a temporary file renamed over path). Errors: CT_EINVAL for a NULL path, CT_EIO when

@@ -9,7 +9,9 @@
  * less theirs, so that a thread's rows add up to its time inside kernel calls, each instant once.
  * The frames of the calls in progress are a small per-thread stack. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,9 +159,13 @@ ct_status ct_profiler_set_trace(int on, int64_t max_events) {
   if (on) {
     int64_t cap = max_events ? max_events : 1000000;
     if (cap != prof_max_events) {
-      prof_event *e = realloc(prof_events, (size_t)cap * sizeof *e);
-      if (!e) s = ct__error(CT_ENOMEM, "ct_profiler_set_trace: out of memory for %lld events", (long long)cap);
-      else prof_events = e, prof_max_events = cap, prof_nevents = prof_nevents < cap ? prof_nevents : cap;
+      prof_event *e = (uint64_t)cap > SIZE_MAX / sizeof *e ? NULL : realloc(prof_events, (size_t)cap * sizeof *e);
+      if (!e) {
+        s = ct__error(CT_ENOMEM, "ct_profiler_set_trace: out of memory for %lld events", (long long)cap);
+      } else {
+        if (prof_nevents > cap) prof_dropped += prof_nevents - cap, prof_nevents = cap; /* kept no more */
+        prof_events = e, prof_max_events = cap;
+      }
     }
     if (s == CT_OK && prof_epoch < 0) prof_epoch = prof_now();
   }
@@ -180,41 +186,67 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* t seconds as microseconds with three decimals, in integers: no locale's decimal comma in the
+ * JSON; a time before the epoch (a call already running when the trace began) is 0 */
+static void json_us(FILE *f, double t) {
+  long long ns = t > 0 ? (long long)(t * 1e9 + 0.5) : 0;
+  fprintf(f, "%lld.%03lld", ns / 1000, ns % 1000);
+}
+
 ct_status ct_profiler_export_chrome_trace(const char *path) {
   if (!path) return ct__error(CT_EINVAL, "ct_profiler_export_chrome_trace: path is NULL");
-  size_t n = strlen(path) + 16;
-  char *tmp = malloc(n);
-  if (!tmp) return ct__error(CT_ENOMEM, "ct_profiler_export_chrome_trace: out of memory");
-  snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
+  /* the events copied under the lock and written without it, so that profiled calls on other
+   * threads do not wait for the file */
+  pthread_mutex_lock(&prof_lock);
+  int64_t n = prof_nevents, dropped = prof_dropped;
+  prof_event *ev = n ? malloc((size_t)n * sizeof *ev) : NULL;
+  if (ev) memcpy(ev, prof_events, (size_t)n * sizeof *ev);
+  pthread_mutex_unlock(&prof_lock);
+  static int seq;
+  size_t len = strlen(path) + 48;
+  char *tmp = malloc(len);
+  if ((n && !ev) || !tmp) {
+    free(ev), free(tmp);
+    return ct__error(CT_ENOMEM, "ct_profiler_export_chrome_trace: out of memory for %lld events", (long long)n);
+  }
+  /* a name of this process and call alone, created exclusively: never another writer's file, nor
+   * one a link points to */
+  snprintf(tmp, len, "%s.tmp.%d.%d", path, (int)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {
-    ct_status s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", tmp, strerror(errno));
-    free(tmp);
+    int err = errno;
+    if (fd >= 0) close(fd), remove(tmp);
+    ct_status s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", tmp, strerror(err));
+    free(ev), free(tmp);
     return s;
   }
-  pthread_mutex_lock(&prof_lock);
   fprintf(f, "{\"traceEvents\": [");
-  for (int64_t i = 0; i < prof_nevents; i++) {
-    const prof_event *e = &prof_events[i];
+  for (int64_t i = 0; i < n; i++) {
+    const prof_event *e = &ev[i];
     char dev[32];
     ct_device_str(e->device, dev, sizeof dev);
     fprintf(f, "%s\n{\"name\": ", i ? "," : "");
     json_string(f, e->kernel);
-    fprintf(f, ", \"cat\": \"kernel\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 0, \"tid\": %d, \"args\": {\"op\": ",
-            1e6 * e->t0, 1e6 * e->dur, e->tid);
+    fprintf(f, ", \"cat\": \"kernel\", \"ph\": \"X\", \"ts\": ");
+    json_us(f, e->t0);
+    fprintf(f, ", \"dur\": ");
+    json_us(f, e->dur);
+    fprintf(f, ", \"pid\": 0, \"tid\": %d, \"args\": {\"op\": ", e->tid);
     json_string(f, e->op);
     fprintf(f, ", \"device\": ");
     json_string(f, dev);
     fprintf(f, "}}");
   }
   fprintf(f, "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"producer\": \"cuttle\", \"dropped_events\": %lld}}\n",
-          (long long)prof_dropped);
-  pthread_mutex_unlock(&prof_lock);
-  int bad = ferror(f);
-  bad |= fclose(f) != 0;
+          (long long)dropped);
+  free(ev);
+  int err = ferror(f) ? EIO : 0;
+  if (fclose(f) != 0 && !err) err = errno;
+  if (!err && rename(tmp, path) != 0) err = errno;
   ct_status s = CT_OK;
-  if (bad || rename(tmp, path) != 0) {
-    s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", path, strerror(errno ? errno : EIO));
+  if (err) {
+    s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", path, strerror(err));
     remove(tmp);
   }
   free(tmp);

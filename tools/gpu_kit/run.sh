@@ -371,7 +371,7 @@ profile_cnn() {
   done
   # PyTorch's cnn under torch.profiler on the same GPU, the same steps (bench/pytorch_recipe.py --profile)
   py "$K/py/pytorch_recipe.py" --model cnn --device cuda:0 --epochs 1 --max-steps 60 --test-limit 1000 \
-    --data-dir "$DATA" --profile >"$LOGS/profile_torch.json" 2>"$LOGS/profile_torch.log" ||
+    --data-dir "$DATA" --profile >"$LOGS/profile_torch_metrics.jsonl" 2>"$LOGS/profile_torch.log" ||
     echo "the PyTorch profile failed (profile_torch.log)"
   grep -A 25 '^profile (torch' "$LOGS/profile_torch.log"
   torch_ms=$(sed -n 's/^profile (torch.profiler.*first, \([0-9.]*\) ms per step.*/\1/p' "$LOGS/profile_torch.log" | head -n1)

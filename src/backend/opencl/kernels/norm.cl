@@ -74,7 +74,8 @@ __kernel void layer_norm_backward_params(__global uchar *gw, long gwoff, int has
  * reached by every work-item unconditionally. The running statistics are read and
  * written at their strides (rms, rvs, in elements); has_run 0: absent (training without them). */
 long bn_at(long i, long c, long C, long S) {
-  long n = i / S;
+  /* a 32-bit division where it fits: GPUs emulate the 64-bit one in many instructions */
+  long n = i <= 0x7fffffffL && S <= 0x7fffffffL ? (long)((uint)i / (uint)S) : i / S;
   return (n * C + c) * S + (i - n * S);
 }
 
