@@ -33,10 +33,7 @@ def main():
     peer.check_device(a.device, ("cpu", "cuda"))
 
     def measure():
-        import torch
-        torch.manual_seed(a.seed)
-        dev = torch.device(a.device)
-        sync = peer.syncer(torch, dev)
+        torch, dev, sync = peer.start(a)
         dtypes = {"f32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
         out = {}
         tf32_before = torch.backends.cuda.matmul.allow_tf32

@@ -31,10 +31,7 @@ def main():
     peer.check_device(a.device, ("cpu", "cuda"))
 
     def measure():
-        import torch
-        torch.manual_seed(a.seed)
-        dev = torch.device(a.device)
-        sync = peer.syncer(torch, dev)
+        torch, dev, sync = peer.start(a)
         A = torch.randn(a.size, a.size, device=dev)
         Bs = torch.randn(a.count, a.size, a.size, device=dev)
         result = {}

@@ -45,6 +45,15 @@ def syncer(torch, dev):
     return lambda: None
 
 
+def start(a):
+    """torch imported and seeded with a.seed, the device a.device and its syncer: what a peer's
+    measure() begins with. Returns (torch, device, sync)."""
+    import torch
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    return torch, dev, syncer(torch, dev)
+
+
 def bench_time(fn, sync, a):
     """ct_bench_time's twin (bench/bench.c): a.warmup calls of fn, sync, then samples of one call
     each (sync before the clock is read) until a.min_repeats samples are done and a.target_s

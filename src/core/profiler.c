@@ -27,10 +27,11 @@ int ct__profile_mode = CT_PROFILE_OFF;
  * dozen rows is usual: the kernels times the ops that call them). */
 #define PROF_MAX_ROWS 1024
 #define PROF_MAX_DEPTH 16
+#define PROF_OP_LEN 48 /* an op's name kept in a row or an event, cut there (as ct_profile_row.op) */
 
 typedef struct {
   const char *kernel; /* a static name: ct__kernel_names[k], a copy's name, or "(other)" */
-  char op[48];
+  char op[PROF_OP_LEN];
   ct_device device;
   int64_t calls;
   double seconds; /* self time */
@@ -50,7 +51,7 @@ static _Thread_local int prof_depth;
 /* The trace: every profiled call as an event, while ct_profiler_set_trace has it on. */
 typedef struct {
   const char *kernel;
-  char op[40];
+  char op[PROF_OP_LEN];
   ct_device device;
   int tid;
   double t0, dur; /* seconds: the start, from prof_epoch, and the call's whole time */

@@ -18,6 +18,13 @@ static const ct_profile_row *find(const ct_profile_row *rows, int n, const char 
   return NULL;
 }
 
+/* the calls of rows[0 .. n) on device dev (NULL: on every device) */
+static int64_t calls_on(const ct_profile_row *rows, int n, const char *dev) {
+  int64_t c = 0;
+  for (int i = 0; i < n; i++) c += !dev || strcmp(rows[i].device, dev) == 0 ? rows[i].calls : 0;
+  return c;
+}
+
 /* a (8, 16) @ (16, 4) matmul on dev, freed */
 static void one_matmul(ct_device dev) {
   ct_tensor *a = ct_assert_nonnull(ct_ones(2, (int64_t[]){8, 16}, CT_F32, dev));
@@ -83,8 +90,7 @@ static void host_counts_every_call(void **state) {
   assert_non_null(strstr(text, "kernel"));
   assert_non_null(strstr(text, "matmul"));
   char want[64];
-  int64_t calls = 0;
-  for (int i = 0; i < n; i++) calls += rows[i].calls;
+  int64_t calls = calls_on(rows, n, NULL);
   snprintf(want, sizeof want, "total: %lld calls", (long long)calls);
   assert_non_null(strstr(text, want));
 
@@ -143,10 +149,10 @@ static void chrome_trace(void **state) {
   assert_non_null(j);
   cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
   assert_true(cJSON_IsArray(ev));
-  int64_t calls = 0, mm = 0;
+  int64_t mm = 0;
   ct_profile_row rows[16];
   int n = ct_profiler_rows(rows, 16);
-  for (int i = 0; i < n; i++) calls += rows[i].calls;
+  int64_t calls = calls_on(rows, n, NULL);
   assert_int_equal(cJSON_GetArraySize(ev), calls);
   cJSON *e;
   cJSON_ArrayForEach(e, ev) {
@@ -172,8 +178,7 @@ static void chrome_trace(void **state) {
   assert_non_null(j);
   assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "traceEvents")), 2);
   n = ct_profiler_rows(rows, 16);
-  calls = 0;
-  for (int i = 0; i < n; i++) calls += rows[i].calls;
+  calls = calls_on(rows, n, NULL);
   assert_true(calls > 2);
   assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "otherData"), "dropped_events")->valueint, calls - 2);
   cJSON_Delete(j);
@@ -231,16 +236,14 @@ static void sync_waits_after_each_device_kernel(void **state) {
   assert_int_equal(ct__profile_waits(), w0);
   ct_profile_row rows[32];
   int n = ct_profiler_rows(rows, 32);
-  int64_t host_calls = 0;
-  for (int i = 0; i < n; i++) host_calls += strcmp(rows[i].device, "opencl:0") == 0 ? rows[i].calls : 0;
+  int64_t host_calls = calls_on(rows, n, "opencl:0");
   assert_non_null(find(rows, n, "matmul", NULL, "opencl:0"));
   ct_profiler_reset();
   ct_profiler_set_mode(CT_PROFILE_SYNC);
   one_matmul(cl);
   ct_profiler_set_mode(CT_PROFILE_OFF);
   n = ct_profiler_rows(rows, 32);
-  int64_t sync_calls = 0;
-  for (int i = 0; i < n; i++) sync_calls += strcmp(rows[i].device, "opencl:0") == 0 ? rows[i].calls : 0;
+  int64_t sync_calls = calls_on(rows, n, "opencl:0");
   assert_true(sync_calls >= 1);
   assert_int_equal(sync_calls, host_calls);
   assert_int_equal(ct__profile_waits() - w0, sync_calls);

@@ -497,12 +497,6 @@ static ct_status save_run(train_run *r, const char *path, int64_t position) {
   return s;
 }
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* --profile: on from the end of the first step of the run (that step is the warm-up: cuDNN's
  * algorithm search, OpenCL's program builds, the allocators' growth), off during evaluations and
  * saves at an epoch's end; the steps and wall seconds it was on are counted for the report. */
@@ -511,12 +505,12 @@ static void profile_on(train_run *r) {
   if (r->c->profile_trace && ct_profiler_set_trace(1, 0) != CT_OK) /* out of memory: the table still comes */
     fprintf(stderr, "%s: --profile-trace: %s\n", r->prog, ct_last_error());
   ct_profiler_set_mode(r->c->profile_mode);
-  r->prof_since = wall_now(), r->prof_from = r->steps;
+  r->prof_since = ct_cli_now(), r->prof_from = r->steps;
 }
 static void profile_off(train_run *r) {
   if (ct_profiler_mode() == CT_PROFILE_OFF) return;
   ct_profiler_set_mode(CT_PROFILE_OFF);
-  r->prof_wall += wall_now() - r->prof_since, r->prof_steps += r->steps - r->prof_from;
+  r->prof_wall += ct_cli_now() - r->prof_since, r->prof_steps += r->steps - r->prof_from;
 }
 
 /* --profile's report, on rank 0: the wall time per profiled step beside the kernels' share of it,

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <time.h>
 
-static double now(void) {
+double ct_cli_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -184,7 +184,7 @@ static ct_status optimizer_step(ct_optimizer *opt, const ct_cli_epoch_opts *o) {
 
 ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader, const ct_cli_epoch_opts *o,
                              ct_cli_epoch_stats *out) {
-  double t0 = now(), loss_sum = 0, last_print = 0, last_publish = 0;
+  double t0 = ct_cli_now(), loss_sum = 0, last_print = 0, last_publish = 0;
   int64_t seen = 0, skipped = 0, steps = 0, micro = 0, pos = 0, nb = ct_loader_len(loader);
   int k = o->accumulate > 1 ? o->accumulate : 1, world = o->world > 1 ? o->world : 1;
   int in_group = 0; /* micro-batches of the current group done so far */
@@ -195,9 +195,9 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     skipped += ct_tensor_size(y, 0);
     ct_tensor_free(x), ct_tensor_free(y);
   }
-  double wait = 0, tw = 0, t1 = now(); /* wait: seconds spent in ct_loader_next for trained batches */
-  while (r == 1 && !(in_group == 0 && o->interrupted && *o->interrupted) && ((tw = now()), 1) &&
-         (r = ct_loader_next(loader, &x, &y), wait += now() - tw, r) == 1) {
+  double wait = 0, tw = 0, t1 = ct_cli_now(); /* wait: seconds spent in ct_loader_next for trained batches */
+  while (r == 1 && !(in_group == 0 && o->interrupted && *o->interrupted) && ((tw = ct_cli_now()), 1) &&
+         (r = ct_loader_next(loader, &x, &y), wait += ct_cli_now() - tw, r) == 1) {
     /* The group that starts at a multiple of k after the skip has k micro-batches, or fewer at the
      * end of the epoch; the last one of it all-reduces and steps. */
     int64_t start = pos - in_group, group = nb - start < k ? nb - start : k;
@@ -221,7 +221,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     if (!last) continue;
     steps++;
     if (o->position) *o->position = pos;
-    if (o->running) *o->running = (ct_cli_running){.seen = seen, .seconds = now() - t1, .loss_sum = acc};
+    if (o->running) *o->running = (ct_cli_running){.seen = seen, .seconds = ct_cli_now() - t1, .loss_sum = acc};
     if (o->after_step) {
       int a = o->after_step(o->ctx);
       if (a < 0) {
@@ -230,7 +230,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       }
       if (a > 0) break;
     }
-    double t = now();
+    double t = ct_cli_now();
     if (o->publish && t - last_publish > 2.0) { /* `cuttle smi --pid` shows these allocator figures */
       ct_monitor_publish();
       ct_clear_error(); /* a monitor that cannot write its file is no training error */
@@ -246,7 +246,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     fprintf(stderr, "\ncuttle: reading a batch failed: %s\n", ct_last_error());
     status = r;
   }
-  double secs = now() - t0; /* the final read below is not part of the training loop's time */
+  double secs = ct_cli_now() - t0; /* the final read below is not part of the training loop's time */
   if (status == CT_OK) {
     loss_sum = read_sum(acc);
     if (isnan(loss_sum)) {

@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include "cuttle.h"
 
+/* CLOCK_MONOTONIC in seconds: the clock of the loop's and --profile's wall times */
+double ct_cli_now(void);
+
 /* Test accuracy in [0, 1] of m on ds (batches of 1000 on dev, `workers` loader threads), or a
  * negative status. Leaves m in training mode.
  *

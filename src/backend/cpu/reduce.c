@@ -77,31 +77,23 @@ static ct_status sum_rows(ct_tensor *out, ct_tensor *x, int64_t nout, int64_t rc
   return CT_OK;
 }
 
-/* 1 when the reduced dims rd[0 .. nr) (ascending) are x's last nr dims, x is contiguous over them
- * and over the kept dims before them (so out element j's values start at j * rcount) */
-static int reduces_contiguous_rows(const ct_tensor *x, const int *rd, int nr) {
-  if (nr == 0) return 0;
-  int64_t expect = 1;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    if (x->shape[d] != 1 && x->stride[d] != expect) return 0;
-    expect *= x->shape[d];
-  }
-  for (int k = 0; k < nr; k++) /* every dim after the first reduced one is reduced (or of size 1) */
-    for (int d = rd[k] + 1; d < x->ndim; d++) {
-      int reduced = 0;
-      for (int q = 0; q < nr; q++) reduced |= rd[q] == d;
-      if (!reduced && x->shape[d] != 1) return 0;
-    }
+/* 1 when x is contiguous and out keeps none of the dims after the first reduced one, first (size
+ * 1 kept dims aside): the reduced dims are x's trailing ones, so out element j's values are the
+ * rcount contiguous ones from j * rcount */
+static int reduces_contiguous_rows(const ct_tensor *out, const ct_tensor *x, int first) {
+  if (first < 0 || !ct_tensor_is_contiguous(x)) return 0;
+  for (int d = first; d < x->ndim; d++)
+    if (out->shape[d] != 1) return 0;
   return 1;
 }
 
 ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct_tensor *x) {
   int nd = x->ndim;
-  int rd[CT_MAX_DIMS], nr = 0;
+  int first = -1, nr = 0; /* the first reduced dim, and how many */
   int64_t rshape[CT_MAX_DIMS], rstride[CT_MAX_DIMS], rcount = 1;
   for (int d = 0; d < nd; d++)
     if (out->shape[d] == 1 && x->shape[d] != 1) {
-      rd[nr] = d;
+      if (nr == 0) first = d;
       rshape[nr] = x->shape[d];
       rstride[nr] = x->stride[d];
       rcount *= x->shape[d];
@@ -109,7 +101,7 @@ ct_status ct__cpu_reduce(ct_reduce_op op, ct_tensor *out, ct_tensor *indices, ct
     }
   int64_t nout = ct_tensor_numel(out);
   if (op == CT_REDUCE_SUM && !indices && (x->dtype == CT_F32 || x->dtype == CT_F64) && rcount > 0 &&
-      reduces_contiguous_rows(x, rd, nr))
+      reduces_contiguous_rows(out, x, first))
     return sum_rows(out, x, nout, rcount);
   size_t xes = ct_dtype_size(x->dtype), oes = ct_dtype_size(out->dtype);
   const char *xb = ct__ptr(x);
