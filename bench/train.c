@@ -82,7 +82,8 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   ct_optim_opts oo = {.kind = strcmp(o->optimizer, "sgd") == 0 ? CT_OPTIM_SGD : CT_OPTIM_ADAM, .lr = o->lr};
   if (m && o->channels_last && ct_module_to_memory_format(m, CT_CHANNELS_LAST) != CT_OK) ct_module_free(m), m = NULL;
   ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
-  ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers, .device = dev};
+  ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers,
+                       .pin_memory = dev.kind != CT_CPU, .device = dev}; /* as cuttle train */
   ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
   int status = loader ? 0 : 1;
   if (status) fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());

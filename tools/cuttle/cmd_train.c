@@ -696,8 +696,11 @@ static int parallelize(train_run *r) {
  * file (rank 0's). 0, or 1 after saying why. */
 static int open_loader_and_metrics(train_run *r) {
   const train_config *c = r->c;
+  /* pin_memory on a device, as PyTorch's GPU recipe (DataLoader(pin_memory=True), non-blocking
+   * copies): the next batch's copy overlaps this step and the host never waits for a copy, so it can
+   * queue the step's kernels while the device runs the previous ones. The batches' bits are the same. */
   ct_loader_opts lo = {.batch_size = c->batch, .shuffle = 1, .seed = c->seed, .num_workers = c->workers,
-                       .device = r->dev, .rank = ct_dist_rank(), .world_size = r->world};
+                       .pin_memory = r->dev.kind != CT_CPU, .device = r->dev, .rank = ct_dist_rank(), .world_size = r->world};
   r->loader = ct_loader_new(r->train, &lo);
   if (!r->loader || ct_loader_set_epoch(r->loader, r->start_epoch) != CT_OK) {
     fprintf(stderr, "%s: %s\n", r->prog, ct_last_error());

@@ -246,9 +246,12 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
     fprintf(stderr, "\ncuttle: reading a batch failed: %s\n", ct_last_error());
     status = r;
   }
-  double secs = ct_cli_now() - t0; /* the final read below is not part of the training loop's time */
+  double secs = ct_cli_now() - t0;
   if (status == CT_OK) {
+    /* the read waits for the device: with non-blocking copies the host may be steps ahead of it, so
+     * the loop's time ends when its last step has run (as PyTorch's recipe synchronizes) */
     loss_sum = read_sum(acc);
+    secs = ct_cli_now() - t0;
     if (isnan(loss_sum)) {
       fprintf(stderr, "\ncuttle: the training loss is NaN: %s\n",
               ct_last_status() != CT_OK ? ct_last_error() : "the model diverged (try a smaller --lr)");

@@ -357,8 +357,9 @@ step bench_norms 60 GPU bench_peer norms
 step bench_bandwidth 90 GPU bench_peer bandwidth
 
 # ---- where the cnn's step goes on the GPU (it ran at 0.45x PyTorch eager on 2026-11-26): cuttle's
-# kernel profiler (--profile host, then sync), the synchronizations of 30 steps (sync-debug), then Nsight Compute's per-kernel summary of 20
-# steps after 20 of warm-up (--clock-control none, as the node's METHOD.md asks), for the next fix
+# kernel profiler (--profile host, then sync), the synchronizations of 30 steps (sync-debug), then Nsight Compute's per-kernel summary of 120
+# kernel launches (about 2 steps) after 400 (about 8 steps) of warm-up (--clock-control none, as the node's METHOD.md asks): ncu
+# replays each kernel 10 times, about 0.26 s a launch on the H100, so 400 launches outran the step's limit on 2026-11-27
 has_opt_train() { ct "$BIN/cuttle" train --help 2>&1 | grep -q -- "$1"; }
 profile_cnn() {
   # cuttle's kernel profiler first (seconds): the host's time in each kernel call (launch cost), then
@@ -385,7 +386,7 @@ profile_cnn() {
   echo "synchronizations in 30 steps: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log")"
   grep 'synchronized the host' "$LOGS/profile_syncs.log" | sed 's/([^)]*)//g' | sort | uniq -c | sort -rn | head -n 10
   command -v ncu >/dev/null || { echo "RESULT: $prof $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; no ncu"; return 0; }
-  ct ncu --clock-control none --print-summary per-kernel --launch-skip 400 --launch-count 400 \
+  ct ncu --clock-control none --print-summary per-kernel --launch-skip 400 --launch-count 120 \
     "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 40 --save "$WORK/profile.safetensors" >"$LOGS/profile_ncu.log" 2>&1
   tail -n 60 "$LOGS/profile_ncu.log"
   echo "RESULT: $prof $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log") syncs in 30 steps; ncu in profile_ncu.log"
