@@ -69,6 +69,7 @@ typedef struct ct__cuda_ctx {
   size_t workspace_size;
   struct ct__cuda_allocator *alloc;
   struct ct__cuda_conv_algos *conv_algos; /* conv.cu's algorithm cache, created on first use */
+  struct ct__cuda_conv_plans *conv_plans; /* conv_plan.cu's graph-API plans, created on first use */
 } ct__cuda_ctx;
 
 /* The context of device dev, created on first use, after making dev the calling thread's current

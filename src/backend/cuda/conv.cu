@@ -1,4 +1,6 @@
-/* src/backend/cuda/conv.cu: 2-D convolution, NCHW, and its backward, through cuDNN's legacy API.
+/* src/backend/cuda/conv.cu: 2-D convolution, NCHW, and its backward, through cuDNN: each direction
+ * first through the graph API with a kept execution plan (conv_plan.cu: far less host time a call),
+ * and where that has no plan for the problem, through cuDNN's legacy API as below.
  *
  *   x: (N, Cin, H, W), w: (Cout, Cin / groups, kH, kW), b: (Cout) or NULL -> y: (N, Cout, Ho, Wo)
  *   Ho = (H + 2 pH - dH (kH - 1) - 1) / sH + 1, likewise Wo.
@@ -20,6 +22,7 @@
 #include <utility>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/conv_plan.h"
 
 /* Descriptors that destroy themselves. */
 struct tensor_desc {
@@ -80,16 +83,39 @@ struct conv_setup {
   const void *zero() const { return data == CUDNN_DATA_DOUBLE ? (const void *)&zero_d : (const void *)&zero_f; }
 };
 
-/* x: (N, Cin, H, W), w: (Cout, Cin/g, kH, kW), y: (N, Cout, Ho, Wo) (shapes only) */
-static ct_status setup(conv_setup &s, ct__cuda_ctx *ctx, const ct_tensor *x, const ct_tensor *w, const ct_tensor *y,
-                       const ct_conv2d_opts *o, cudnnTensorFormat_t fmt) {
+/* x: (N, Cin, H, W), w: (Cout, Cin/g, kH, kW), y: (N, Cout, Ho, Wo) (shapes only): what both
+ * cuDNN paths accept */
+static ct_status check(const ct_tensor *x, const ct_tensor *w, const ct_tensor *y) {
+  cudnnDataType_t data, compute;
   if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4)
     return ct__error(CT_ESHAPE, "cuda: conv2d wants 4-D x, w and y, got %d, %d and %d dims", x->ndim, w->ndim, y->ndim);
-  if (!cudnn_type(x->dtype, &s.data, &s.compute))
+  if (!cudnn_type(x->dtype, &data, &compute))
     return ct__error(CT_EDTYPE, "cuda: conv2d supports float32, float64, float16 and bfloat16, not %s", ct_dtype_name(x->dtype));
   for (int d = 0; d < 4; d++)
     if (x->shape[d] > INT32_MAX || w->shape[d] > INT32_MAX || y->shape[d] > INT32_MAX)
       return ct__error(CT_EINVAL, "cuda: conv2d: a dimension exceeds cuDNN's int range");
+  return CT_OK;
+}
+
+/* The problem as conv_plan.cu's graph path takes it. */
+static ct__cuda_conv_problem problem(int dir, const ct_tensor *x, const ct_tensor *w, const ct_tensor *y,
+                                     const ct_conv2d_opts *o, bool nhwc) {
+  ct__cuda_conv_problem p;
+  p.dir = dir, p.dtype = x->dtype, p.nhwc = nhwc, p.fma_only = x->dtype == CT_F32 && !ct__cuda_allow_tf32();
+  for (int d = 0; d < 4; d++) p.x[d] = x->shape[d], p.w[d] = w->shape[d], p.y[d] = y->shape[d];
+  for (int d = 0; d < 2; d++) {
+    p.pad[d] = o->padding[d];
+    p.stride[d] = o->stride[d] ? o->stride[d] : 1;
+    p.dilation[d] = o->dilation[d] ? o->dilation[d] : 1;
+  }
+  return p;
+}
+
+/* x: (N, Cin, H, W), w: (Cout, Cin/g, kH, kW), y: (N, Cout, Ho, Wo) (shapes only; check() passed) */
+static ct_status setup(conv_setup &s, ct__cuda_ctx *ctx, const ct_tensor *x, const ct_tensor *w, const ct_tensor *y,
+                       const ct_conv2d_opts *o, cudnnTensorFormat_t fmt) {
+  CT_TRY(check(x, w, y));
+  cudnn_type(x->dtype, &s.data, &s.compute);
   s.h = ct__cuda_cudnn(ctx);
   if (!s.h) return ct_last_status();
   CT_TRY(set_tensor(s.xd, s.data, x->shape[0], x->shape[1], x->shape[2], x->shape[3], fmt));
@@ -359,14 +385,16 @@ static ct_status conv_forward(ct_tensor *y, ct_tensor *x, ct_tensor *w, ct_tenso
   if (!ctx) return ct_last_status();
   if (ct__numel(y->ndim, y->shape) == 0) return CT_OK;
   if (!nhwc && !ct_tensor_is_contiguous(y)) return ct__error(CT_EINVAL, "cuda: conv2d wants a contiguous y");
-  cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  conv_setup s;
-  CT_TRY(setup(s, ctx, x, w, y, o, fmt));
+  CT_TRY(check(x, w, y));
   scoped_tmp xc, wc;
   const void *xp, *wp;
   CT_TRY(dense(xc, x, nhwc, &xp));
   CT_TRY(dense(wc, w, nhwc, &wp));
   void *yp = ct__ptr(y);
+  ct__cuda_conv_problem p = problem(0, x, w, y, o, nhwc);
+  if (ct__cuda_conv_graph(ctx, &p, xp, wp, yp)) return b ? bias_add(ctx, y, b, nhwc) : CT_OK;
+  conv_setup s;
+  CT_TRY(setup(s, ctx, x, w, y, o, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW));
   CT_TRY((run_candidates<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
       ctx, s, algo_key(0, x, w, o, nhwc, s.fma_only), "forward",
       [&](cudnnConvolutionFwdAlgoPerf_t *perf, int *n) {
@@ -427,9 +455,9 @@ static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_t
     if (gb) CT_TRY(ct__cuda_fill(gb, 0.0));
     return CT_OK;
   }
-  cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  conv_setup s;
-  CT_TRY(setup(s, ctx, x, w, gy, o, fmt));
+  CT_TRY(check(x, w, gy));
+  conv_setup s; /* the legacy path's descriptors, made when a direction needs them */
+  auto legacy = [&]() -> ct_status { return s.h ? CT_OK : setup(s, ctx, x, w, gy, o, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW); };
   scoped_tmp gyc;
   const void *gyp;
   CT_TRY(dense(gyc, gy, nhwc, &gyp));
@@ -438,7 +466,10 @@ static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_t
     const void *wp;
     CT_TRY(dense(wc, w, nhwc, &wp));
     void *gxp = ct__ptr(gx);
-    CT_TRY((run_candidates<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+    ct__cuda_conv_problem p = problem(1, x, w, gy, o, nhwc);
+    bool ran = ct__cuda_conv_graph(ctx, &p, gxp, wp, gyp);
+    if (!ran) CT_TRY(legacy());
+    if (!ran) CT_TRY((run_candidates<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
         ctx, s, algo_key(1, x, w, o, nhwc, s.fma_only), "backward-data",
         [&](cudnnConvolutionBwdDataAlgoPerf_t *perf, int *n) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(s.h, s.wd.d, s.yd.d, s.cd.d, s.xd.d,
@@ -457,7 +488,10 @@ static ct_status conv_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *gb, ct_t
     const void *xp;
     CT_TRY(dense(xc, x, nhwc, &xp));
     void *gwp = ct__ptr(gw);
-    CT_TRY((run_candidates<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+    ct__cuda_conv_problem p = problem(2, x, w, gy, o, nhwc);
+    bool ran = ct__cuda_conv_graph(ctx, &p, xp, gwp, gyp);
+    if (!ran) CT_TRY(legacy());
+    if (!ran) CT_TRY((run_candidates<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
         ctx, s, algo_key(2, x, w, o, nhwc, s.fma_only), "backward-filter",
         [&](cudnnConvolutionBwdFilterAlgoPerf_t *perf, int *n) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.h, s.xd.d, s.yd.d, s.cd.d, s.wd.d,
