@@ -374,10 +374,13 @@ profile_cnn() {
   # each call waited for (its execution), beside the wall time per step
   for m in host sync; do
     trace=(); [ $m = host ] && has_opt_train '--profile-trace' && trace=(--profile-trace "$LOGS/profile_trace.json")
-    ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 60 --profile $m "${trace[@]}" \
-      >"$LOGS/profile_$m.log" 2>&1 || { tail -n 20 "$LOGS/profile_$m.log"; return 1; }
+    # CUTTLE_CUDNN_GRAPH=log: a line per convolution problem, whether cuDNN's graph API gave it a plan
+    CUTTLE_CUDNN_GRAPH=log ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 60 \
+      --profile $m "${trace[@]}" >"$LOGS/profile_$m.log" 2>&1 || { tail -n 20 "$LOGS/profile_$m.log"; return 1; }
     grep -A 25 '^profile (' "$LOGS/profile_$m.log"
   done
+  grep 'cuDNN graph' "$LOGS/profile_host.log"
+  plans="graph plans $(grep -c 'cuDNN graph plan ' "$LOGS/profile_host.log"), none $(grep -c 'cuDNN graph no plan' "$LOGS/profile_host.log");"
   # PyTorch's cnn under torch.profiler on the same GPU, the same steps (bench/pytorch_recipe.py --profile)
   py "$K/py/pytorch_recipe.py" --model cnn --device cuda:0 --epochs 1 --max-steps 60 --test-limit 1000 \
     --data-dir "$DATA" --profile >"$LOGS/profile_torch_metrics.jsonl" 2>"$LOGS/profile_torch.log" ||
@@ -388,7 +391,7 @@ profile_cnn() {
     grep -m1 '^profile (' "$LOGS/profile_$m.log" |
       sed -n 's/.*): [0-9]* steps after the first, \([0-9.]*\) ms per step of wall time, \([0-9.]*\) ms of kernel.*/'$m': \1 ms\/step, kernels \2 ms/p'
   done | tr '\n' ';')
-  prof="$prof torch.profiler: ${torch_ms:-?} ms/step;"
+  prof="$plans $prof torch.profiler: ${torch_ms:-?} ms/step;"
   CUTTLE_SYNC_DEBUG=1 ct "$BIN/cuttle" train --model cnn --device cuda:0 --data-dir "$DATA" --no-progress --max-steps 30 --save "$WORK/profile.safetensors" \
     >"$LOGS/profile_syncs.log" 2>&1 || return 1
   echo "synchronizations in 30 steps: $(grep -c 'synchronized the host' "$LOGS/profile_syncs.log")"

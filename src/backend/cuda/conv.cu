@@ -15,7 +15,8 @@
  * cuDNN's legacy kernels in NCHW, and a channels_last float64 convolution runs through NCHW copies
  * (cuDNN may refuse float64 with NHWC descriptors). Strided inputs are copied to contiguous scratch
  * first (cuDNN's filter descriptor has no strides); outputs must be contiguous (channels_last: dense).
- * The bias and its gradient are cuttle's own kernels (bias_add_kernel, bias_grad_kernel), since
+ * The bias and its gradient are cuttle's own kernels (bias_add_kernel, bias_grad_partial_kernel and
+ * bias_grad_finish_kernel), since
  * cudnnAddTensor / cudnnConvolutionBackwardBias may refuse bfloat16 in cuDNN 9. */
 #include <array>
 #include <unordered_map>

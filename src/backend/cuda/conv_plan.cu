@@ -58,6 +58,8 @@ struct plan_key_hash {
 
 struct plan_entry {
   cudnnBackendDescriptor_t plan; /* NULL: no plan for this problem (the legacy path runs it) */
+  cudnnBackendDescriptor_t config; /* the engine config the plan was made from, kept as long (as
+                                      cudnn-frontend's ExecutionPlan keeps its engine config) */
   size_t workspace;
 };
 
@@ -68,12 +70,14 @@ struct ct__cuda_conv_plans {
   std::unordered_map<plan_key, plan_entry, plan_key_hash> map;
 };
 
-static bool graph_on() {
-  static const bool on = [] {
+/* CUTTLE_CUDNN_GRAPH: unset or 1, the graph path; 0, the legacy API only; log, the graph path,
+ * and one line on stderr per problem saying whether it got a plan (the GPU kit counts them). */
+static int graph_mode() {
+  static const int mode = [] {
     const char *e = getenv("CUTTLE_CUDNN_GRAPH");
-    return !(e && strcmp(e, "0") == 0);
+    return e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "log") == 0 ? 2 : 1;
   }();
-  return on;
+  return mode;
 }
 
 static int data_type(ct_dtype dt, cudnnDataType_t *data, cudnnDataType_t *compute) {
@@ -150,14 +154,17 @@ static cudnnStatus_t make_graph(bdesc &graph, cudnnHandle_t h, const ct__cuda_co
 
   G_TRY(graph.create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
   G_TRY(set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op.d));
-  G_TRY(set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  /* the handle is deprecated here in cuDNN 9.19 (optional since 9.8): a cuDNN that refuses it
+   * still builds the graph */
+  (void)set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   return cudnnBackendFinalize(graph.d);
 }
 
-/* 1 when float32 without TF32 must pass over the engine config: its engine uses tensor cores or
- * converts its inputs to a narrower type (the legacy path's CUDNN_FMA_MATH, as PyTorch filters
- * engines when allow_tf32 is off). An engine whose notes cannot be read is passed over too. */
-static bool reduced_precision(cudnnBackendDescriptor_t cfg) {
+/* 1 when the engine config is passed over: its engine converts its inputs to a narrower type
+ * (never, as the legacy path never allows conversion), or, for float32 without TF32 (fma_only),
+ * uses tensor cores (the legacy path's CUDNN_FMA_MATH). As PyTorch's filterEngineConfigs
+ * (aten/src/ATen/native/cudnn/Conv_v8.cpp). An engine whose notes cannot be read is passed over. */
+static bool passed_over(cudnnBackendDescriptor_t cfg, bool fma_only) {
   bdesc engine;
   int64_t n = 0;
   if (engine.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR) != CUDNN_STATUS_SUCCESS ||
@@ -169,7 +176,8 @@ static bool reduced_precision(cudnnBackendDescriptor_t cfg) {
                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
     return true;
   for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) return true;
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS || (fma_only && notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE))
+      return true;
   return false;
 }
 
@@ -184,14 +192,19 @@ static cudnnStatus_t execute(cudnnHandle_t h, cudnnBackendDescriptor_t plan, con
   G_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids));
   G_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
   G_TRY(cudnnBackendFinalize(pack.d));
-  return cudnnBackendExecute(h, plan, pack.d);
+  cudnnStatus_t e = cudnnBackendExecute(h, plan, pack.d);
+  if (e != CUDNN_STATUS_SUCCESS) (void)cudaGetLastError(); /* no launch error of its own left for the next kernel's check */
+  return e;
 }
 
 /* Build the plan for p and run it once with (x, w, y): the heuristics' engine configs in order,
- * mode A, then the fallback list. The entry's plan stays NULL when none ran. */
+ * mode A, then the fallback list. The entry's plan stays NULL when none ran; *transient is set
+ * when a candidate was passed over only for want of workspace (then no answer is kept: memory may
+ * be free on a later call). */
 static plan_entry build_and_run(ct__cuda_ctx *ctx, cudnnHandle_t h, const ct__cuda_conv_problem *p, int64_t align,
-                                const void *x, const void *w, const void *y) {
-  plan_entry none = {NULL, 0};
+                                const void *x, const void *w, const void *y, bool *transient) {
+  plan_entry none = {NULL, NULL, 0};
+  *transient = false;
   bdesc graph;
   if (make_graph(graph, h, p, align) != CUDNN_STATUS_SUCCESS) return none;
   const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
@@ -218,11 +231,11 @@ static plan_entry build_and_run(ct__cuda_ctx *ctx, cudnnHandle_t h, const ct__cu
                                           raw.data()) != CUDNN_STATUS_SUCCESS)
       continue;
     for (int64_t i = 0; i < got && i < count; i++) {
-      if (p->fma_only && reduced_precision(raw[(size_t)i])) continue;
+      if (passed_over(raw[(size_t)i], p->fma_only)) continue;
       bdesc plan;
-      if (plan.create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) != CUDNN_STATUS_SUCCESS ||
-          set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) != CUDNN_STATUS_SUCCESS ||
-          set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[(size_t)i]) !=
+      if (plan.create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) != CUDNN_STATUS_SUCCESS) continue;
+      (void)set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h); /* deprecated, as the graph's */
+      if (set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[(size_t)i]) !=
               CUDNN_STATUS_SUCCESS ||
           cudnnBackendFinalize(plan.d) != CUDNN_STATUS_SUCCESS)
         continue;
@@ -234,11 +247,13 @@ static plan_entry build_and_run(ct__cuda_ctx *ctx, cudnnHandle_t h, const ct__cu
       void *ws = NULL;
       if (ct__cuda_workspace(ctx, (size_t)bytes, &ws) != CT_OK) {
         ct_clear_error();
+        *transient = true;
         continue;
       }
       if (execute(h, plan.d, x, w, y, ws) != CUDNN_STATUS_SUCCESS) continue;
-      plan_entry e = {plan.d, (size_t)bytes};
-      plan.d = NULL; /* kept by the cache */
+      plan_entry e = {plan.d, cfgs[(size_t)i].d, (size_t)bytes};
+      plan.d = NULL, cfgs[(size_t)i].d = NULL; /* kept by the cache */
+      *transient = false;
       return e;
     }
   }
@@ -246,7 +261,8 @@ static plan_entry build_and_run(ct__cuda_ctx *ctx, cudnnHandle_t h, const ct__cu
 }
 
 int ct__cuda_conv_graph(ct__cuda_ctx *ctx, const ct__cuda_conv_problem *p, const void *x, const void *w, const void *y) {
-  if (!graph_on() || p->dir < 0 || p->dir > 2) return 0;
+  int mode = graph_mode();
+  if (!mode || p->dir < 0 || p->dir > 2) return 0;
   cudnnHandle_t h = ct__cuda_cudnn(ctx);
   if (!h) {
     ct_clear_error(); /* the legacy path asks again and reports it */
@@ -266,11 +282,22 @@ int ct__cuda_conv_graph(ct__cuda_ctx *ctx, const ct__cuda_conv_problem *p, const
   if (align > 16) align = 16;
   plan_key key = {{p->dir, p->dtype, p->nhwc, p->fma_only, align, p->x[0], p->x[1], p->x[2], p->x[3], p->w[0], p->w[1],
                    p->w[2], p->w[3], p->pad[0], p->pad[1], p->stride[0], p->stride[1], p->dilation[0], p->dilation[1]}};
-  std::lock_guard<std::mutex> g(cache->lock); /* one plan runs at a time per device: cuDNN's handle is not shared across threads */
+  /* The lock keeps the map whole and builds a problem's plan once. Like the legacy path, the graph
+   * path shares the device's cuDNN handle and workspace, so a device's convolutions come from one
+   * thread at a time (cuttle's data parallelism runs one thread per device). */
+  std::lock_guard<std::mutex> g(cache->lock);
   auto it = cache->map.find(key);
   if (it == cache->map.end()) {
-    plan_entry e = build_and_run(ctx, h, p, align, x, w, y);
-    cache->map[key] = e;
+    bool transient;
+    plan_entry e = build_and_run(ctx, h, p, align, x, w, y, &transient);
+    if (!transient) cache->map[key] = e;
+    if (mode == 2) {
+      static const char *dirs[3] = {"forward", "backward data", "backward filter"};
+      fprintf(stderr, "cuttle: cuDNN graph %s for conv2d %s %s x (%lld, %lld, %lld, %lld) w (%lld, %lld, %lld, %lld)%s\n",
+              e.plan ? "plan" : "no plan", dirs[p->dir], ct_dtype_name(p->dtype), (long long)p->x[0], (long long)p->x[1],
+              (long long)p->x[2], (long long)p->x[3], (long long)p->w[0], (long long)p->w[1], (long long)p->w[2],
+              (long long)p->w[3], transient ? " (workspace short: asked again next call)" : "");
+    }
     return e.plan ? 1 : 0;
   }
   if (!it->second.plan) return 0;

@@ -24,7 +24,9 @@ typedef struct {
  * whose execution succeeds is kept for the problem and for the pointers' alignment). Returns 1
  * when it ran; 0 when the graph API has no plan for it, has been turned off
  * (CUTTLE_CUDNN_GRAPH=0), or its kept plan failed (the problem then stays on the legacy path): the
- * caller runs cuDNN's legacy API, and no error is left set. Semantics as PyTorch's
+ * caller runs cuDNN's legacy API, and no error is left set. CUTTLE_CUDNN_GRAPH=log prints one line
+ * per problem on stderr: whether it got a plan. Engines that convert inputs down are never used,
+ * nor, for float32 without TF32, tensor-core ones (the legacy path's rules). Semantics as PyTorch's
  * aten/src/ATen/native/cudnn/Conv_v8.cpp: heuristics, engine filtering by numerical notes, a
  * plan cache keyed by the problem. */
 int ct__cuda_conv_graph(ct__cuda_ctx *ctx, const ct__cuda_conv_problem *p, const void *x, const void *w, const void *y);
