@@ -1,10 +1,12 @@
 /* tests/cuda/test_ops_cuda.c: every row of the op table on cuda:0, against the CPU backend, with
  * gradchecks on the GPU: the harness and its tolerances are tests/ops/op_device.h, shared with the
  * OpenCL test; then batch norm and layer norm on the GPU's own kernels (norm.cu) against the CPU's
- * (norm_kernels.h). TF32 is off, so float32 matmul and convolution round like the CPU's. Exits 77
- * (skipped, the reason printed) when cuttle was built without CUDA or no GPU is visible. */
+ * (norm_kernels.h), and max pooling's ties and NaNs (pool_kernels.h). TF32 is off, so float32
+ * matmul and convolution round like the CPU's. Exits 77 (skipped, the reason printed) when cuttle
+ * was built without CUDA or no GPU is visible. */
 #include "../ops/op_device.h"
 #include "../ops/norm_kernels.h"
+#include "../ops/pool_kernels.h"
 
 int main(void) {
   if (ct_device_count(CT_CUDA) == 0) {
@@ -18,6 +20,7 @@ int main(void) {
   ct_set_allow_tf32(0); /* float32 matmul / convolution in full float32, like the CPU */
   int r = od_run_table(CT_DEVICE_CUDA(0), "ops_cuda");
   nk_dev = CT_DEVICE_CUDA(0);
-  const struct CMUnitTest norms[] = {NK_TESTS};
+  pk_dev = CT_DEVICE_CUDA(0); /* max pooling's ties and NaNs as the CPU's (pool_kernels.h) */
+  const struct CMUnitTest norms[] = {NK_TESTS, PK_TESTS};
   return r | cmocka_run_group_tests_name("norm_kernels_cuda", norms, NULL, NULL);
 }
