@@ -1,12 +1,13 @@
 /* tests/cuda/test_ops_cuda.c: every row of the op table on cuda:0, against the CPU backend, with
  * gradchecks on the GPU: the harness and its tolerances are tests/ops/op_device.h, shared with the
  * OpenCL test; then batch norm and layer norm on the GPU's own kernels (norm.cu) against the CPU's
- * (norm_kernels.h), and max pooling's ties and NaNs (pool_kernels.h). TF32 is off, so float32
- * matmul and convolution round like the CPU's. Exits 77 (skipped, the reason printed) when cuttle
- * was built without CUDA or no GPU is visible. */
+ * (norm_kernels.h), max pooling's ties and NaNs (pool_kernels.h) and conv2d at a larger size
+ * (conv_kernels.h). TF32 is off, so float32 matmul and convolution round like the CPU's. Exits 77
+ * (skipped, the reason printed) when cuttle was built without CUDA or no GPU is visible. */
 #include "../ops/op_device.h"
 #include "../ops/norm_kernels.h"
 #include "../ops/pool_kernels.h"
+#include "../ops/conv_kernels.h"
 
 int main(void) {
   if (ct_device_count(CT_CUDA) == 0) {
@@ -21,6 +22,7 @@ int main(void) {
   int r = od_run_table(CT_DEVICE_CUDA(0), "ops_cuda");
   nk_dev = CT_DEVICE_CUDA(0);
   pk_dev = CT_DEVICE_CUDA(0); /* max pooling's ties and NaNs as the CPU's (pool_kernels.h) */
-  const struct CMUnitTest norms[] = {NK_TESTS, PK_TESTS};
+  ck_dev = CT_DEVICE_CUDA(0); /* conv2d beyond the op table's sizes: the bias gradient's blocks (conv_kernels.h) */
+  const struct CMUnitTest norms[] = {NK_TESTS, PK_TESTS, CK_TESTS};
   return r | cmocka_run_group_tests_name("norm_kernels_cuda", norms, NULL, NULL);
 }
