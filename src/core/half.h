@@ -2,7 +2,8 @@
  * the public ct_f16_to_f32, ct_f32_to_f16, ct_bf16_to_f32 and ct_f32_to_bf16 (dtype.c) and the
  * CPU kernels' loops (backend/cpu/half.h, where a call per element was ten to thirty times slower
  * than the float32 path) share this one definition. Round to nearest even, overflow to inf, NaN
- * kept quiet, subnormals exact (IEEE 754-2008; bfloat16 as in PyTorch's c10::BFloat16);
+ * made quiet (float16 -> float32 too: a Debug build's float -> double round trip in the cast loop
+ * quieted a signaling one the public conversion kept), subnormals exact (IEEE 754-2008; bfloat16 as in PyTorch's c10::BFloat16);
  * test_ops_cpu checks every float16 and a sweep of floats against the rounding rule. */
 #ifndef CUTTLE_CORE_HALF_H
 #define CUTTLE_CORE_HALF_H
@@ -29,7 +30,10 @@ static inline float ct__f16_to_f32(uint16_t h) {
     float v = (float)mant / 16777216.0f; /* mant * 2^-24 */
     return sign ? -v : v;
   }
-  if (exp == 31) return ct__bits_f32(sign | 0x7f800000u | (mant << 13));
+  /* inf, or a NaN made quiet (its payload kept), as IEEE 754's conversion and PyTorch's
+   * c10::detail::fp16_ieee_to_fp32_value give it: a signaling NaN kept signaling would turn quiet
+   * at the first float arithmetic, in one code path and not another */
+  if (exp == 31) return ct__bits_f32(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0));
   return ct__bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 

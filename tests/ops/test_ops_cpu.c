@@ -340,9 +340,10 @@ static void test_fused_conv_pool_halves(void **state) {
 }
 
 /* The CPU's casts between float32 and the halves (their loops inline core/half.h's conversions)
- * give the public conversions' bits, over every float16, and over float32 bit patterns spread
- * across the whole range (normals, subnormals, ties, overflow, inf and NaN); where the compiler has
- * _Float16 (GCC 12 on x86-64 does), its IEEE conversions are an independent oracle for float16. */
+ * give the public conversions' bits (a float16 NaN becomes a quiet float32 NaN with its payload),
+ * over every float16, and over float32 bit patterns spread across the whole range (normals,
+ * subnormals, ties, overflow, inf and NaN); where the compiler has _Float16 (GCC 12 on x86-64
+ * does), its IEEE conversions are an independent oracle for float16. */
 static void test_half_casts_match_ieee(void **state) {
   (void)state;
   int64_t nh = 65536;
@@ -355,6 +356,11 @@ static void test_half_casts_match_ieee(void **state) {
   for (int64_t i = 0; i < nh; i++) {
     float r = ct_f16_to_f32(h[i]);
     assert_memory_equal(&f[i], &r, 4);
+    if ((h[i] & 0x7c00u) == 0x7c00u && (h[i] & 0x3ffu)) { /* a NaN comes out quiet, its payload kept (IEEE 754, PyTorch) */
+      uint32_t b;
+      memcpy(&b, &f[i], 4);
+      assert_int_equal(b, ((uint32_t)(h[i] & 0x8000u) << 16) | 0x7fc00000u | ((uint32_t)(h[i] & 0x3ffu) << 13));
+    }
 #ifdef __FLT16_MAX__
     _Float16 x;
     memcpy(&x, &h[i], 2);
