@@ -62,8 +62,15 @@ ct__cuda_ctx *ct__cuda_ctx_get(int dev) {
   int n = ct__cuda_device_count();
   if (dev < 0 || dev >= n || dev >= CT_CUDA_MAX_DEVICES)
     CT_FAIL_NULL(CT_EDEVICE, "cuda:%d does not exist: this machine has %d CUDA device%s", dev, n, n == 1 ? "" : "s");
-  cudaError_t e = cudaSetDevice(dev);
-  if (e != cudaSuccess) CT_FAIL_NULL(CT_EBACKEND, "cuda: cudaSetDevice(%d) failed: %s", dev, cudaGetErrorString(e));
+  /* the thread's current device is set only when it is another, as PyTorch's c10::cuda::SetDevice
+   * (c10/cuda/CUDAFunctions.cpp): every op, allocation and free comes through here */
+  int cur = -1;
+  cudaError_t got = cudaGetDevice(&cur);
+  if (got != cudaSuccess) (void)cudaGetLastError(); /* its own error only: none is left for a kernel's check */
+  if (got != cudaSuccess || cur != dev) {
+    cudaError_t e = cudaSetDevice(dev);
+    if (e != cudaSuccess) CT_FAIL_NULL(CT_EBACKEND, "cuda: cudaSetDevice(%d) failed: %s", dev, cudaGetErrorString(e));
+  }
   std::lock_guard<std::mutex> g(ctx_table_lock);
   if (!ctx_table[dev]) ctx_table[dev] = ctx_create(dev);
   return ctx_table[dev];

@@ -5,6 +5,7 @@
  * sticky error is cleared so later calls are not poisoned. device_props formats the PCI bus id and
  * the UUID exactly as nvidia-smi prints them ("00000000:01:00.0", "GPU-1a2b3c4d-...-..."), so the
  * CLI's `cuttle devices` can be read beside `nvidia-smi -L`. */
+#include <atomic>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,13 +43,20 @@ int ct__cuda_device_count(void) {
     ct__monitor_set_cuda_bus_ids(cuda_bus_ids);
     ct__monitor_set_allocator_stats(CT_CUDA, cuda_allocator_stats);
   }
-  int n = 0;
+  /* asked of the runtime once: the devices a process sees are fixed when CUDA starts in it
+   * (CUDA_VISIBLE_DEVICES is read then), and every op's context lookup asks */
+  static std::atomic<int> known{-1};
+  int n = known.load(std::memory_order_relaxed);
+  if (n >= 0) return n;
+  n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError(); /* clear it: no GPU is not an error */
-    return 0;
+    n = 0;
   }
-  return n < 0 ? 0 : n;
+  if (n < 0) n = 0;
+  known.store(n, std::memory_order_relaxed);
+  return n;
 }
 
 ct_status ct__cuda_device_props(int index, ct_device_props *out) {
