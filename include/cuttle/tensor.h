@@ -51,7 +51,10 @@ CT_API ct_dtype ct_promote_types(ct_dtype a, ct_dtype b); /* CT_DTYPE_COUNT and 
 /* Parse "float32"/"f32", ... into *out. Errors: CT_EINVAL. */
 CT_API ct_status ct_dtype_parse(const char *s, ct_dtype *out);
 
-/* Half-precision conversions (IEEE 754 binary16 and bfloat16), round to nearest even. */
+/* Half-precision conversions (IEEE 754 binary16 and bfloat16), round to nearest even; overflow
+ * to float16 gives inf; a NaN stays NaN and comes out quiet, except bfloat16 -> float32, which
+ * keeps the bits as c10::BFloat16 does (float16 -> float32 as c10's fp16_ieee_to_fp32_value). No
+ * errors, no ownership: plain values. */
 CT_API uint16_t ct_f32_to_f16(float f);
 CT_API float ct_f16_to_f32(uint16_t h);
 CT_API uint16_t ct_f32_to_bf16(float f);

@@ -3,8 +3,9 @@
  * CPU kernels' loops (backend/cpu/half.h, where a call per element was ten to thirty times slower
  * than the float32 path) share this one definition. Round to nearest even, overflow to inf, NaN
  * made quiet (float16 -> float32 too: a Debug build's float -> double round trip in the cast loop
- * quieted a signaling one the public conversion kept), subnormals exact (IEEE 754-2008; bfloat16 as in PyTorch's c10::BFloat16);
- * test_ops_cpu checks every float16 and a sweep of floats against the rounding rule. */
+ * quieted a signaling one the public conversion kept), subnormals exact (IEEE 754-2008; bfloat16
+ * as in PyTorch's c10::BFloat16); test_ops_cpu checks every float16 and a sweep of floats against
+ * the rounding rule. */
 #ifndef CUTTLE_CORE_HALF_H
 #define CUTTLE_CORE_HALF_H
 
