@@ -14,7 +14,6 @@ bench/bench.c's ct_bench_time (bench_time in pytorch_peer.py) with the C side's 
 --min-repeats, --max-repeats and --target-s; torch.cuda.synchronize before every clock reading;
 the median copy. Prints one JSON line with "<h2d|d2h>_<pageable|pinned>_<bytes>" in GB/s; on a
 device that is not CUDA (PyTorch has no OpenCL device) the "no_peer" line instead."""
-import argparse
 import os
 import sys
 
@@ -23,10 +22,8 @@ import pytorch_peer as peer  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda:0", help="cuttle's device name: cuda:N (others: no peer)")
+    ap = peer.parser(__doc__, "cuda:0", "cuda:N (others: no peer)")
     ap.add_argument("--max-size", type=int, default=1 << 30, help="bytes")
-    peer.add_timing_args(ap)
     a = ap.parse_args()
     peer.check_device(a.device, ("cuda",))
 

@@ -14,7 +14,6 @@ same device, for the sizes and dtypes cuttle ran, timed as cuttle times ct_matmu
 Prints one JSON line: "<dtype>_<n>_s" (median seconds per call) for each pair, or "<dtype>_error"
 for a dtype PyTorch refuses on this device (torch 1.13 has no float16 matmul on the CPU), and
 "no_peer" on a device PyTorch lacks (OpenCL)."""
-import argparse
 import os
 import sys
 
@@ -23,12 +22,9 @@ import pytorch_peer as peer  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu", help="cuttle's device name: cpu, cuda:N (opencl:N: no peer)")
+    ap = peer.parser(__doc__, "cpu", "cpu, cuda:N (opencl:N: no peer)", 1)
     ap.add_argument("--sizes", default="256,512,1024,2048", help="n, comma-separated")
     ap.add_argument("--dtypes", default="f32", help="f32, tf32, bf16, f16, comma-separated")
-    ap.add_argument("--seed", type=int, default=1)
-    peer.add_timing_args(ap)
     a = ap.parse_args()
     peer.check_device(a.device, ("cpu", "cuda"))
 

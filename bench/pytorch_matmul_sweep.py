@@ -12,7 +12,6 @@ Timing: bench/bench.c's ct_bench_time (bench_time in pytorch_peer.py) with the C
 --min-repeats, --max-repeats and --target-s; one call per sample, torch.cuda.synchronize before
 every clock reading on a GPU; the median. Operands: torch.randn. Prints one JSON line with
 "cpu_<n>_ms", "dev_<n>_ms" and "copies_<n>_ms" (median milliseconds)."""
-import argparse
 import os
 import sys
 
@@ -21,12 +20,9 @@ import pytorch_peer as peer  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu", help="cuttle's device name: cpu, cuda:N, opencl:N (CPU only)")
+    ap = peer.parser(__doc__, "cpu", "cpu, cuda:N, opencl:N (CPU only)", 3)
     ap.add_argument("--max-n", type=int, default=4096)
     ap.add_argument("--cpu-max-n", type=int, default=4096)
-    ap.add_argument("--seed", type=int, default=3)
-    peer.add_timing_args(ap)
     a = ap.parse_args()
     kind = a.device.split(":")[0]
 

@@ -12,7 +12,6 @@ A run of a path is the whole loop of --count norms. Timing: bench/bench.c's ct_b
 --target-s; torch.cuda.synchronize before every clock reading on a GPU; the median. Prints one JSON
 line with "a_ms", "b_ms", "c_ms" (median milliseconds per run) and "max_diff" (the largest
 |difference| of (b)'s and (c)'s norms from (a)'s), or "no_peer" on a device PyTorch lacks (OpenCL)."""
-import argparse
 import os
 import sys
 
@@ -21,12 +20,9 @@ import pytorch_peer as peer  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu", help="cuttle's device name: cpu, cuda:N (opencl:N: no peer)")
+    ap = peer.parser(__doc__, "cpu", "cpu, cuda:N (opencl:N: no peer)", 4)
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=4)
-    peer.add_timing_args(ap)
     a = ap.parse_args()
     peer.check_device(a.device, ("cpu", "cuda"))
 

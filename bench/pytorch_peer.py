@@ -11,6 +11,7 @@ The protocol, one line on stdout:
   - {"error": "..."} and exit status 1 when the measurement raised (torch not importable, a
     dtype or device PyTorch refuses): the C side prints cuttle's figures and "PyTorch failed".
 """
+import argparse
 import json
 import sys
 import time
@@ -29,12 +30,20 @@ def check_device(name, kinds):
     return kind
 
 
-def add_timing_args(ap):
-    """The options of ct_bench_opts (bench/bench.h), which the C side passes as it used them."""
+def parser(doc, device, device_help, seed=None):
+    """The argument parser every peer starts from: its description (doc's first line), --device
+    (default device; cuttle's device name), --seed when the peer draws random data, and the options
+    of ct_bench_opts (bench/bench.h), which the C side passes as it used them. The peer adds its
+    own options and calls parse_args."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--device", default=device, help=f"cuttle's device name: {device_help}")
+    if seed is not None:
+        ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--warmup", type=int, default=1, help="untimed calls first")
     ap.add_argument("--min-repeats", type=int, default=3, help="timed samples at least")
     ap.add_argument("--max-repeats", type=int, default=100, help="and at most")
     ap.add_argument("--target-s", type=float, default=0.5, help="stop adding samples after this many timed seconds")
+    return ap
 
 
 def syncer(torch, dev):

@@ -18,7 +18,6 @@
  * The bias and its gradient are cuttle's own kernels (bias_add_kernel, bias_grad_partial_kernel and
  * bias_grad_finish_kernel), since
  * cudnnAddTensor / cudnnConvolutionBackwardBias may refuse bfloat16 in cuDNN 9. */
-#include <array>
 #include <unordered_map>
 #include <utility>
 
@@ -51,16 +50,6 @@ struct scoped_tmp {
   ~scoped_tmp() { ct__be_tmp_free(&t); }
 };
 
-static int cudnn_type(ct_dtype dt, cudnnDataType_t *data, cudnnDataType_t *compute) {
-  switch (dt) {
-    case CT_F32: *data = CUDNN_DATA_FLOAT, *compute = CUDNN_DATA_FLOAT; return 1;
-    case CT_F64: *data = CUDNN_DATA_DOUBLE, *compute = CUDNN_DATA_DOUBLE; return 1;
-    case CT_F16: *data = CUDNN_DATA_HALF, *compute = CUDNN_DATA_FLOAT; return 1;
-    case CT_BF16: *data = CUDNN_DATA_BFLOAT16, *compute = CUDNN_DATA_FLOAT; return 1;
-    default: return 0;
-  }
-}
-
 /* fmt: CUDNN_TENSOR_NCHW for row-major tensors, CUDNN_TENSOR_NHWC for channels_last ones; the
  * dims are the logical (n, c, h, w) either way, as cuDNN's 4-D descriptors take them. */
 static ct_status set_tensor(tensor_desc &td, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w,
@@ -90,7 +79,7 @@ static ct_status check(const ct_tensor *x, const ct_tensor *w, const ct_tensor *
   cudnnDataType_t data, compute;
   if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4)
     return ct__error(CT_ESHAPE, "cuda: conv2d wants 4-D x, w and y, got %d, %d and %d dims", x->ndim, w->ndim, y->ndim);
-  if (!cudnn_type(x->dtype, &data, &compute))
+  if (!ct__cudnn_types(x->dtype, &data, &compute))
     return ct__error(CT_EDTYPE, "cuda: conv2d supports float32, float64, float16 and bfloat16, not %s", ct_dtype_name(x->dtype));
   for (int d = 0; d < 4; d++)
     if (x->shape[d] > INT32_MAX || w->shape[d] > INT32_MAX || y->shape[d] > INT32_MAX)
@@ -116,7 +105,7 @@ static ct__cuda_conv_problem problem(int dir, const ct_tensor *x, const ct_tenso
 static ct_status setup(conv_setup &s, ct__cuda_ctx *ctx, const ct_tensor *x, const ct_tensor *w, const ct_tensor *y,
                        const ct_conv2d_opts *o, cudnnTensorFormat_t fmt) {
   CT_TRY(check(x, w, y));
-  cudnn_type(x->dtype, &s.data, &s.compute);
+  ct__cudnn_types(x->dtype, &s.data, &s.compute);
   s.h = ct__cuda_cudnn(ctx);
   if (!s.h) return ct_last_status();
   CT_TRY(set_tensor(s.xd, s.data, x->shape[0], x->shape[1], x->shape[2], x->shape[3], fmt));
@@ -149,16 +138,6 @@ static bool is_tensor_op(cudnnMathType_t mt) {
  * ConvolutionParams (aten/src/ATen/native/cudnn/Conv_v7.cpp, BenchmarkCache). A remembered
  * candidate that then fails (its workspace cannot be had, say) is forgotten and the heuristics run
  * again. CUTTLE_CUDNN_ALGO_CACHE=0 turns the cache off, so that both can be timed in one run. */
-/* The problem's key, a fixed array (no allocation per lookup): dir (0 forward, 1 backward data,
- * 2 backward filter), dtype, layout, math rule, x's and w's shapes, padding, stride, dilation, groups. */
-typedef std::array<int64_t, 19> algo_key_t;
-struct algo_key_hash {
-  size_t operator()(const algo_key_t &k) const {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the words */
-    for (int64_t v : k) h = (h ^ (uint64_t)v) * 1099511628211ull;
-    return (size_t)h;
-  }
-};
 struct ct__cuda_conv_algos {
   std::mutex lock;
   struct pick {
@@ -166,7 +145,7 @@ struct ct__cuda_conv_algos {
     cudnnMathType_t math;
     size_t bytes; /* its workspace, asked of cuDNN once: the query costs host time on every call */
   };
-  std::unordered_map<algo_key_t, pick, algo_key_hash> choice;
+  std::unordered_map<ct__cuda_conv_key, pick, ct__cuda_conv_key_hash> choice;
 };
 
 static bool algo_cache_on() {
@@ -177,8 +156,10 @@ static bool algo_cache_on() {
   return on;
 }
 
-static algo_key_t algo_key(int dir, const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o, bool nhwc, bool fma_only) {
-  return algo_key_t{{dir, x->dtype, nhwc, fma_only, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
+/* dir (0 forward, 1 backward data, 2 backward filter), dtype, layout, math rule, x's and w's shapes,
+ * padding, stride, dilation, groups */
+static ct__cuda_conv_key algo_key(int dir, const ct_tensor *x, const ct_tensor *w, const ct_conv2d_opts *o, bool nhwc, bool fma_only) {
+  return ct__cuda_conv_key{{dir, x->dtype, nhwc, fma_only, x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
                      w->shape[1], w->shape[2], w->shape[3], o->padding[0], o->padding[1], o->stride[0], o->stride[1],
                      o->dilation[0], o->dilation[1], o->groups}};
 }
@@ -197,7 +178,7 @@ static ct__cuda_conv_algos *algos_of(ct__cuda_ctx *ctx) {
  * float32 without TF32 (s.fma_only): the descriptor gets CUDNN_FMA_MATH for every candidate, so no
  * candidate can run in TF32; the ones cuDNN ranked as tensor-op variants come last. */
 template <typename Perf, int Count, typename QueryFn, typename WsFn, typename RunFn>
-static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const algo_key_t &key, const char *what,
+static ct_status run_candidates(ct__cuda_ctx *ctx, conv_setup &s, const ct__cuda_conv_key &key, const char *what,
                                 QueryFn query, WsFn wsize, RunFn run) {
   ct__cuda_conv_algos *cache = algo_cache_on() ? algos_of(ctx) : NULL;
   if (cache) { /* the remembered candidate first */

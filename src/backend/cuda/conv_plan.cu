@@ -10,7 +10,6 @@
  *
  * Every failure here is an answer "no plan", never an error: conv.cu then runs the legacy path,
  * which has run on two GPUs. The plans and the cache live until exit, as the handles. */
-#include <array>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -45,17 +44,6 @@ static cudnnStatus_t set(bdesc &b, cudnnBackendAttributeName_t name, cudnnBacken
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
 
-/* The key: dir, dtype, nhwc, fma_only, the pointers' alignment, x's and w's shapes, padding,
- * stride, dilation (y's shape follows from them). */
-typedef std::array<int64_t, 19> plan_key;
-struct plan_key_hash {
-  size_t operator()(const plan_key &k) const {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the words */
-    for (int64_t v : k) h = (h ^ (uint64_t)v) * 1099511628211ull;
-    return (size_t)h;
-  }
-};
-
 struct plan_entry {
   cudnnBackendDescriptor_t plan; /* NULL: no plan for this problem (the legacy path runs it) */
   cudnnBackendDescriptor_t config; /* the engine config the plan was made from, kept as long (as
@@ -67,7 +55,7 @@ struct plan_entry {
 
 struct ct__cuda_conv_plans {
   std::mutex lock;
-  std::unordered_map<plan_key, plan_entry, plan_key_hash> map;
+  std::unordered_map<ct__cuda_conv_key, plan_entry, ct__cuda_conv_key_hash> map;
 };
 
 /* CUTTLE_CUDNN_GRAPH: unset or 1, the graph path; 0, the legacy API only; log, the graph path,
@@ -78,16 +66,6 @@ static int graph_mode() {
     return e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "log") == 0 ? 2 : 1;
   }();
   return mode;
-}
-
-static int data_type(ct_dtype dt, cudnnDataType_t *data, cudnnDataType_t *compute) {
-  switch (dt) {
-    case CT_F32: *data = CUDNN_DATA_FLOAT, *compute = CUDNN_DATA_FLOAT; return 1;
-    case CT_F64: *data = CUDNN_DATA_DOUBLE, *compute = CUDNN_DATA_DOUBLE; return 1;
-    case CT_F16: *data = CUDNN_DATA_HALF, *compute = CUDNN_DATA_FLOAT; return 1;
-    case CT_BF16: *data = CUDNN_DATA_BFLOAT16, *compute = CUDNN_DATA_FLOAT; return 1;
-    default: return 0;
-  }
 }
 
 /* A 4-D tensor (n, c, h, w) dense in NCHW or in channels_last (NHWC) order. */
@@ -107,7 +85,7 @@ static cudnnStatus_t make_tensor(bdesc &t, int64_t uid, cudnnDataType_t dt, cons
 /* The operation graph of p: one convolution node over the tensors x, w and y. */
 static cudnnStatus_t make_graph(bdesc &graph, cudnnHandle_t h, const ct__cuda_conv_problem *p, int64_t align) {
   cudnnDataType_t data, compute;
-  if (!data_type(p->dtype, &data, &compute)) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!ct__cudnn_types(p->dtype, &data, &compute)) return CUDNN_STATUS_NOT_SUPPORTED;
   bdesc x, w, y, conv, op;
   G_TRY(make_tensor(x, UID_X, data, p->x, p->nhwc, align));
   G_TRY(make_tensor(w, UID_W, data, p->w, p->nhwc, align));
@@ -280,8 +258,11 @@ int ct__cuda_conv_graph(ct__cuda_ctx *ctx, const ct__cuda_conv_problem *p, const
   uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)y;
   int64_t align = bits ? (int64_t)(bits & (~bits + 1)) : 16;
   if (align > 16) align = 16;
-  plan_key key = {{p->dir, p->dtype, p->nhwc, p->fma_only, align, p->x[0], p->x[1], p->x[2], p->x[3], p->w[0], p->w[1],
-                   p->w[2], p->w[3], p->pad[0], p->pad[1], p->stride[0], p->stride[1], p->dilation[0], p->dilation[1]}};
+  /* dir, dtype, nhwc, fma_only, the alignment, x's and w's shapes, padding, stride, dilation (y's
+   * shape follows from them) */
+  ct__cuda_conv_key key = {{p->dir, p->dtype, p->nhwc, p->fma_only, align, p->x[0], p->x[1], p->x[2], p->x[3], p->w[0],
+                            p->w[1], p->w[2], p->w[3], p->pad[0], p->pad[1], p->stride[0], p->stride[1], p->dilation[0],
+                            p->dilation[1]}};
   /* The lock keeps the map whole and builds a problem's plan once. Like the legacy path, the graph
    * path shares the device's cuDNN handle and workspace, so a device's convolutions come from one
    * thread at a time (cuttle's data parallelism runs one thread per device). */

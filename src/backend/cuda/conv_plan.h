@@ -3,7 +3,33 @@
 #ifndef CUTTLE_BACKEND_CUDA_CONV_PLAN_H
 #define CUTTLE_BACKEND_CUDA_CONV_PLAN_H
 
+#include <array>
+
 #include "backend/cuda/common.cuh"
+
+/* A dtype's cuDNN data type and the compute type of its convolutions (float for float16 and
+ * bfloat16, as PyTorch asks of cuDNN); 0 for a dtype cuDNN's convolutions do not take. */
+static inline int ct__cudnn_types(ct_dtype dt, cudnnDataType_t *data, cudnnDataType_t *compute) {
+  switch (dt) {
+    case CT_F32: *data = CUDNN_DATA_FLOAT, *compute = CUDNN_DATA_FLOAT; return 1;
+    case CT_F64: *data = CUDNN_DATA_DOUBLE, *compute = CUDNN_DATA_DOUBLE; return 1;
+    case CT_F16: *data = CUDNN_DATA_HALF, *compute = CUDNN_DATA_FLOAT; return 1;
+    case CT_BF16: *data = CUDNN_DATA_BFLOAT16, *compute = CUDNN_DATA_FLOAT; return 1;
+    default: return 0;
+  }
+}
+
+/* The key of a convolution problem in the caches of both cuDNN paths (conv.cu's algorithm cache,
+ * conv_plan.cu's plans): 19 words, each path choosing which, hashed FNV-1a over the words. A fixed
+ * array: no allocation per lookup. */
+typedef std::array<int64_t, 19> ct__cuda_conv_key;
+struct ct__cuda_conv_key_hash {
+  size_t operator()(const ct__cuda_conv_key &k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ (uint64_t)v) * 1099511628211ull;
+    return (size_t)h;
+  }
+};
 
 /* One direction of one convolution. The shapes are the logical (N, C, H, W) ones (w: (Cout,
  * Cin / groups, kH, kW); cuDNN's graph API reads the groups from x's and w's C); the data are

@@ -44,12 +44,13 @@ static ct_status launch(int index, const char *name, size_t n, size_t *local, in
   ct__ocl_ctx *c = ct__ocl_ctx_get(index);
   if (!c) return ct_last_status();
   pthread_mutex_lock(&c->lock);
-  cl_kernel k = ct__ocl_kernel(c, name);
+  ct__ocl_kernel_entry *ke = ct__ocl_kernel(c, name);
+  cl_kernel k = ke ? ke->k : NULL;
   cl_int e = k ? CL_SUCCESS : CL_INVALID_KERNEL;
   int bad = -1;
   for (int i = 0; k && i < nargs && e == CL_SUCCESS; i++)
     if ((e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value)) != CL_SUCCESS) bad = i;
-  if (k && e == CL_SUCCESS && local) {
+  if (k && e == CL_SUCCESS && local && !ke->group) { /* asked of the driver once per kernel */
     size_t kwg = 0, l = 1;
     e = clGetKernelWorkGroupInfo(k, c->info->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
     /* a CPU device (PoCL) runs a work-group's items as loops on one thread, where 256 items and
@@ -57,8 +58,9 @@ static ct_status launch(int index, const char *name, size_t n, size_t *local, in
      * runs the group reduction in CI */
     size_t cap = c->info->type & CL_DEVICE_TYPE_CPU ? 16 : CT_OCL_GROUP_MAX;
     while (e == CL_SUCCESS && l * 2 <= kwg && l * 2 <= cap) l *= 2;
-    *local = l, n *= l;
+    if (e == CL_SUCCESS) ke->group = l;
   }
+  if (k && e == CL_SUCCESS && local) *local = ke->group, n *= ke->group;
   if (k && e == CL_SUCCESS) e = clEnqueueNDRangeKernel(c->compute, k, 1, NULL, &n, local, 0, NULL, NULL);
   pthread_mutex_unlock(&c->lock);
   if (!k) return ct_last_status();

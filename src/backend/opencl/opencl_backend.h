@@ -57,6 +57,13 @@ typedef struct {
 
 /* The context of one device, created on first use (context.c) and kept until the process ends.
  * The device's allocator is allocator.c's, in a table of its own. */
+/* A kernel of the device's program, made on its first launch. */
+typedef struct {
+  const char *name;
+  cl_kernel k;
+  size_t group; /* ct__ocl_launch_groups' work-group size for it, found on its first such launch (0 before) */
+} ct__ocl_kernel_entry;
+
 typedef struct {
   int index;
   const ct__ocl_devinfo *info;
@@ -66,10 +73,7 @@ typedef struct {
   pthread_mutex_t lock;     /* guards the program, the kernel table and every clSetKernelArg/enqueue pair */
   cl_program program;       /* built on first launch (program.c) */
   int nkernels;
-  struct {
-    const char *name;
-    cl_kernel k;
-  } kernels[CT_OCL_MAX_KERNELS];
+  ct__ocl_kernel_entry kernels[CT_OCL_MAX_KERNELS];
 } ct__ocl_ctx;
 
 /* ---- devices (device.c; the vtable's device_props is in backend.c) */
@@ -95,9 +99,10 @@ void ct__ocl_exit_guard(ct__ocl_ctx *c);
 void ct__ocl_blas_lock(ct__ocl_ctx *c);
 void ct__ocl_blas_unlock(ct__ocl_ctx *c);
 
-/* ---- the program (program.c): the kernel `name` of the device's program, built or loaded from
- * the on-disk cache on first use. The caller holds ctx->lock. */
-cl_kernel ct__ocl_kernel(ct__ocl_ctx *ctx, const char *name);
+/* ---- the program (program.c): the kernel `name` of the device's program (its entry in ctx's
+ * table), built or loaded from the on-disk cache on first use; NULL with the error set. The caller
+ * holds ctx->lock. */
+ct__ocl_kernel_entry *ct__ocl_kernel(ct__ocl_ctx *ctx, const char *name);
 
 /* ---- memory (allocator.c) */
 void *ct__ocl_alloc(int index, size_t nbytes);

@@ -191,16 +191,14 @@ static ct_status build(ct__ocl_ctx *c) {
   return CT_OK;
 }
 
-cl_kernel ct__ocl_kernel(ct__ocl_ctx *c, const char *name) {
+ct__ocl_kernel_entry *ct__ocl_kernel(ct__ocl_ctx *c, const char *name) {
   for (int i = 0; i < c->nkernels; i++)
-    if (strcmp(c->kernels[i].name, name) == 0) return c->kernels[i].k;
+    if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
   if (!c->program && build(c) != CT_OK) return NULL;
   if (c->nkernels == CT_OCL_MAX_KERNELS) CT_FAIL_NULL(CT_EBACKEND, "opencl: more than %d kernels (raise CT_OCL_MAX_KERNELS)", CT_OCL_MAX_KERNELS);
   cl_int e;
   cl_kernel k = clCreateKernel(c->program, name, &e);
   if (e != CL_SUCCESS) CT_FAIL_NULL(CT_EBACKEND, "opencl:%d: clCreateKernel(%s) failed: %s", c->index, name, ct__ocl_errstr(e));
-  c->kernels[c->nkernels].name = name;
-  c->kernels[c->nkernels].k = k;
-  c->nkernels++;
-  return k;
+  c->kernels[c->nkernels] = (ct__ocl_kernel_entry){.name = name, .k = k};
+  return &c->kernels[c->nkernels++];
 }
