@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "cuttle.h"
 
@@ -81,6 +82,13 @@ ct_status ct__error(ct_status s, const char *fmt, ...) __attribute__((format(pri
  * ct__error's side effects (CT_ABORT_ON_ERROR): for code that must leave the caller's error as it
  * found it, such as the profiler's wait. */
 void ct__error_restore(ct_status s, const char *msg);
+/* ---- files written whole or not at all (src/core/file_replace.c): f = ct__replace_open(op, path,
+ * &tmp) opens a new temporary file beside path (NULL with CT_EIO or CT_ENOMEM set, named after op);
+ * after writing f, ct__replace_commit(op, f, tmp, path) closes it and renames it over path, or
+ * removes it when a write, the close or the rename failed (CT_EIO naming path). Either way f and
+ * tmp are gone after the commit. */
+FILE *ct__replace_open(const char *op, const char *path, char **tmp);
+ct_status ct__replace_commit(const char *op, FILE *f, char *tmp, const char *path);
 #define CT_FAIL_NULL(status, ...)   \
   do {                              \
     ct__error(status, __VA_ARGS__); \

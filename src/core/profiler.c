@@ -8,15 +8,12 @@
  * temporary, a conversion) through CT_KERNEL_CALL while its own clock runs is charged its time
  * less theirs, so that a thread's rows add up to its time inside kernel calls, each instant once.
  * The frames of the calls in progress are a small per-thread stack. */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/backend.h"
 #include "cuttle/profiler.h"
@@ -203,24 +200,12 @@ ct_status ct_profiler_export_chrome_trace(const char *path) {
   prof_event *ev = n ? malloc((size_t)n * sizeof *ev) : NULL;
   if (ev) memcpy(ev, prof_events, (size_t)n * sizeof *ev);
   pthread_mutex_unlock(&prof_lock);
-  static int seq;
-  size_t len = strlen(path) + 48;
-  char *tmp = malloc(len);
-  if ((n && !ev) || !tmp) {
-    free(ev), free(tmp);
-    return ct__error(CT_ENOMEM, "ct_profiler_export_chrome_trace: out of memory for %lld events", (long long)n);
-  }
-  /* a name of this process and call alone, created exclusively: never another writer's file, nor
-   * one a link points to */
-  snprintf(tmp, len, "%s.tmp.%d.%d", path, (int)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (n && !ev) return ct__error(CT_ENOMEM, "ct_profiler_export_chrome_trace: out of memory for %lld events", (long long)n);
+  char *tmp;
+  FILE *f = ct__replace_open("ct_profiler_export_chrome_trace", path, &tmp);
   if (!f) {
-    int err = errno;
-    if (fd >= 0) close(fd), remove(tmp);
-    ct_status s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", tmp, strerror(err));
-    free(ev), free(tmp);
-    return s;
+    free(ev);
+    return ct_last_status();
   }
   fprintf(f, "{\"traceEvents\": [");
   for (int64_t i = 0; i < n; i++) {
@@ -242,16 +227,7 @@ ct_status ct_profiler_export_chrome_trace(const char *path) {
   fprintf(f, "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"producer\": \"cuttle\", \"dropped_events\": %lld}}\n",
           (long long)dropped);
   free(ev);
-  int err = ferror(f) ? EIO : 0;
-  if (fclose(f) != 0 && !err) err = errno;
-  if (!err && rename(tmp, path) != 0) err = errno;
-  ct_status s = CT_OK;
-  if (err) {
-    s = ct__error(CT_EIO, "ct_profiler_export_chrome_trace: cannot write %s: %s", path, strerror(err));
-    remove(tmp);
-  }
-  free(tmp);
-  return s;
+  return ct__replace_commit("ct_profiler_export_chrome_trace", f, tmp, path);
 }
 
 ct_status ct__profile_end(ct_kernel_id k, const char *op, const ct_tensor *t, ct_status s) {

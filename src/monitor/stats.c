@@ -119,31 +119,19 @@ ct_status ct_monitor_publish(void) {
   ct_monitor_proc p;
   memset(&p, 0, sizeof p);
   gather_self(&p);
-  char path[512], tmp[600];
+  char path[512], *tmp;
   ct_status s = ct_monitor_stats_path((int)getpid(), path, sizeof path);
   if (s != CT_OK) return s;
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return ct__error(CT_EIO, "ct_monitor_publish: cannot write %s: %s", tmp, strerror(errno));
+  /* written whole, then renamed: a reader sees the old file or the new one, never half */
+  FILE *f = ct__replace_open("ct_monitor_publish", path, &tmp);
+  if (!f) return ct_last_status();
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   fprintf(f, "cuttle-stats 1\npid %d\ntime %lld.%03ld\n", (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000);
   for (int i = 0; i < p.ndevices; i++)
     fprintf(f, "%s %lld %lld %lld\n", p.devices[i].device, (long long)p.devices[i].allocated, (long long)p.devices[i].reserved,
             (long long)p.devices[i].peak_allocated);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad) {
-    int e = errno;
-    remove(tmp);
-    return ct__error(CT_EIO, "ct_monitor_publish: writing %s failed: %s", tmp, strerror(e));
-  }
-  /* rename is atomic within a folder: a reader sees the old file or the new one, never half. */
-  if (rename(tmp, path) != 0) {
-    int e = errno;
-    remove(tmp);
-    return ct__error(CT_EIO, "ct_monitor_publish: cannot rename %s to %s: %s", tmp, path, strerror(e));
-  }
-  return CT_OK;
+  return ct__replace_commit("ct_monitor_publish", f, tmp, path);
 }
 
 ct_status ct_monitor_unpublish(void) {
