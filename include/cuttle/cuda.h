@@ -161,6 +161,46 @@ CT_API int ct_event_query(ct_event *e);
 CT_API ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms);
 
 /* ---------------------------------------------------------------------------------------------
+ * Graphs (torch.cuda.CUDAGraph and torch.cuda.graph, kept small): record the ops of a region once,
+ * then launch them all with one call. A small network's training step is bound by the host's time
+ * to launch its kernels; a replay costs one launch. The region's semantics are PyTorch's:
+ *  - capture_begin/capture_end on device d record every op the calling thread runs on d between
+ *    them (on d's compute stream); nothing runs then. ct_device_graph_replay runs the recorded
+ *    kernels again, on the same addresses, with the values those addresses hold at replay time.
+ *  - So the inputs are "static": tensors made before the capture whose contents the caller
+ *    overwrites (ct_copy_) before each replay; the outputs are tensors made inside the capture and
+ *    kept, overwritten by each replay. Memory made inside the capture belongs to the graph's private
+ *    pool until ct_device_graph_free (freed tensors included: the graph reuses their addresses).
+ *  - Host values are frozen at capture: scalars, shapes, an optimizer's learning rate, random
+ *    numbers' seeds and offsets (dropout draws the same mask at every replay). An optimizer made with
+ *    ct_optim_opts.capturable keeps its step count on the device, so Adam's bias corrections advance.
+ *  - Inside a capture every synchronization of d fails (ct_item, ct_to_host, ct_from_host,
+ *    ct_synchronize, a copy to or from the host) with CT_EINVAL naming the op; the capture is then
+ *    invalid and capture_end fails. Warm the region up first (run it eagerly once or twice) so that
+ *    library handles, cuDNN's algorithm choices and the allocator's blocks exist.
+ * One capture at a time in the process. Only the CUDA backend captures; elsewhere these calls fail
+ * with CT_EUNSUPPORTED. */
+typedef struct ct_device_graph ct_device_graph;
+
+/* 1 when device d exists and its backend can capture graphs (a CUDA device), else 0. */
+CT_API int ct_device_can_capture(ct_device d);
+/* Start capturing the ops the calling thread runs on d. Errors: CT_EDEVICE (d does not exist),
+ * CT_EUNSUPPORTED (d cannot capture), CT_EINVAL (a capture already runs; the profiler is in
+ * CT_PROFILE_SYNC), CT_ENOMEM, CT_EBACKEND (cudaStreamBeginCapture failed). */
+CT_API ct_status ct_device_graph_capture_begin(ct_device d);
+/* Stop capturing on d and return the executable graph (the caller frees it with
+ * ct_device_graph_free). Always ends the capture, also when it fails: NULL with CT_EBACKEND when an
+ * op inside it could not be captured (the message says so), CT_EINVAL when no capture runs on d,
+ * CT_ENOMEM. */
+CT_API ct_device_graph *ct_device_graph_capture_end(ct_device d);
+/* Queue the whole graph on its device's compute stream, after the work queued so far; the host does
+ * not wait. Errors: CT_EINVAL (g NULL, or a capture runs on the device), CT_EBACKEND. */
+CT_API ct_status ct_device_graph_replay(ct_device_graph *g);
+/* Release g and give its pool's memory back to the device's cache (tensors made in the capture and
+ * still alive keep theirs). A replay still running completes first. NULL is allowed. */
+CT_API void ct_device_graph_free(ct_device_graph *g);
+
+/* ---------------------------------------------------------------------------------------------
  * Sync-debug (torch.cuda.set_sync_debug_mode). An implicit synchronization is a call that blocks
  * the host on a device other than the CPU (a CUDA GPU, an OpenCL device; "GPU" below) without
  * asking to: ct_item and ct_to_host of a GPU tensor, ct_to from or to

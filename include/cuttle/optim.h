@@ -22,6 +22,14 @@ typedef struct {
   double weight_decay; /* SGD/Adam: L2 added to the gradient; AdamW: decoupled; AdamW's 0 = 1e-2 */
   double beta1, beta2; /* 0 = 0.9, 0.999 */
   double eps;          /* 0 = 1e-8 */
+  /* 1: torch.optim's capturable=True, for steps replayed from a graph (cuttle/cuda.h). The step
+   * count lives on the parameters' device (a float32 scalar, as torch's), is advanced there, and
+   * the fused kernels read it, so Adam's bias corrections and SGD's first momentum step follow the
+   * replays. The parameters must share one device and be float32 or float64 and dense (the fused
+   * update); ct_optimizer_step fails with CT_EUNSUPPORTED otherwise. The state slots must exist
+   * before a capture (an eager step, or ct_optimizer_init_state). ct_optimizer_steps then reads
+   * the device (a synchronization). Exact to 2^24 steps, as torch's float32 count. */
+  int capturable;
 } ct_optim_opts;
 
 typedef struct ct_optimizer ct_optimizer;
@@ -37,7 +45,9 @@ CT_API ct_status ct_optimizer_step(ct_optimizer *o);
 CT_API void ct_optimizer_zero_grad(ct_optimizer *o);
 CT_API double ct_optimizer_lr(const ct_optimizer *o);
 CT_API void ct_optimizer_set_lr(ct_optimizer *o, double lr);
-CT_API int64_t ct_optimizer_steps(const ct_optimizer *o); /* updates done so far */
+/* Updates done so far; with capturable, read from the device (-1 with the error set when the read
+ * fails, e.g. inside a capture). */
+CT_API int64_t ct_optimizer_steps(const ct_optimizer *o);
 /* The kind o was created with (CT_OPTIM_SGD for NULL), so checkpoints can record it exactly. */
 CT_API ct_optim_kind ct_optimizer_kind(const ct_optimizer *o);
 /* The optimizer's state tensors, named "state.<param name>.<slot>" with slot "momentum_buffer",

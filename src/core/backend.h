@@ -43,11 +43,16 @@ typedef struct {
   int decoupled;          /* AdamW: p *= 1 - lr wd; Adam: g += wd p */
   double bias_correction1; /* 1 - beta1^t */
   double bias_correction2; /* 1 - beta2^t */
+  /* capturable (ct_optim_opts): a float32 0-dim tensor on p's device holding t, this step's count
+   * (already advanced); the kernel then computes the bias corrections itself, 1 - beta^t in double
+   * (in the device's REAL on OpenCL), and ignores the two above. NULL: the host's values above. */
+  const ct_tensor *step;
 } ct_adam_args;
 typedef struct {
   double lr, momentum, dampening, weight_decay;
   int nesterov;
   int first_step; /* the momentum buffer starts as the gradient */
+  const ct_tensor *step; /* as ct_adam_args.step: when set, first_step is t == 1, read on the device */
 } ct_sgd_args;
 
 /* The kernel ids (CT_K_<name>), one per line of core/kernels.def, then the capabilities that are
@@ -128,6 +133,16 @@ typedef struct ct_backend {
   int (*event_query)(int index, void *event);
   ct_status (*event_elapsed_ms)(int index, void *start, void *end, double *ms);
   void (*event_free)(int index, void *event);
+
+  /* graphs of device index (CUDA graphs): capture_begin starts recording the work the calling
+   * thread queues on the compute stream, instead of running it; capture_end stops and gives the
+   * executable graph in *out (on failure: NULL, the error set, the capture abandoned); replay queues
+   * the whole graph on the compute stream; graph_free releases it and its memory pool. All NULL
+   * together when the backend cannot capture (the core then reports CT_EUNSUPPORTED). */
+  ct_status (*graph_capture_begin)(int index);
+  ct_status (*graph_capture_end)(int index, void **out);
+  ct_status (*graph_replay)(int index, void *graph);
+  void (*graph_free)(int index, void *graph);
 
   /* ---- the kernels, and what they take as they are */
   ct_kernels kernels;

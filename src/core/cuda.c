@@ -252,3 +252,72 @@ ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms) {
   ct__ledger_sync();
   return ct__backend(start->device.kind)->event_elapsed_ms(start->device.index, start->handle, end->handle, ms);
 }
+
+/* ---- graphs (torch.cuda.CUDAGraph). One capture at a time in the process: core/capture.c keeps
+ * its device, so that the core refuses the synchronizations a capture cannot hold (ct__sync_point,
+ * ct_synchronize) with a message of its own, before the driver would invalidate the capture. */
+struct ct_device_graph {
+  ct_device device;
+  void *handle;
+};
+
+static const ct_backend *graph_backend(const char *op, ct_device d) {
+  const ct_backend *be = backend_of(op, d);
+  if (be && !be->graph_capture_begin) {
+    char name[32];
+    ct__error(CT_EUNSUPPORTED, "%s: %s cannot capture graphs (the %s backend has none; CUDA devices can)", op,
+              ct_device_str(d, name, sizeof name), be->name);
+    return NULL;
+  }
+  return be;
+}
+
+int ct_device_can_capture(ct_device d) {
+  const ct_backend *be = ct__backend(d.kind);
+  return be && be->graph_capture_begin && ct_device_available(d);
+}
+
+ct_status ct_device_graph_capture_begin(ct_device d) {
+  const ct_backend *be = graph_backend("ct_device_graph_capture_begin", d);
+  if (!be) return ct_last_status();
+  if (__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED) == CT_PROFILE_SYNC)
+    return ct__error(CT_EINVAL, "ct_device_graph_capture_begin: the profiler's sync mode waits for the device after "
+                     "every kernel, which a capture cannot hold; profile with CT_PROFILE_HOST or none");
+  if (!ct__capture_claim(d))
+    return ct__error(CT_EINVAL, "ct_device_graph_capture_begin: a capture is already running (one at a time); end it "
+                     "with ct_device_graph_capture_end first");
+  ct_status s = be->graph_capture_begin(d.index);
+  if (s != CT_OK) ct__capture_release();
+  return s;
+}
+
+ct_device_graph *ct_device_graph_capture_end(ct_device d) {
+  char name[32];
+  const ct_backend *be = graph_backend("ct_device_graph_capture_end", d);
+  if (!be) return NULL;
+  if (!ct__capturing(d))
+    CT_FAIL_NULL(CT_EINVAL, "ct_device_graph_capture_end: no capture is running on %s", ct_device_str(d, name, sizeof name));
+  ct_device_graph *g = ct__calloc(1, sizeof *g, "a graph handle");
+  void *h = NULL;
+  /* the backend's capture ends even when the handle could not be made, so the stream is free again */
+  ct_status s = be->graph_capture_end(d.index, &h);
+  ct__capture_release();
+  if (s != CT_OK || !g) {
+    if (h) be->graph_free(d.index, h);
+    free(g);
+    return NULL;
+  }
+  g->device = d, g->handle = h;
+  return g;
+}
+
+ct_status ct_device_graph_replay(ct_device_graph *g) {
+  if (!g) return ct__error(CT_EINVAL, "ct_device_graph_replay: graph is NULL");
+  return ct__backend(g->device.kind)->graph_replay(g->device.index, g->handle);
+}
+
+void ct_device_graph_free(ct_device_graph *g) {
+  if (!g) return;
+  ct__backend(g->device.kind)->graph_free(g->device.index, g->handle);
+  free(g);
+}

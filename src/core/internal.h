@@ -225,6 +225,12 @@ int ct__sync_debug_action(int mode, ct_device_kind kind);
  * a warning to stderr in mode 1) or, in mode 2, CT_EINVAL with a message naming op. A no-op for
  * the CPU. */
 ct_status ct__sync_point(const char *op, ct_device dev, const char *what);
+/* 1 while a graph capture runs on device d (core/capture.c): every synchronization of d then fails,
+ * since the capture would record it instead of waiting (ct__sync_point, ct_synchronize). */
+int ct__capturing(ct_device d);
+/* Mark d as the device of the one capture (1), or 0 when a capture already runs; release unmarks. */
+int ct__capture_claim(ct_device d);
+void ct__capture_release(void);
 /* Warnings printed so far by ct__sync_point (for tests). */
 uint64_t ct__sync_debug_warnings(void);
 

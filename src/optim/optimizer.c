@@ -17,7 +17,8 @@ struct ct_optimizer {
   int n;
   ct_named_tensor *params; /* borrowed from the module */
   ct_tensor **state[2];    /* momentum_buffer, or exp_avg and exp_avg_sq */
-  int64_t steps;
+  int64_t steps;           /* the host's count; with capturable, of the eager steps only */
+  ct_tensor *step_t;       /* capturable: the count on the parameters' device (float32 0-dim) */
 };
 
 static int nslots(const ct_optimizer *o) { return o->o.kind == CT_OPTIM_SGD ? (o->o.momentum > 0) : 2; }
@@ -59,6 +60,23 @@ ct_optimizer *ct_optimizer_new(ct_module *m, const ct_optim_opts *opts) {
     return NULL;
   }
   ct_module_named_tensors(m, 0, opt->params, opt->n);
+  if (o.capturable && opt->n > 0) {
+    ct_device d = opt->params[0].tensor->device;
+    for (int i = 1; i < opt->n; i++)
+      if (!ct_device_eq(opt->params[i].tensor->device, d)) {
+        char a[32], b[32];
+        ct__error(CT_EDEVICE, "ct_optimizer_new: capturable needs every parameter on one device; %s is on %s, %s on %s",
+                  opt->params[0].name, ct_device_str(d, a, sizeof a), opt->params[i].name,
+                  ct_device_str(opt->params[i].tensor->device, b, sizeof b));
+        ct_optimizer_free(opt);
+        return NULL;
+      }
+    if (!(opt->step_t = ct_scalar(0, CT_F32, d))) {
+      ct_optimizer_free(opt);
+      return NULL;
+    }
+    ct__untrack(opt->step_t);
+  }
   return opt;
 }
 
@@ -70,6 +88,7 @@ void ct_optimizer_free(ct_optimizer *o) {
     free(o->state[s]);
   }
   free(o->params);
+  if (o->step_t) ct__tensor_decref(o->step_t);
   free(o);
 }
 
@@ -80,6 +99,9 @@ static ct_status ensure_state(ct_optimizer *o, int i) {
   ct_tensor *p = o->params[i].tensor;
   for (int s = 0; s < nslots(o); s++) {
     if (o->state[s][i]) continue;
+    if (ct__capturing(p->device)) /* the zeros would be written again at every replay */
+      return ct__error(CT_EINVAL, "ct_optimizer_step: the state of %s does not exist yet inside a graph capture; run "
+                       "one step eagerly (or ct_optimizer_init_state) before capturing", o->params[i].name);
     ct_tensor *z = ct__alloc_format(p->ndim, p->shape, p->dtype, p->device, ct_tensor_suggest_memory_format(p));
     if (z && ct_zero_(z) != CT_OK) ct_tensor_free(z), z = NULL;
     if (!z) return ct_last_status();
@@ -134,11 +156,11 @@ static ct_status fused_step(ct_optimizer *o, int i) {
   const ct_backend *be = p->storage->backend;
   double t = (double)(o->steps + 1);
   if (c->kind == CT_OPTIM_SGD) {
-    ct_sgd_args a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov, o->steps == 0};
+    ct_sgd_args a = {c->lr, c->momentum, c->dampening, c->weight_decay, c->nesterov, o->steps == 0, o->step_t};
     return CT_KERNEL_CALL(be, sgd_step, __func__, p, p, g, c->momentum > 0 ? s0 : NULL, &a);
   }
   ct_adam_args a = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->kind == CT_OPTIM_ADAMW,
-                    1.0 - pow(c->beta1, t), 1.0 - pow(c->beta2, t)};
+                    1.0 - pow(c->beta1, t), 1.0 - pow(c->beta2, t), o->step_t};
   return CT_KERNEL_CALL(be, adam_step, __func__, p, p, g, s0, s1, &a);
 }
 
@@ -198,9 +220,23 @@ ct_status ct_optimizer_step(ct_optimizer *o) {
   for (int i = 0; i < o->n && s == CT_OK; i++)
     if (o->params[i].tensor->grad) {
       s = ensure_state(o, i);
-      composed += !fusable(o, i);
+      composed += s == CT_OK && !fusable(o, i);
+      if (composed && o->step_t) {
+        return ct__error(CT_EUNSUPPORTED, "ct_optimizer_step: capturable needs the fused update, which %s (%s) cannot "
+                         "take: parameters, gradients and state of float32 or float64, dense and laid out alike, "
+                         "on a backend with the fused kernel",
+                         o->params[i].name, ct_dtype_name(o->params[i].tensor->dtype));
+      }
     }
   if (s != CT_OK) return s;
+  if (o->step_t) { /* advance the device's count, which the fused kernels read */
+    ct_no_grad_begin();
+    ct_tensor *t1 = ct_add_scalar(o->step_t, 1.0);
+    s = t1 ? ct_copy_(o->step_t, t1) : ct_last_status();
+    ct_tensor_free(t1);
+    ct_no_grad_end();
+    if (s != CT_OK) return s;
+  }
   ct_tensor **next = NULL;
   if (composed && !(next = ct__calloc((size_t)o->n * 3, sizeof *next, "the optimizer's pending updates"))) return CT_ENOMEM;
   ct_no_grad_begin();
@@ -239,6 +275,10 @@ void ct_optimizer_set_lr(ct_optimizer *o, double lr) {
 }
 int64_t ct_optimizer_steps(const ct_optimizer *o) {
   if (!o) return ct__null_status("ct_optimizer_steps", "o"), -1;
+  if (o->step_t) {
+    double t = ct_item((ct_tensor *)o->step_t);
+    return isnan(t) ? -1 : (int64_t)t;
+  }
   return o->steps;
 }
 ct_optim_kind ct_optimizer_kind(const ct_optimizer *o) { return o ? o->o.kind : CT_OPTIM_SGD; }
@@ -247,6 +287,7 @@ void ct_optimizer_set_steps(ct_optimizer *o, int64_t steps) {
   if (steps < 0)
     return (void)ct__error(CT_EINVAL, "ct_optimizer_set_steps: steps must be >= 0, got %lld (the count is unchanged)",
                            (long long)steps);
+  if (o->step_t && ct_fill_(o->step_t, (double)steps) != CT_OK) return;
   o->steps = steps;
 }
 

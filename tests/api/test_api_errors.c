@@ -519,6 +519,14 @@ static void test_cuda_api(void **state) {
   S(ct_event_elapsed_ms, CT_EINVAL, ct_event_elapsed_ms(NULL, F.ev, &msec));
   S(ct_event_elapsed_ms, CT_EINVAL, ct_event_elapsed_ms(F.ev, NULL, &msec));
   S(ct_event_elapsed_ms, CT_EINVAL, ct_event_elapsed_ms(F.ev, F.ev, NULL));
+  N(ct_device_can_capture, ct_device_can_capture(CT_DEVICE_CPU) == 0 && ct_device_can_capture(cuda7) == 0 &&
+                               ct_device_can_capture(bad_kind) == 0);
+  S(ct_device_graph_capture_begin, CT_EUNSUPPORTED, ct_device_graph_capture_begin(CT_DEVICE_CPU));
+  S(ct_device_graph_capture_begin, CT_EDEVICE, ct_device_graph_capture_begin(cuda7));
+  P(ct_device_graph_capture_end, CT_EUNSUPPORTED, ct_device_graph_capture_end(CT_DEVICE_CPU));
+  P(ct_device_graph_capture_end, CT_EDEVICE, ct_device_graph_capture_end(cpu3));
+  S(ct_device_graph_replay, CT_EINVAL, ct_device_graph_replay(NULL));
+  N(ct_device_graph_free, DO(ct_device_graph_free(NULL)));
   S(ct_set_sync_debug_mode, CT_EINVAL, ct_set_sync_debug_mode(3));
   S(ct_set_sync_debug_mode, CT_EINVAL, ct_set_sync_debug_mode(-1));
   N(ct_get_sync_debug_mode, ct_get_sync_debug_mode() >= 0 && ct_get_sync_debug_mode() <= 2);

@@ -18,7 +18,7 @@
     T *restrict pp = ct__ptr(p), *restrict mp = ct__ptr(m), *restrict vp = ct__ptr(v);        \
     const T *restrict gp = ct__ptr(g);                                                        \
     const T b1 = (T)a->beta1, nb1 = (T)(1.0 - a->beta1), b2 = (T)a->beta2, nb2 = (T)(1.0 - a->beta2); \
-    const T eps = (T)a->eps, step = (T)(a->lr / a->bias_correction1), sbc2 = (T)sqrt(a->bias_correction2); \
+    const T eps = (T)a->eps, step = (T)(a->lr / bc1), sbc2 = (T)sqrt(bc2);                       \
     /* AdamW: p *= 1 - lr wd; Adam: g += wd p. The other factor is exactly 1 or 0. */          \
     const T decay = a->decoupled ? (T)(1.0 - a->lr * a->weight_decay) : (T)1;                \
     const T l2 = a->decoupled ? (T)0 : (T)a->weight_decay;                                    \
@@ -30,8 +30,14 @@
     }                                                                                         \
   } while (0)
 
+/* t of a capturable step (ct_adam_args.step: float32 on this device, host memory here) */
+static double step_count(const ct_tensor *t) { return *(const float *)ct__ptr(t); }
+
 ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor *v, const ct_adam_args *a) {
   int64_t n = ct_tensor_numel(p);
+  /* the host's corrections, or the same formula (optimizer.c's) on the count the tensor holds */
+  double bc1 = a->step ? 1.0 - pow(a->beta1, step_count(a->step)) : a->bias_correction1;
+  double bc2 = a->step ? 1.0 - pow(a->beta2, step_count(a->step)) : a->bias_correction2;
   if (p->dtype == CT_F32) ADAM_LOOP(float, sqrtf);
   else ADAM_LOOP(double, sqrt);
   return CT_OK;
@@ -44,7 +50,7 @@ ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor 
     _Pragma("omp parallel for schedule(static) if (n >= OPTIM_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
       T d = gp[i] + (T)a->weight_decay * pp[i];                                               \
       if (bp) {                                                                               \
-        bp[i] = a->first_step ? d : (T)a->momentum * bp[i] + (T)(1.0 - a->dampening) * d;     \
+        bp[i] = first ? d : (T)a->momentum * bp[i] + (T)(1.0 - a->dampening) * d;             \
         d = a->nesterov ? d + (T)a->momentum * bp[i] : bp[i];                                 \
       }                                                                                       \
       pp[i] -= (T)a->lr * d;                                                                  \
@@ -53,6 +59,7 @@ ct_status ct__cpu_adam_step(ct_tensor *p, ct_tensor *g, ct_tensor *m, ct_tensor 
 
 ct_status ct__cpu_sgd_step(ct_tensor *p, ct_tensor *g, ct_tensor *buf, const ct_sgd_args *a) {
   int64_t n = ct_tensor_numel(p);
+  int first = a->step ? step_count(a->step) == 1.0 : a->first_step;
   if (p->dtype == CT_F32) SGD_LOOP(float);
   else SGD_LOOP(double);
   return CT_OK;

@@ -18,7 +18,15 @@
  *
  * Out of memory: on a failed cudaMalloc the cache is emptied and the call retried once; if it still
  * fails, alloc returns NULL with CT_ENOMEM and a message saying how much was requested, and how much
- * the device has free, how much cuttle reserves and how much of that is allocated. */
+ * the device has free, how much cuttle reserves and how much of that is allocated.
+ *
+ * Graph capture (graph.cu; PyTorch's private memory pools of torch.cuda.graphs): a captured graph
+ * writes to the same addresses at every replay, so while a capture runs, every block handed out or
+ * freed joins the capture's pool, and a pool's blocks, freed or not, never go back to the general
+ * cache until the graph is freed (ct__cuda_pool_release). Blocks are taken from the pool's own free
+ * lists first, then from the general cache, then from cudaMalloc; never is a block cudaFree'd
+ * during a capture (cudaFree synchronizes the device, which a capture forbids). A block freed during
+ * a capture that was allocated before it joins the pool too, since the captured work may read it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +37,25 @@
 #include "backend/cuda/common.cuh"
 #include "core/caching.h"
 
+typedef std::map<size_t, std::vector<void *>> free_lists; /* rounded size -> cached blocks */
+
+/* A capture's private memory: its free blocks (its live ones are tagged in the allocator's map). */
+struct ct__cuda_pool {
+  free_lists free_blocks;
+};
+
+struct block {
+  size_t size;
+  ct__cuda_pool *pool; /* the capture pool the block belongs to, or NULL */
+};
+
 struct ct__cuda_allocator {
   int device;
   int no_cache;
   std::mutex lock;
-  std::map<size_t, std::vector<void *>> free_blocks; /* rounded size -> cached blocks */
-  std::unordered_map<void *, size_t> live;           /* block -> its size */
+  free_lists free_blocks;                  /* the general cache */
+  std::unordered_map<void *, block> live;  /* block -> its size and pool */
+  ct__cuda_pool *capturing;                /* the pool of the capture running now, or NULL */
   size_t allocated, reserved, peak, cached;
   uint64_t num_mallocs;
 };
@@ -49,7 +70,7 @@ struct ct__cuda_allocator *ct__cuda_allocator_new(int dev) {
   return a;
 }
 
-/* Give every cached block back to the driver; the caller holds a->lock. */
+/* Give every block of the general cache back to the driver; the caller holds a->lock. */
 static void release_cached(ct__cuda_allocator *a) {
   for (auto &kv : a->free_blocks) {
     for (void *p : kv.second) {
@@ -69,6 +90,18 @@ void ct__cuda_allocator_free_all(struct ct__cuda_allocator *a) {
   delete a; /* blocks still live belong to tensors that outlive the context: leaked with the process */
 }
 
+/* The smallest block of lists of at least size and at most twice it, taken off its list; NULL when
+ * none. */
+static void *take_fit(free_lists &lists, size_t size, size_t *bsize) {
+  auto it = lists.lower_bound(size);
+  if (it == lists.end() || it->first > 2 * size) return NULL;
+  void *p = it->second.back();
+  *bsize = it->first;
+  it->second.pop_back();
+  if (it->second.empty()) lists.erase(it);
+  return p;
+}
+
 void *ct__cuda_alloc(int dev, size_t nbytes) {
   ct__cuda_ctx *ctx = ct__cuda_ctx_get(dev);
   if (!ctx) return NULL;
@@ -76,14 +109,12 @@ void *ct__cuda_alloc(int dev, size_t nbytes) {
   std::lock_guard<std::mutex> g(a->lock);
   size_t size = a->no_cache ? (nbytes ? nbytes : 1) : ct__cache_round(nbytes);
   if (!a->no_cache) {
-    auto it = a->free_blocks.lower_bound(size);
-    if (it != a->free_blocks.end() && it->first <= 2 * size) {
-      void *p = it->second.back();
-      size_t bsize = it->first;
-      it->second.pop_back();
-      if (it->second.empty()) a->free_blocks.erase(it);
+    size_t bsize = 0;
+    void *p = a->capturing ? take_fit(a->capturing->free_blocks, size, &bsize) : NULL;
+    if (!p) p = take_fit(a->free_blocks, size, &bsize);
+    if (p) {
       a->cached -= bsize;
-      a->live[p] = bsize;
+      a->live[p] = block{bsize, a->capturing};
       a->allocated += bsize;
       if (a->allocated > a->peak) a->peak = a->allocated;
       return p;
@@ -92,7 +123,7 @@ void *ct__cuda_alloc(int dev, size_t nbytes) {
   void *p = NULL;
   cudaError_t e = cudaMalloc(&p, size);
   a->num_mallocs++;
-  if (e == cudaErrorMemoryAllocation) {
+  if (e == cudaErrorMemoryAllocation && !a->capturing) { /* no cudaFree inside a capture */
     (void)cudaGetLastError();
     release_cached(a); /* cudaFree synchronizes, so nothing queued still needs these blocks */
     e = cudaMalloc(&p, size);
@@ -115,7 +146,7 @@ void *ct__cuda_alloc(int dev, size_t nbytes) {
                 cudaGetErrorString(e), nbytes);
     return NULL;
   }
-  a->live[p] = size;
+  a->live[p] = block{size, a->capturing};
   a->reserved += size;
   a->allocated += size;
   if (a->allocated > a->peak) a->peak = a->allocated;
@@ -131,9 +162,15 @@ void ct__cuda_free(int dev, void *p, size_t nbytes) {
   std::lock_guard<std::mutex> g(a->lock);
   auto it = a->live.find(p);
   CT_ASSERT(it != a->live.end()); /* a pointer this allocator did not hand out: a bug */
-  size_t size = it->second;
+  size_t size = it->second.size;
+  ct__cuda_pool *pool = it->second.pool ? it->second.pool : a->capturing;
   a->live.erase(it);
   a->allocated -= size;
+  if (pool) { /* a graph's memory (or memory a capture may read): kept for the graph */
+    pool->free_blocks[size].push_back(p);
+    a->cached += size;
+    return;
+  }
   if (a->no_cache) {
     cudaFree(p);
     a->reserved -= size;
@@ -141,6 +178,40 @@ void ct__cuda_free(int dev, void *p, size_t nbytes) {
   }
   a->free_blocks[size].push_back(p);
   a->cached += size;
+}
+
+ct__cuda_pool *ct__cuda_pool_begin_capture(ct__cuda_ctx *ctx) {
+  ct__cuda_allocator *a = ctx->alloc;
+  std::lock_guard<std::mutex> g(a->lock);
+  if (a->capturing) return NULL;
+  ct__cuda_pool *pool = new (std::nothrow) ct__cuda_pool();
+  if (pool) a->capturing = pool;
+  return pool;
+}
+
+void ct__cuda_pool_end_capture(ct__cuda_ctx *ctx) {
+  std::lock_guard<std::mutex> g(ctx->alloc->lock);
+  ctx->alloc->capturing = NULL;
+}
+
+void ct__cuda_pool_release(ct__cuda_ctx *ctx, ct__cuda_pool *pool) {
+  if (!pool) return;
+  ct__cuda_allocator *a = ctx->alloc;
+  std::lock_guard<std::mutex> g(a->lock);
+  if (a->capturing == pool) a->capturing = NULL;
+  /* Work that used these blocks (replays included) is queued on the compute stream, and whatever
+   * is handed them next is queued after it: the stream orders the reuse, as for any freed block. */
+  for (auto &kv : pool->free_blocks)
+    for (void *p : kv.second) {
+      if (a->no_cache) {
+        cudaFree(p);
+        a->reserved -= kv.first;
+        a->cached -= kv.first;
+      } else a->free_blocks[kv.first].push_back(p);
+    }
+  for (auto &kv : a->live) /* tensors made in the capture that outlive the graph: ordinary blocks now */
+    if (kv.second.pool == pool) kv.second.pool = NULL;
+  delete pool;
 }
 
 extern "C" void ct__cuda_memory_stats(int dev, size_t *allocated, size_t *reserved, size_t *peak, uint64_t *num_mallocs) {

@@ -1,6 +1,6 @@
 /* src/backend/cuda/backend.cu: the CUDA backend's vtable, ct__cuda_backend, which the device
  * registry (src/core/device.c) returns for CT_CUDA when cuttle is built with CUTTLE_WITH_CUDA.
- * Each entry lives in the file of its family (device.cu, context.cu, allocator.cu, pinned.cu, stream.cu, copy.cu,
+ * Each entry lives in the file of its family (device.cu, context.cu, allocator.cu, pinned.cu, stream.cu, graph.cu, copy.cu,
  * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, norm.cu, random.cu, index.cu); which
  * kernels it has is its column of src/backend/kernels_by_backend.def. */
 #include "backend/cuda/common.cuh"
@@ -46,6 +46,10 @@ extern "C" const ct_backend ct__cuda_backend = {
     .event_query = ct__cuda_event_query,
     .event_elapsed_ms = ct__cuda_event_elapsed_ms,
     .event_free = ct__cuda_event_free,
+    .graph_capture_begin = ct__cuda_graph_capture_begin,
+    .graph_capture_end = ct__cuda_graph_capture_end,
+    .graph_replay = ct__cuda_graph_replay,
+    .graph_free = ct__cuda_graph_free,
     .kernels =
         {
 #define CT_HAS(name, cpu, cuda, opencl) .name = CT_HAS_##cuda(ct__cuda_##name),

@@ -70,6 +70,7 @@ typedef struct ct__cuda_ctx {
   struct ct__cuda_allocator *alloc;
   struct ct__cuda_conv_algos *conv_algos; /* conv.cu's algorithm cache, created on first use */
   struct ct__cuda_conv_plans *conv_plans; /* conv_plan.cu's graph-API plans, created on first use */
+  struct ct__cuda_capture *capture;       /* graph.cu's capture in progress on `compute`, or NULL */
 } ct__cuda_ctx;
 
 /* The context of device dev, created on first use, after making dev the calling thread's current
@@ -91,6 +92,20 @@ struct ct__cuda_allocator *ct__cuda_allocator_new(int dev);
 void ct__cuda_allocator_free_all(struct ct__cuda_allocator *a);
 void *ct__cuda_alloc(int dev, size_t nbytes);
 void ct__cuda_free(int dev, void *p, size_t nbytes);
+/* A capture's private memory pool (see allocator.cu): begin makes a new pool that every alloc and
+ * free of ctx's device joins until end_capture (NULL when a capture already runs or the host is out
+ * of memory); release gives the pool's blocks back to the general cache once its graph is freed. */
+struct ct__cuda_pool;
+struct ct__cuda_pool *ct__cuda_pool_begin_capture(ct__cuda_ctx *ctx);
+void ct__cuda_pool_end_capture(ct__cuda_ctx *ctx);
+void ct__cuda_pool_release(ct__cuda_ctx *ctx, struct ct__cuda_pool *pool);
+
+/* ---- graph.cu: 1 when a graph capture runs on ctx's compute stream (ops may not copy to or from
+ * the host then); the scratch of ct__cuda_workspace during a capture (a block of its own per call,
+ * kept until the capture ends: the graph reuses the address at every replay, which the shared
+ * workspace, grown and freed by later eager calls, cannot promise). */
+int ct__cuda_capturing(const ct__cuda_ctx *ctx);
+ct_status ct__cuda_capture_scratch(ct__cuda_ctx *ctx, size_t nbytes, void **out);
 
 /* ---- launch geometry: a grid-stride loop over n items with 256 threads a block */
 #define CT_CUDA_THREADS 256
@@ -312,5 +327,10 @@ ct_status ct__cuda_event_synchronize(int index, void *event);
 int ct__cuda_event_query(int index, void *event);
 ct_status ct__cuda_event_elapsed_ms(int index, void *start, void *end, double *ms);
 void ct__cuda_event_free(int index, void *event);
+/* graph.cu */
+ct_status ct__cuda_graph_capture_begin(int index);
+ct_status ct__cuda_graph_capture_end(int index, void **out);
+ct_status ct__cuda_graph_replay(int index, void *graph);
+void ct__cuda_graph_free(int index, void *graph);
 
 #endif

@@ -119,6 +119,7 @@ cudnnHandle_t ct__cuda_cudnn(ct__cuda_ctx *ctx) {
 ct_status ct__cuda_workspace(ct__cuda_ctx *ctx, size_t nbytes, void **out) {
   *out = NULL;
   if (nbytes == 0) return CT_OK;
+  if (ct__cuda_capturing(ctx)) return ct__cuda_capture_scratch(ctx, nbytes, out);
   std::lock_guard<std::mutex> g(ctx->lock);
   if (ctx->workspace_size < nbytes) {
     /* The old block goes back to the cache; work already queued on the compute stream still reads

@@ -33,6 +33,8 @@ struct rn<double> {
 template <typename T>
 struct adam_consts {
   T b1, nb1, b2, nb2, eps, step, sbc2, decay, l2;
+  const float *t;          /* a capturable step's count on the device, or NULL */
+  double lr, beta1, beta2; /* for step and sbc2 from *t, as the host computes them from its count */
 };
 template <typename T>
 static adam_consts<T> adam_consts_of(const ct_adam_args *a) {
@@ -42,6 +44,8 @@ static adam_consts<T> adam_consts_of(const ct_adam_args *a) {
   /* AdamW: p *= 1 - lr wd; Adam: g += wd p. The other factor is exactly 1 or 0. */
   c.decay = a->decoupled ? (T)(1.0 - a->lr * a->weight_decay) : (T)1;
   c.l2 = a->decoupled ? (T)0 : (T)a->weight_decay;
+  c.t = a->step ? (const float *)ct__ptr(a->step) : nullptr;
+  c.lr = a->lr, c.beta1 = a->beta1, c.beta2 = a->beta2;
   return c;
 }
 
@@ -50,12 +54,14 @@ template <typename T>
 struct sgd_consts {
   T wd, momentum, nd, lr; /* nd = 1 - dampening */
   int nesterov, first_step;
+  const float *t; /* a capturable step's count on the device (first_step is t == 1), or NULL */
 };
 template <typename T>
 static sgd_consts<T> sgd_consts_of(const ct_sgd_args *a) {
   sgd_consts<T> c;
   c.wd = (T)a->weight_decay, c.momentum = (T)a->momentum, c.nd = (T)(1.0 - a->dampening), c.lr = (T)a->lr;
   c.nesterov = a->nesterov, c.first_step = a->first_step;
+  c.t = a->step ? (const float *)ct__ptr(a->step) : nullptr;
   return c;
 }
 
@@ -67,6 +73,11 @@ static sgd_consts<T> sgd_consts_of(const ct_sgd_args *a) {
 template <typename T>
 __global__ void adam_kernel(T *p, const T *g, T *m, T *v, int64_t n, adam_consts<T> c) {
   typedef rn<T> R;
+  if (c.t) { /* capturable: optimizer.c's corrections, in double, from the device's count */
+    double t = *c.t;
+    c.step = (T)(c.lr / (1.0 - pow(c.beta1, t)));
+    c.sbc2 = (T)sqrt(1.0 - pow(c.beta2, t));
+  }
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     T pi = p[i];
     T gi = R::add(g[i], R::mul(c.l2, pi));
@@ -81,6 +92,7 @@ __global__ void adam_kernel(T *p, const T *g, T *m, T *v, int64_t n, adam_consts
 template <typename T>
 __global__ void sgd_kernel(T *p, const T *g, T *buf, int64_t n, sgd_consts<T> c) {
   typedef rn<T> R;
+  if (c.t) c.first_step = *c.t == 1.0f;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     T pi = p[i];
     T d = R::add(g[i], R::mul(c.wd, pi));
