@@ -15,7 +15,8 @@
  * one device's losses with another's for the same seed; --optimizer sgd (plain SGD) and --lr change the
  * recipe on both sides; --channels-last trains in the channels_last memory format on both sides
  * (ct_module_to_memory_format and channels_last batches; model.to(memory_format=torch.channels_last)
- * and channels_last inputs in PyTorch). Below the table, the CPU seconds of each side's training loop (all its
+ * and channels_last inputs in PyTorch); --cuda-graph runs cuttle's step as `cuttle train --cuda-graph`
+ * (captured once in a CUDA graph, tools/cuttle/graph_step.h; PyTorch's side stays eager). Below the table, the CPU seconds of each side's training loop (all its
  * threads: CLOCK_PROCESS_CPUTIME_ID in cuttle, time.process_time() in PyTorch) per image, a figure
  * the other processes of a shared machine disturb less than the wall clock. */
 #define _GNU_SOURCE
@@ -28,6 +29,7 @@
 #include <unistd.h>
 #include <cblas.h>
 #include "bench.h"
+#include "graph_step.h"
 #include "train_loop.h"
 
 #ifndef CUTTLE_SOURCE_DIR
@@ -43,7 +45,7 @@ typedef struct {
 typedef struct {
   const char *device, *data_dir, *python, *script, *optimizer;
   double lr;
-  int epochs, threads, workers, pytorch, pytorch_compile, progress, losses, channels_last;
+  int epochs, threads, workers, pytorch, pytorch_compile, progress, losses, channels_last, cuda_graph;
   int64_t limit, max_steps, test_limit, batch;
 } train_opts;
 
@@ -79,12 +81,18 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
                       epoch_result *res) {
   ct_generator gen = ct_generator_new(0);
   ct_module *m = ct_model_new_for(model, 1, 28, 28, 10, dev, &gen);
-  ct_optim_opts oo = {.kind = strcmp(o->optimizer, "sgd") == 0 ? CT_OPTIM_SGD : CT_OPTIM_ADAM, .lr = o->lr};
+  ct_optim_opts oo = {.kind = strcmp(o->optimizer, "sgd") == 0 ? CT_OPTIM_SGD : CT_OPTIM_ADAM, .lr = o->lr,
+                      .capturable = o->cuda_graph};
   if (m && o->channels_last && ct_module_to_memory_format(m, CT_CHANNELS_LAST) != CT_OK) ct_module_free(m), m = NULL;
   ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
   ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers,
                        .pin_memory = dev.kind != CT_CPU, .device = dev}; /* as cuttle train */
   ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
+  /* --cuda-graph as cuttle train's (CUTTLE_GRAPH_REHEARSAL=1 rehearses it where no capture is) */
+  const char *rh = getenv("CUTTLE_GRAPH_REHEARSAL");
+  int rehearse = !ct_device_can_capture(dev) && rh && strcmp(rh, "1") == 0;
+  ct_cli_graph_step *graph = loader && o->cuda_graph ? ct_cli_graph_step_new(dev, 0, rehearse) : NULL;
+  if (loader && o->cuda_graph && !graph) ct_loader_free(loader), loader = NULL;
   int status = loader ? 0 : 1;
   if (status) fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());
   for (int e = 0; e < o->epochs && !status; e++) {
@@ -96,7 +104,8 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
     step_hook h = {.o = o};
     int64_t n = ct_dataset_len(train), per_epoch = o->max_steps && o->max_steps * o->batch < n ? o->max_steps * o->batch : n;
     ct_cli_epoch_opts eo = {.progress = o->progress, .epoch = e + 1, .epochs = o->epochs, .per_epoch = per_epoch,
-                            .after_step = after_step, .ctx = &h, .running = &h.running, .channels_last = o->channels_last};
+                            .after_step = after_step, .ctx = &h, .running = &h.running, .channels_last = o->channels_last,
+                            .graph = graph};
     ct_cli_epoch_stats es;
     double c0 = cpu_now();
     if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
@@ -116,6 +125,8 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
                             .wait = es.seconds > 0 ? es.loader_wait / es.seconds : 0, .ok = 1,
                             .cpu = cpu, .seen = es.seen};
   }
+  if (graph && !status) ct_cli_graph_step_report(graph, stderr);
+  ct_cli_graph_step_free(graph);
   ct_loader_free(loader);
   ct_optimizer_free(opt);
   ct_module_free(m);
@@ -176,7 +187,7 @@ static int usage(FILE *f) {
              "                          [--workers N] [--data-dir DIR] [--pytorch] [--pytorch-compile] [--python PATH]\n"
              "                          [--script FILE] [--limit N] [--max-steps N] [--test-limit N] [--batch-size N]\n"
              "                          [--losses] [--optimizer adam|sgd] [--lr X] [--channels-last] [--no-progress]\n"
-             "                          [--quick] [--csv FILE]\n"
+             "                          [--cuda-graph] [--quick] [--csv FILE]\n"
              "MODEL: mlp, cnn, resnet18, resnet34, resnet50 (torchvision's, conv1 taking 1 channel, 10 classes),\n"
              "       resnet18-small, resnet34-small, resnet50-small (3x3 stride-1 stem, no max-pool); all: mlp and cnn\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2 --batch-size 128\n"
@@ -187,7 +198,9 @@ static int usage(FILE *f) {
              "--limit N trains on the first N training images only (both sides); --quick: --limit 6000, 1 epoch\n"
              "--max-steps N ends each epoch after N optimizer steps (both sides); --test-limit N evaluates on the\n"
              "          first N test images (both sides); --losses prints cuttle's loss of every step to stderr\n"
-             "--channels-last: conv weights and input batches in the channels_last memory format (both sides)\n",
+             "--channels-last: conv weights and input batches in the channels_last memory format (both sides)\n"
+             "--cuda-graph: cuttle's step captured once in a CUDA graph and replayed, as `cuttle train --cuda-graph`\n"
+             "          (cuttle's side only: PyTorch eager stays eager; torch.compile is PyTorch's own answer)\n",
           CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
@@ -304,6 +317,7 @@ int ct_bench_train(int argc, char **argv) {
                                {.name = "optimizer", .dst = &o.optimizer},
                                {.name = "lr", .kind = CT_BENCH_DOUBLE, .dst = &o.lr},
                                {.name = "channels-last", .kind = CT_BENCH_FLAG, .dst = &o.channels_last, .value = 1},
+                               {.name = "cuda-graph", .kind = CT_BENCH_FLAG, .dst = &o.cuda_graph, .value = 1},
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
@@ -333,8 +347,9 @@ int ct_bench_train(int argc, char **argv) {
   char steps[64] = "";
   if (o.max_steps) snprintf(steps, sizeof steps, " (at most %lld steps/epoch)", (long long)o.max_steps);
   snprintf(title, sizeof title, "train: %s lr %g, batch %lld, %lld training images/epoch%s, %lld test images, on %s, "
-           "%d threads, %d loader workers%s", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
-           (long long)ct_dataset_len(test), devname, o.threads, o.workers, o.channels_last ? ", channels_last" : "");
+           "%d threads, %d loader workers%s%s", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
+           (long long)ct_dataset_len(test), devname, o.threads, o.workers, o.channels_last ? ", channels_last" : "",
+           o.cuda_graph ? ", cuttle's step in a CUDA graph" : "");
   const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "cuttle loader wait",
                          "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
                          "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};

@@ -42,7 +42,7 @@ cuda=OFF
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=$cuda -DCUTTLE_CUDA_ARCHS=90 \
   -DCUTTLE_OPENCL=OFF -DCUTTLE_MPI=OFF -DBUILD_TESTING=ON >/dev/null
 # The GPU programs: the tests with CUDA cases, in the order run.sh runs them.
-tests="test_ops_cuda test_cuda_backend test_cuda_api test_cuda_coverage test_loader test_checkpoint test_autocast
+tests="test_ops_cuda test_cuda_backend test_cuda_api test_cuda_graph test_cuda_coverage test_loader test_checkpoint test_autocast
 test_api_errors test_tensor test_dlpack test_dispatch test_nccl_one_rank"
 present=""
 for t in $tests; do

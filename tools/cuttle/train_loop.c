@@ -2,6 +2,7 @@
  * `cuttle eval` and `cuttle bench train` (train_loop.h). */
 #define _GNU_SOURCE
 #include "train_loop.h"
+#include "graph_step.h"
 #include <math.h>
 #include <stdio.h>
 #include <time.h>
@@ -124,7 +125,7 @@ ct_tensor *ct_cli_replica_loss(ct_tensor *output, ct_tensor *target, int replica
  * finite_only (a GradScaler runs), an inf or NaN loss adds 0: the scaler skips that step, which is
  * its purpose, and one such batch must not turn the epoch's loss into NaN (the epoch's mean then
  * leaves it out of the sum but not of the image count, a bias of one batch in hundreds). */
-static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc, int finite_only) {
+static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc, int finite_only, int in_place) {
   ct_no_grad_begin();
   if (finite_only && loss) { /* |loss| <= FLT_MAX is false for inf and for NaN */
     ct_tensor *big = ct_scalar(3.4028234663852886e38, ct_tensor_dtype(loss), ct_tensor_device(loss));
@@ -134,8 +135,10 @@ static ct_status add_loss(ct_tensor *loss, int64_t batch, ct_tensor **acc, int f
   }
   ct_tensor *w = ct_mul_scalar(loss, (double)batch);
   ct_tensor *next = *acc ? ct_add(*acc, w) : ct_cast(w, CT_F64);
+  /* --cuda-graph: the sum is a static tensor the graph writes in place */
+  ct_status s = !next ? ct_last_status() : in_place ? ct_copy_(*acc, next) : CT_OK;
   ct_no_grad_end();
-  if (!next) return ct_last_status();
+  if (s != CT_OK || in_place) return s;
   ct_tensor_free(*acc);
   *acc = ct_scope_keep(next);
   return CT_OK;
@@ -154,7 +157,7 @@ static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group,
     ct_status s = ct_data_parallel_forward_backward(o->dp, x, y, &l);
     if (s != CT_OK) return s;
     ct_tensor *loss = ct_scalar(l * group / scale, CT_F32, ct_tensor_device(y));
-    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc, o->scaler != NULL) : ct_last_status();
+    return loss ? add_loss(loss, ct_tensor_size(y, 0), acc, o->scaler != NULL, 0) : ct_last_status();
   }
   ct_device dev = ct_tensor_device(x);
   int amp = o->amp == CT_F16 || o->amp == CT_BF16;
@@ -166,7 +169,7 @@ static ct_status micro_step(ct_module *m, ct_tensor *x, ct_tensor *y, int group,
   ct_tensor *scaled = group > 1 ? ct_mul_scalar(loss, 1.0 / group) : loss;
   if (o->scaler && scaled) scaled = ct_grad_scaler_scale(o->scaler, scaled);
   ct_status s = scaled ? ct_backward(scaled) : ct_last_status();
-  return s == CT_OK ? add_loss(loss, ct_tensor_size(y, 0), acc, o->scaler != NULL) : s;
+  return s == CT_OK ? add_loss(loss, ct_tensor_size(y, 0), acc, o->scaler != NULL, o->graph != NULL) : s;
 }
 
 /* The optimizer step of a group: through the GradScaler with --amp f16 (skipped when a gradient is
@@ -182,6 +185,25 @@ static ct_status optimizer_step(ct_optimizer *opt, const ct_cli_epoch_opts *o) {
   return s;
 }
 
+/* --cuda-graph's step (graph_step.h): a whole step of one batch, in a scope of its own, run eagerly
+ * or inside the capture. */
+typedef struct {
+  ct_module *m;
+  ct_optimizer *opt;
+  const ct_cli_epoch_opts *o;
+  ct_tensor **acc;
+} graph_body_ctx;
+
+static ct_status graph_body(ct_tensor *x, ct_tensor *y, void *ctx) {
+  graph_body_ctx *c = ctx;
+  ct_scope_begin();
+  ct_status s = micro_step(c->m, x, y, 1, c->acc, c->o);
+  if (s == CT_OK) s = optimizer_step(c->opt, c->o);
+  ct_optimizer_zero_grad(c->opt);
+  ct_scope_end();
+  return s;
+}
+
 ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader, const ct_cli_epoch_opts *o,
                              ct_cli_epoch_stats *out) {
   double t0 = ct_cli_now(), loss_sum = 0, last_print = 0, last_publish = 0;
@@ -191,6 +213,10 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
   ct_status status = CT_OK;
   ct_tensor *x, *y, *acc = NULL; /* acc: float64 0-dim sum of loss x batch size, on the device */
   int r = 1;
+  if (o->graph) { /* the graph's static sum (borrowed), zeroed for this epoch */
+    acc = ct_cli_graph_step_loss_sum(o->graph);
+    if (ct_zero_(acc) != CT_OK) return ct_last_status();
+  }
   for (; pos < o->skip && (r = ct_loader_next(loader, &x, &y)) == 1; pos++) {
     skipped += ct_tensor_size(y, 0);
     ct_tensor_free(x), ct_tensor_free(y);
@@ -202,14 +228,20 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
      * end of the epoch; the last one of it all-reduces and steps. */
     int64_t start = pos - in_group, group = nb - start < k ? nb - start : k;
     int last = in_group + 1 >= group;
-    ct_scope_begin();
-    ct_status s = o->ddp ? ct_ddp_set_grad_sync(o->ddp, last) : CT_OK;
-    if (s == CT_OK) s = micro_step(m, x, y, (int)group, &acc, o);
-    if (s == CT_OK && last && o->ddp) s = ct_ddp_sync_grads(o->ddp);
-    if (s == CT_OK && last) s = optimizer_step(opt, o);
-    if (last || s != CT_OK) ct_optimizer_zero_grad(opt);
+    ct_status s = CT_OK;
+    if (o->graph) { /* one whole step a batch (no accumulation, no ddp: cmd_train checks) */
+      graph_body_ctx gc = {m, opt, o, &acc};
+      s = ct_cli_graph_step_run(o->graph, x, y, ct_optimizer_lr(opt), graph_body, &gc);
+    } else {
+      ct_scope_begin();
+      s = o->ddp ? ct_ddp_set_grad_sync(o->ddp, last) : CT_OK;
+      if (s == CT_OK) s = micro_step(m, x, y, (int)group, &acc, o);
+      if (s == CT_OK && last && o->ddp) s = ct_ddp_sync_grads(o->ddp);
+      if (s == CT_OK && last) s = optimizer_step(opt, o);
+      if (last || s != CT_OK) ct_optimizer_zero_grad(opt);
+      ct_scope_end();
+    }
     int64_t b = ct_tensor_size(y, 0);
-    ct_scope_end();
     ct_tensor_free(x), ct_tensor_free(y);
     if (s != CT_OK) {
       fprintf(stderr, "\ncuttle: training step failed: %s\n", ct_last_error());
@@ -258,7 +290,7 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       status = ct_last_status() != CT_OK ? ct_last_status() : CT_EINVAL;
     }
   }
-  ct_tensor_free(acc);
+  if (!o->graph) ct_tensor_free(acc);
   *out = (ct_cli_epoch_stats){.loss_sum = loss_sum, .seen = seen, .steps = steps, .batches = micro, .seconds = secs,
                               .loader_wait = wait};
   return status;

@@ -76,6 +76,10 @@ typedef struct {
   ct_data_parallel *dp;
   struct ct_cli_replica_ctx *dp_ctx; /* what dp's loss_ctx points to, set before each batch */
   ct_cli_running *running; /* when not NULL: the epoch so far, updated before each after_step call */
+  /* --cuda-graph (graph_step.h): when not NULL, each batch's whole step runs through it (eager
+   * warm-up, then captured once and replayed), and the epoch's loss is summed in its static tensor.
+   * Needs accumulate <= 1 and no ddp, dp or scaler, and an optimizer made capturable. */
+  struct ct_cli_graph_step *graph;
 } ct_cli_epoch_opts;
 
 /* The loss --devices gives ct_data_parallel_new (ct_data_parallel_opts.loss), with loss_ctx a

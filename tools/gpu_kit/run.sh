@@ -268,6 +268,7 @@ export -f legacy_ops
 step test_ops_cuda_cudnn_legacy 150 GPU legacy_ops
 gpu_test test_cuda_backend 60
 gpu_test test_cuda_api 90
+gpu_test test_cuda_graph 90
 gpu_test test_loader 90
 gpu_test test_checkpoint 60
 gpu_test test_autocast 90
@@ -282,7 +283,8 @@ gpu_test test_dispatch 30
 train_check() { # train_check CASE [DEVICE CLI LOG]: default cuda:0, the kit's CLI, train_CASE
   c=$1 dev=${2:-cuda:0} cli=${3:-$BIN/cuttle} log=${4:-train_$1}
   # shellcheck disable=SC2046
-  ct "$cli" train $(ct_train_case_args "$c") --device "$dev" --data-dir "$DATA" --no-progress \
+  # shellcheck disable=SC2086
+  ct "$cli" train $(ct_train_case_args "$c") $TRAIN_EXTRA --device "$dev" --data-dir "$DATA" --no-progress \
     --metrics "$LOGS/$log.jsonl" || return 1
   acc=$(tail -n1 "$LOGS/$log.jsonl" | sed -n 's/.*"test_acc": *\([0-9.]*\).*/\1/p')
   ips=$(tail -n1 "$LOGS/$log.jsonl" | sed -n 's/.*"images_per_s": *\([0-9.]*\).*/\1/p')
@@ -314,6 +316,20 @@ nocache() { mkdir -p "$LOGS/algo_cache_off"; LOGS="$LOGS/algo_cache_off" CUTTLE_
 export -f legacy nocache
 step train_cnn_cudnn_legacy 120 GPU legacy
 step train_cnn_algo_cache_off 120 GPU nocache
+# --cuda-graph (tools/cuttle/graph_step.h): the step captured once in a CUDA graph and replayed,
+# against the CPU's same-seed accuracy as the eager runs; the result adds the run's replay count
+graph_train() {
+  ct "$BIN/cuttle" train --help 2>&1 | grep -q -- '--cuda-graph' || { echo "skip: the kit's CLI has no --cuda-graph"; return 77; }
+  mkdir -p "$LOGS/cuda_graph"
+  out=$(LOGS="$LOGS/cuda_graph" TRAIN_EXTRA=--cuda-graph train_check "$1" 2>&1); rc=$?
+  echo "$out" | grep -v '^RESULT: '
+  g=$(echo "$out" | grep -m1 '^cuda graph on ' | sed 's/ (rehearsed.*//')
+  [ $rc = 0 ] && echo "$g" | grep -q ' replays' || { echo "$out" | grep '^RESULT: ' | sed 's/^RESULT: /the run: /'; return 1; }
+  echo "$(echo "$out" | grep -m1 '^RESULT: '); $g"
+}
+export -f graph_train
+step train_cnn_graph 120 GPU graph_train cnn
+step train_mlp_graph 90 GPU graph_train mlp
 
 # ---- 5. NCCL: DDP's bucket path through a one-rank communicator, no mpirun
 gpu_test test_nccl_one_rank 60
@@ -360,6 +376,14 @@ train_bench() {
 export -f train_bench
 step bench_train_mlp 100 GPU train_bench mlp
 step bench_train_cnn 120 GPU train_bench cnn
+# both recipes with cuttle's step in a CUDA graph, PyTorch eager beside it again (same run)
+graph_bench() {
+  has_opt train '--cuda-graph' || { echo "skip: the kit's CLI has no --cuda-graph"; return 77; }
+  bench train --model all --epochs 1 --no-progress --data-dir "$DATA" --cuda-graph --pytorch --python "$PYWRAP" \
+    --script "$K/py/pytorch_recipe.py"
+}
+export -f graph_bench
+step bench_train_graph 150 GPU graph_bench
 step bench_matmul_sweep 90 GPU bench_peer matmul-sweep
 step bench_norms 60 GPU bench_peer norms
 step bench_bandwidth 90 GPU bench_peer bandwidth
