@@ -25,8 +25,9 @@ typedef struct {
   /* 1: torch.optim's capturable=True, for steps replayed from a graph (cuttle/cuda.h). The step
    * count lives on the parameters' device (a float32 scalar, as torch's), is advanced there, and
    * the fused kernels read it, so Adam's bias corrections and SGD's first momentum step follow the
-   * replays. The parameters must share one device and be float32 or float64 and dense (the fused
-   * update); ct_optimizer_step fails with CT_EUNSUPPORTED otherwise. The state slots must exist
+   * replays. The parameters must share one device (ct_optimizer_step fails with CT_EDEVICE
+   * otherwise; the count follows them to another device) and be float32 or float64 and dense (the
+   * fused update; CT_EUNSUPPORTED otherwise). The state slots must exist
    * before a capture (an eager step, or ct_optimizer_init_state). ct_optimizer_steps then reads
    * the device (a synchronization). Exact to 2^24 steps, as torch's float32 count. */
   int capturable;

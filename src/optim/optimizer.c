@@ -60,18 +60,8 @@ ct_optimizer *ct_optimizer_new(ct_module *m, const ct_optim_opts *opts) {
     return NULL;
   }
   ct_module_named_tensors(m, 0, opt->params, opt->n);
-  if (o.capturable && opt->n > 0) {
-    ct_device d = opt->params[0].tensor->device;
-    for (int i = 1; i < opt->n; i++)
-      if (!ct_device_eq(opt->params[i].tensor->device, d)) {
-        char a[32], b[32];
-        ct__error(CT_EDEVICE, "ct_optimizer_new: capturable needs every parameter on one device; %s is on %s, %s on %s",
-                  opt->params[0].name, ct_device_str(d, a, sizeof a), opt->params[i].name,
-                  ct_device_str(opt->params[i].tensor->device, b, sizeof b));
-        ct_optimizer_free(opt);
-        return NULL;
-      }
-    if (!(opt->step_t = ct_scalar(0, CT_F32, d))) {
+  if (o.capturable && opt->n > 0) { /* the count, on the parameters' device (count_beside_params) */
+    if (!(opt->step_t = ct_scalar(0, CT_F32, opt->params[0].tensor->device))) {
       ct_optimizer_free(opt);
       return NULL;
     }
@@ -210,6 +200,26 @@ static ct_status composed_step(ct_optimizer *o, int i, ct_tensor *next[3]) {
  * of a composed update, which allocates nothing. */
 static ct_status commit(ct_tensor *dst, ct_tensor *src) { return src ? CT_KERNEL_CALL(dst->storage->backend, copy, __func__, src, dst, src) : CT_OK; }
 
+/* A capturable optimizer's count must sit on its parameters' device, which the kernels read it
+ * from: after ct_module_to (or a checkpoint loaded elsewhere) it follows them, outside a capture. */
+static ct_status count_beside_params(ct_optimizer *o) {
+  ct_device d = o->params[0].tensor->device;
+  for (int i = 1; i < o->n; i++)
+    if (!ct_device_eq(o->params[i].tensor->device, d)) {
+      char a[32], b[32];
+      return ct__error(CT_EDEVICE, "ct_optimizer_step: capturable needs every parameter on one device; %s is on %s, %s "
+                       "on %s", o->params[0].name, ct_device_str(d, a, sizeof a), o->params[i].name,
+                       ct_device_str(o->params[i].tensor->device, b, sizeof b));
+    }
+  if (ct_device_eq(o->step_t->device, d)) return CT_OK;
+  ct_tensor *moved = ct_to(o->step_t, d, 0);
+  if (!moved) return ct_last_status();
+  ct__untrack(moved);
+  ct__tensor_decref(o->step_t);
+  o->step_t = moved;
+  return CT_OK;
+}
+
 /* A step is all or nothing: everything it allocates (state slots, the results of composed updates)
  * is allocated before the first parameter changes, so that a failure for want of memory leaves
  * the parameters, the state and the step count as they were, and the same step can run again. */
@@ -229,6 +239,7 @@ ct_status ct_optimizer_step(ct_optimizer *o) {
       }
     }
   if (s != CT_OK) return s;
+  if (o->step_t && (s = count_beside_params(o)) != CT_OK) return s;
   if (o->step_t) { /* advance the device's count, which the fused kernels read */
     ct_no_grad_begin();
     ct_tensor *t1 = ct_add_scalar(o->step_t, 1.0);

@@ -6,7 +6,7 @@
  * - on opencl:0 (PoCL in CI), within float32 rounding of the ordinary optimizer's, since the kernel
  *   computes the corrections itself;
  * - ct_optimizer_steps reads the device's count; ct_optimizer_set_steps writes it, and the next
- *   update uses it;
+ *   update uses it; the count follows the parameters when the model moves to another device;
  * - a parameter the fused kernel cannot take (float16) fails the step with CT_EUNSUPPORTED and
  *   changes nothing. */
 #include "testutil.h"
@@ -103,6 +103,26 @@ static void test_opencl_close(void **state) {
   run(d, 2e-6);
 }
 
+/* Made on the CPU, the model moved to opencl:0 before the first step (ct_module_to, as a user
+ * does): the count follows the parameters, and the updates are the ordinary optimizer's. */
+static void test_count_follows_the_parameters(void **state) {
+  (void)state;
+  ct_device d = {CT_OPENCL, 0};
+  if (!ct_device_available(d)) {
+    print_message("# no opencl:0 here; nothing to move to\n");
+    return;
+  }
+  ct_module *a = model(CT_DEVICE_CPU), *b = model(CT_DEVICE_CPU);
+  ct_optimizer *oa = optimizer(a, &recipes[0], 0), *ob = optimizer(b, &recipes[0], 1);
+  ct_assert_ok(ct_module_to(a, d));
+  ct_assert_ok(ct_module_to(b, d));
+  steps(a, oa, b, ob, d, 0, 3);
+  compare(a, b, 2e-6);
+  assert_int_equal(ct_optimizer_steps(ob), 3);
+  ct_optimizer_free(oa), ct_optimizer_free(ob);
+  ct_module_free(a), ct_module_free(b);
+}
+
 /* The count advances only when a step succeeds, and a float16 parameter cannot be updated
  * capturably: the step fails before any parameter changes. */
 static ct_tensor *identity(ct_module *self, ct_tensor *x) {
@@ -135,6 +155,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_bit_for_bit),
       cmocka_unit_test(test_opencl_close),
+      cmocka_unit_test(test_count_follows_the_parameters),
       cmocka_unit_test(test_unfusable_parameter_fails_cleanly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

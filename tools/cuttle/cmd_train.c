@@ -482,6 +482,7 @@ typedef struct {
   int64_t position;     /* batches of the current epoch consumed (per rank) */
   int64_t steps;        /* optimizer steps of this run */
   int64_t saved_steps;  /* the optimizer's step count at the last save to --save, -1 before one */
+  int64_t step_base;    /* global_step's count before this run's first step, -1 until asked */
   int hit_max_steps;
   double prof_since, prof_wall; /* --profile: when it last started, the seconds it has been on */
   int64_t prof_from, prof_steps; /* the step count then, and the steps it has been on for */
@@ -502,9 +503,13 @@ static void agree(train_run *r) {
 static int stop_signal(const train_run *r) { return r->world > 1 ? agreed : interrupted; }
 
 /* --tensorboard's x axis: the optimizer steps of the whole training (a checkpoint keeps them), and
- * those the GradScaler skipped, so that every step of --amp f16 has its own. */
-static int64_t global_step(const train_run *r) {
-  return ct_optimizer_steps(r->opt) + (r->scaler ? ct_grad_scaler_steps_skipped(r->scaler) : 0);
+ * those the GradScaler skipped, so that every step of --amp f16 has its own. Asked of the optimizer
+ * once, at the run's start (after --resume), then counted here: a capturable optimizer's count
+ * lives on the device, and reading it every step would wait for the device every step. */
+static int64_t global_step(train_run *r) {
+  if (r->step_base < 0)
+    r->step_base = ct_optimizer_steps(r->opt) + (r->scaler ? ct_grad_scaler_steps_skipped(r->scaler) : 0) - r->steps;
+  return r->step_base + r->steps;
 }
 
 static ct_status save_run(train_run *r, const char *path, int64_t position) {
@@ -997,7 +1002,7 @@ int ct_cmd_train(int argc, char **argv) {
   if (status == GO_ON) status = launch(&c, argc, orig);
   free(orig);
   if (status != GO_ON) return status;
-  train_run r = {.c = &c, .saved_steps = -1, .dp_ctx = {.group = 1, .scale = 1.0}};
+  train_run r = {.c = &c, .saved_steps = -1, .step_base = -1, .dp_ctx = {.group = 1, .scale = 1.0}};
   status = open_device_and_data(&r);
   if (status != GO_ON) return status;
   status = setup(&r);

@@ -269,6 +269,11 @@ step test_ops_cuda_cudnn_legacy 150 GPU legacy_ops
 gpu_test test_cuda_backend 60
 gpu_test test_cuda_api 90
 gpu_test test_cuda_graph 90
+# the captured cnn step again on cuDNN's legacy API: when the graph API's plans cannot be captured,
+# this says whether the legacy calls can
+legacy_graph() { [ -x "$BIN/test_cuda_graph" ] || { echo "not in the kit"; return 1; }; CUTTLE_CUDNN_GRAPH=0 ct "$BIN/test_cuda_graph"; }
+export -f legacy_graph
+step test_cuda_graph_cudnn_legacy 60 GPU legacy_graph
 gpu_test test_loader 90
 gpu_test test_checkpoint 60
 gpu_test test_autocast 90
