@@ -17,7 +17,13 @@ On a GPU, float32 convolutions and matmuls run in full float32, as cuttle's do b
 (torch.backends.cudnn.allow_tf32 = True), which would time other arithmetic than cuttle's.
 --profile runs torch.profiler over each epoch's steps after the first (the peer of `cuttle train
 --profile`) and prints, to stderr, the wall time per profiled step and key_averages() by self time
-(self CPU time; on a GPU self CUDA time), so that the JSON lines on stdout stay as they are."""
+(self CPU time; on a GPU self CUDA time), so that the JSON lines on stdout stay as they are.
+--cuda-graph (a CUDA device only) is the peer of `cuttle train --cuda-graph`, PyTorch's "whole
+network capture" recipe (torch.cuda.graphs docs): Adam(capturable=True), the first 3 steps eager on
+a side stream (the warm-up), then forward, loss, backward, step and the loss sum captured once in
+torch.cuda.graph on static copies of the batch and replayed for every full batch; the epoch's last,
+smaller batch eager. Warm-up and capture are inside the first epoch's timed loop, as cuttle's; the
+capture's own seconds are printed as compile_seconds. A failure prints {"error": ...}, exits 3."""
 import argparse, gzip, json, os, struct, sys, time
 
 import numpy as np
@@ -107,6 +113,7 @@ def main():
     ap.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test images only (0: all)")
     ap.add_argument("--channels-last", action="store_true",
                     help="model and input batches in torch.channels_last (as cuttle's --channels-last)")
+    ap.add_argument("--cuda-graph", action="store_true", help="capture the step in a CUDA graph (after 3 eager steps)")
     ap.add_argument("--profile", action="store_true",
                     help="torch.profiler over the steps after the first; the table to stderr")
     a = ap.parse_args()
@@ -125,7 +132,10 @@ def main():
     net = model(a.model).to(dev)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     net = net.to(memory_format=fmt)
-    opt = (torch.optim.Adam(net.parameters(), lr=a.lr) if a.optimizer == "adam" else
+    if a.cuda_graph and (dev.type != "cuda" or a.compile or a.profile):
+        print(json.dumps({"error": "--cuda-graph needs a CUDA device, without --compile and --profile"}), flush=True)
+        raise SystemExit(3)
+    opt = (torch.optim.Adam(net.parameters(), lr=a.lr, capturable=a.cuda_graph) if a.optimizer == "adam" else
            torch.optim.SGD(net.parameters(), lr=a.lr))
     loss_fn = nn.CrossEntropyLoss()
     compile_secs = 0.0
@@ -141,13 +151,16 @@ def main():
             print(json.dumps({"error": f"torch.compile failed: {type(e).__name__}: {str(e)[:300]}"}), flush=True)
             raise SystemExit(3)
         compile_secs = time.perf_counter() - t0
+    graph = None  # --cuda-graph: the captured step, its static batch and loss sum
+    total_static = torch.zeros((), device=dev)  # the loss sum the graph adds to (one tensor for the run)
+    side = torch.cuda.Stream() if a.cuda_graph else None
     for epoch in range(a.epochs):
         net.train()
         perm = torch.randperm(len(xtr), device=dev)
         if dev.type == "cuda":
             torch.cuda.synchronize()
         t0, c0 = time.perf_counter(), time.process_time()
-        total, seen = torch.zeros((), device=dev), 0
+        total, seen = total_static.zero_(), 0
         prof = None
         for step, i in enumerate(range(0, len(xtr), a.batch_size)):
             if a.max_steps and step >= a.max_steps:
@@ -157,11 +170,44 @@ def main():
                 prof_t0 = time.perf_counter()
             idx = perm[i:i + a.batch_size]
             x, y = xtr[idx].contiguous(memory_format=fmt), ytr[idx]
-            opt.zero_grad()
-            loss = loss_fn(net(x), y)
-            loss.backward()
-            opt.step()
-            total += loss.detach() * len(idx)
+            if a.cuda_graph and len(idx) == a.batch_size and (graph is not None or step >= 3):
+                if graph is None:
+                    tc = time.perf_counter()
+                    try:
+                        graph, static_x, static_y = torch.cuda.CUDAGraph(), x.clone(), y.clone()
+                        opt.zero_grad(set_to_none=True)
+                        with torch.cuda.graph(graph):
+                            static_loss = loss_fn(net(static_x), static_y)
+                            static_loss.backward()
+                            opt.step()
+                            total.add_(static_loss.detach() * a.batch_size)
+                    except Exception as e:  # noqa: BLE001 - a failed capture ends the run with a reason
+                        print(json.dumps({"error": f"CUDA graph capture failed: {type(e).__name__}: {str(e)[:300]}"}),
+                              flush=True)
+                        raise SystemExit(3)
+                    graph.replay()  # the capture ran nothing: this trains the batch
+                    torch.cuda.synchronize()
+                    compile_secs = time.perf_counter() - tc
+                else:
+                    static_x.copy_(x)
+                    static_y.copy_(y)
+                    graph.replay()
+            elif a.cuda_graph and graph is None:  # the warm-up, on a side stream as the docs ask
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    opt.zero_grad(set_to_none=True)
+                    loss = loss_fn(net(x), y)
+                    loss.backward()
+                    opt.step()
+                    total.add_(loss.detach() * len(idx))
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                # after a capture the gradients are the graph's static tensors: zeroed, never dropped
+                opt.zero_grad(set_to_none=graph is None)
+                loss = loss_fn(net(x), y)
+                loss.backward()
+                opt.step()
+                total.add_(loss.detach() * len(idx))
             seen += len(idx)
             if prof is not None:
                 prof_steps += 1
@@ -178,6 +224,7 @@ def main():
                           "images_per_s": round(seen / secs, 1), "seconds": round(secs, 3),
                           "images": seen, "cpu_seconds": round(cpu, 3), "device": str(dev),
                           "threads": a.threads, "torch": torch.__version__, "model": a.model, "compiled": a.compile,
+                          "cuda_graph": a.cuda_graph,
                           "channels_last": a.channels_last,
                           "compile_seconds": round(compile_secs, 3)}), flush=True)
 

@@ -16,7 +16,9 @@
  * recipe on both sides; --channels-last trains in the channels_last memory format on both sides
  * (ct_module_to_memory_format and channels_last batches; model.to(memory_format=torch.channels_last)
  * and channels_last inputs in PyTorch); --cuda-graph runs cuttle's step as `cuttle train --cuda-graph`
- * (captured once in a CUDA graph, tools/cuttle/graph_step.h; PyTorch's side stays eager). Below the table, the CPU seconds of each side's training loop (all its
+ * (captured once in a CUDA graph, tools/cuttle/graph_step.h; PyTorch's side stays eager), and
+ * --pytorch-graph adds PyTorch's own CUDA graph of the same step (pytorch_recipe.py --cuda-graph) in
+ * place of torch.compile's columns, so that graph meets graph. Below the table, the CPU seconds of each side's training loop (all its
  * threads: CLOCK_PROCESS_CPUTIME_ID in cuttle, time.process_time() in PyTorch) per image, a figure
  * the other processes of a shared machine disturb less than the wall clock. */
 #define _GNU_SOURCE
@@ -45,7 +47,7 @@ typedef struct {
 typedef struct {
   const char *device, *data_dir, *python, *script, *optimizer;
   double lr;
-  int epochs, threads, workers, pytorch, pytorch_compile, progress, losses, channels_last, cuda_graph;
+  int epochs, threads, workers, pytorch, pytorch_compile, pytorch_graph, progress, losses, channels_last, cuda_graph;
   int64_t limit, max_steps, test_limit, batch;
 } train_opts;
 
@@ -133,9 +135,9 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   return status;
 }
 
-/* One recipe in PyTorch (in torch.compile when compiled), through popen; fills res; returns 0 or 1
- * (after printing why). */
-static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int compiled, epoch_result *res) {
+/* One recipe in PyTorch, through popen: eager (mode 0), in torch.compile (1) or captured in a CUDA
+ * graph (2); fills res; returns 0 or 1 (after printing why). */
+static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int mode, epoch_result *res) {
   char devname[32], cmd[2048], limit[160] = "";
   ct_device_str(dev, devname, sizeof devname);
   int k = snprintf(limit, sizeof limit, " --batch-size %lld", (long long)o->batch);
@@ -148,7 +150,7 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
   snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s%s",
            o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
            o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "",
-           compiled ? " --compile" : "");
+           mode == 1 ? " --compile" : mode == 2 ? " --cuda-graph" : "");
   fprintf(stderr, "running: %s\n", cmd);
   fflush(stdout);
   FILE *p = popen(cmd, "r");
@@ -176,7 +178,7 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
   if (rc != 0 || got < o->epochs) {
     fprintf(stderr, "cuttle bench train: the PyTorch recipe%s failed (exit status %d, %d of %d epochs reported); "
                     "is torch importable by %s? (--python PATH picks the interpreter)\n",
-            compiled ? " with torch.compile" : "", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got, o->epochs, o->python);
+            mode == 1 ? " with torch.compile" : mode == 2 ? " with a CUDA graph" : "", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, got, o->epochs, o->python);
     return 1;
   }
   return 0;
@@ -187,7 +189,7 @@ static int usage(FILE *f) {
              "                          [--workers N] [--data-dir DIR] [--pytorch] [--pytorch-compile] [--python PATH]\n"
              "                          [--script FILE] [--limit N] [--max-steps N] [--test-limit N] [--batch-size N]\n"
              "                          [--losses] [--optimizer adam|sgd] [--lr X] [--channels-last] [--no-progress]\n"
-             "                          [--cuda-graph] [--quick] [--csv FILE]\n"
+             "                          [--cuda-graph] [--pytorch-graph] [--quick] [--csv FILE]\n"
              "MODEL: mlp, cnn, resnet18, resnet34, resnet50 (torchvision's, conv1 taking 1 channel, 10 classes),\n"
              "       resnet18-small, resnet34-small, resnet50-small (3x3 stride-1 stem, no max-pool); all: mlp and cnn\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2 --batch-size 128\n"
@@ -200,7 +202,9 @@ static int usage(FILE *f) {
              "          first N test images (both sides); --losses prints cuttle's loss of every step to stderr\n"
              "--channels-last: conv weights and input batches in the channels_last memory format (both sides)\n"
              "--cuda-graph: cuttle's step captured once in a CUDA graph and replayed, as `cuttle train --cuda-graph`\n"
-             "          (cuttle's side only: PyTorch eager stays eager; torch.compile is PyTorch's own answer)\n",
+             "          (cuttle's side only: PyTorch eager stays eager; torch.compile is PyTorch's own answer)\n"
+             "--pytorch-graph: also PyTorch with its step captured in a CUDA graph (torch.cuda.graph, Adam\n"
+             "          capturable; a CUDA device; instead of --pytorch-compile's columns)\n",
           CUTTLE_SOURCE_DIR);
   return f == stdout ? 0 : 2;
 }
@@ -229,7 +233,8 @@ static int load_sets(const train_opts *o, ct_dataset **full, ct_dataset **train,
 }
 
 /* One row per epoch of model: cuttle's figures (cu), PyTorch's (py, with --pytorch) and torch.compile's
- * (pc, with --pytorch-compile); a side that failed says "failed" in its cells. */
+ * or PyTorch's CUDA graph's (pc, with --pytorch-compile or --pytorch-graph); a side that failed
+ * says "failed" in its cells. */
 static void add_rows(ct_bench_table *t, const char *model, const train_opts *o, const epoch_result *cu,
                      const epoch_result *py, int py_failed, const epoch_result *pc, int pc_failed) {
   for (int e = 0; e < o->epochs; e++) {
@@ -243,13 +248,14 @@ static void add_rows(ct_bench_table *t, const char *model, const train_opts *o, 
     char c[5][48] = {"-", "-", "-", "-", "-"};
     if (pc_failed) {
       for (int k = 0; k < 4; k++) snprintf(c[k], sizeof c[k], "failed");
-    } else if (o->pytorch_compile) {
+    } else if (o->pytorch_compile || o->pytorch_graph) {
       snprintf(c[0], sizeof c[0], "%.0f", pc[e].ips), snprintf(c[1], sizeof c[1], "%.2f%%", 100 * pc[e].acc);
       snprintf(c[2], sizeof c[2], "%.2f", pc[e].secs), snprintf(c[3], sizeof c[3], "%.2f", pc[e].compile_secs);
       snprintf(c[4], sizeof c[4], "%.2f", cu[e].ips / pc[e].ips);
     }
     char extra[256] = "";
-    if (o->pytorch_compile) snprintf(extra, sizeof extra, "|%s|%s|%s|%s|%s", c[0], c[1], c[2], c[3], c[4]);
+    if (o->pytorch_compile || o->pytorch_graph)
+      snprintf(extra, sizeof extra, "|%s|%s|%s|%s|%s", c[0], c[1], c[2], c[3], c[4]);
     ct_bench_table_rowf(t, "%s|%d|%.0f|%.2f%%|%.2f|%.1f%%|%s|%s|%s|%s%s", model, e + 1, cu[e].ips, 100 * cu[e].acc,
                         cu[e].secs, 100 * cu[e].wait, p1, p2, p3, ratio, extra);
   }
@@ -269,7 +275,7 @@ static int bench_model(ct_bench_table *t, const char *model, ct_device dev, cons
   /* a failed PyTorch run still leaves cuttle's rows in the table, its cells saying so */
   int py_failed = o->pytorch && run_pytorch(model, dev, o, 0, py);
   memset(pc, 0, sizeof *pc * (size_t)o->epochs);
-  int pc_failed = o->pytorch_compile && run_pytorch(model, dev, o, 1, pc);
+  int pc_failed = (o->pytorch_compile || o->pytorch_graph) && run_pytorch(model, dev, o, o->pytorch_graph ? 2 : 1, pc);
   add_rows(t, model, o, cu, py, py_failed, pc, pc_failed);
   for (int e = 0; e < o->epochs; e++) {
     char line[256];
@@ -318,6 +324,7 @@ int ct_bench_train(int argc, char **argv) {
                                {.name = "lr", .kind = CT_BENCH_DOUBLE, .dst = &o.lr},
                                {.name = "channels-last", .kind = CT_BENCH_FLAG, .dst = &o.channels_last, .value = 1},
                                {.name = "cuda-graph", .kind = CT_BENCH_FLAG, .dst = &o.cuda_graph, .value = 1},
+                               {.name = "pytorch-graph", .kind = CT_BENCH_FLAG, .dst = &o.pytorch_graph, .value = 1},
                                {0}};
   int parsed = ct_bench_parse(argc, argv, CT_BENCH_COMMON, &common, opts, usage);
   if (parsed != CT_BENCH_GO_ON) return parsed;
@@ -328,11 +335,11 @@ int ct_bench_train(int argc, char **argv) {
   if (strcmp(model_arg, "all") == 0) models[0] = "mlp", models[1] = "cnn", nmodels = 2;
   else if (known_model(model_arg)) models[0] = model_arg, nmodels = 1;
   if (!nmodels || o.epochs < 1 || o.epochs > 1000 || o.threads < 1 || o.workers < 0 || o.limit < 0 ||
-      o.max_steps < 0 || o.test_limit < 0 || o.batch < 1 || !(o.lr > 0) ||
+      o.max_steps < 0 || o.test_limit < 0 || o.batch < 1 || !(o.lr > 0) || (o.pytorch_compile && o.pytorch_graph) ||
       (strcmp(o.optimizer, "adam") != 0 && strcmp(o.optimizer, "sgd") != 0)) {
     fprintf(stderr, "cuttle bench train: --model is mlp, cnn, resnet18, resnet34, resnet50 (each resnet also -small) "
                     "or all; --epochs in 1..1000, --threads >= 1, --workers >= 0, --limit, --max-steps, --test-limit "
-                    ">= 0, --batch-size >= 1, --lr > 0, --optimizer adam or sgd\n");
+                    ">= 0, --batch-size >= 1, --lr > 0, --optimizer adam or sgd; --pytorch-compile or --pytorch-graph, not both\n");
     return 2;
   }
   ct_device dev;
@@ -353,7 +360,10 @@ int ct_bench_train(int argc, char **argv) {
   const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "cuttle loader wait",
                          "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
                          "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};
-  ct_bench_table *t = ct_bench_table_new(title, o.pytorch_compile ? 15 : 10, heads);
+  if (o.pytorch_graph) /* the third PyTorch run is its CUDA graph's */
+    heads[10] = "pytorch graph img/s", heads[11] = "pytorch graph test acc", heads[12] = "pytorch graph s",
+    heads[13] = "capture s", heads[14] = "cuttle/pytorch graph img/s";
+  ct_bench_table *t = ct_bench_table_new(title, o.pytorch_compile || o.pytorch_graph ? 15 : 10, heads);
   epoch_result *res = calloc(3 * (size_t)o.epochs, sizeof *res); /* cuttle, PyTorch, torch.compile */
   int status = !t || !res;
   for (int i = 0; i < nmodels && !status; i++) {

@@ -381,11 +381,13 @@ train_bench() {
 export -f train_bench
 step bench_train_mlp 100 GPU train_bench mlp
 step bench_train_cnn 120 GPU train_bench cnn
-# both recipes with cuttle's step in a CUDA graph, PyTorch eager beside it again (same run)
+# both recipes with cuttle's step in a CUDA graph, PyTorch eager beside it again (same run), and
+# PyTorch's own CUDA graph of the step (torch.cuda.graph) where the CLI has --pytorch-graph
 graph_bench() {
   has_opt train '--cuda-graph' || { echo "skip: the kit's CLI has no --cuda-graph"; return 77; }
+  extra=""; has_opt train '--pytorch-graph' && extra="--pytorch-graph"
   bench train --model all --epochs 1 --no-progress --data-dir "$DATA" --cuda-graph --pytorch --python "$PYWRAP" \
-    --script "$K/py/pytorch_recipe.py"
+    --script "$K/py/pytorch_recipe.py" $extra
 }
 export -f graph_bench
 step bench_train_graph 150 GPU graph_bench
