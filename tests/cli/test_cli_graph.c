@@ -4,12 +4,14 @@
  * step is rehearsed (CUTTLE_GRAPH_REHEARSAL=1, tools/cuttle/graph_step.h): the batch copied into
  * static tensors, the loss summed in place, the optimizer capturable, under sync-debug's error
  * mode, so that a synchronization inside the step, which a capture cannot hold, fails the run:
- * - on the CPU, a whole mlp epoch gives exactly the eager run's loss and accuracy (the capturable
- *   optimizer computes the same bits), and the report counts the replays: 468 full batches, 3 of
- *   them the eager warm-up, and the last batch of 96 eager;
+ * - on the CPU, two mlp epochs give exactly the eager run's losses and accuracies (the capturable
+ *   optimizer computes the same bits), and the report counts the replays: 468 full batches an
+ *   epoch, 3 of the first epoch's the eager warm-up, each epoch's last batch of 96 eager, and two
+ *   captures (the cosine schedule's new lr in epoch 2 captures again);
  * - on opencl:0 (PoCL), five cnn steps give the eager run's parameters and Adam state within float32
  *   rounding, with no synchronization inside the steps (the run would fail: a ct_item put into the
  *   step fails it with sync-debug's message);
+ * - resnet18's step on opencl:0 (batch norm, residuals) holds no synchronization either;
  * - the options a captured step cannot hold are refused before training, saying why, and a device
  *   that cannot capture is refused without the rehearsal. */
 #define _GNU_SOURCE
@@ -22,26 +24,31 @@
 static char cuttle[4096];
 static char *tmp;
 
-/* The "epoch 1: train_loss L  test_acc A%" part of out, into line (n bytes). */
-static void epoch_line(const char *out, char *line, size_t n) {
-  const char *p = strstr(out, "epoch 1: train_loss");
+/* The "epoch E: train_loss L  test_acc A%" part of out, into line (n bytes). */
+static void epoch_line(const char *out, int e, char *line, size_t n) {
+  char want[32];
+  snprintf(want, sizeof want, "epoch %d: train_loss", e);
+  const char *p = strstr(out, want);
   assert_non_null(p);
-  const char *e = strstr(p, "%");
-  assert_non_null(e);
-  snprintf(line, n, "%.*s", (int)(e - p + 1), p);
+  const char *end = strstr(p, "%");
+  assert_non_null(end);
+  snprintf(line, n, "%.*s", (int)(end - p + 1), p);
 }
 
 static void cpu_epoch_matches_eager(void **state) {
   (void)state;
   char eager[16384], graph[16384], a[128], b[128];
-  const char *common = "train --model mlp --epochs 1 --device cpu --no-progress --seed 3 --workers 1";
+  const char *common = "train --model mlp --epochs 2 --device cpu --no-progress --seed 3 --workers 1";
   assert_int_equal(ct_test_run(eager, sizeof eager, "%s %s", cuttle, common), 0);
   assert_int_equal(ct_test_run(graph, sizeof graph, "CUTTLE_GRAPH_REHEARSAL=1 %s %s --cuda-graph", cuttle, common), 0);
-  epoch_line(eager, a, sizeof a), epoch_line(graph, b, sizeof b);
-  print_message("# eager: %s\n# graph: %s\n", a, b);
-  assert_string_equal(a, b);
-  /* 60000 / 128: 468 full batches and one of 96 */
-  assert_non_null(strstr(graph, "4 eager steps, captured 1 time(s), 465 replays (rehearsed"));
+  for (int e = 1; e <= 2; e++) {
+    epoch_line(eager, e, a, sizeof a), epoch_line(graph, e, b, sizeof b);
+    print_message("# eager: %s\n# graph: %s\n", a, b);
+    assert_string_equal(a, b);
+  }
+  /* 60000 / 128: 468 full batches and one of 96 an epoch; the cosine schedule's second lr
+   * captures the step again */
+  assert_non_null(strstr(graph, "5 eager steps, captured 2 time(s), 933 replays (rehearsed"));
 }
 
 /* The tensors of checkpoint path (parameters and the optimizer's state), in float64 (malloc'd, *n
@@ -87,6 +94,20 @@ static void opencl_steps_match_eager(void **state) {
   free(pa), free(pb);
 }
 
+/* resnet18's step (batch norm and its running statistics, residual additions, the adaptive pool)
+ * has no synchronization either: the rehearsal under sync-debug's error mode goes through. */
+static void opencl_resnet18_step_holds_no_sync(void **state) {
+  (void)state;
+  if (!ct_test_require_opencl(1)) fail();
+  char out[16384];
+  assert_int_equal(ct_test_run(out, sizeof out,
+                               "CUTTLE_GRAPH_REHEARSAL=1 %s train --model resnet18 --device opencl:0 --batch-size 16 "
+                               "--max-steps 5 --no-progress --workers 1 --cuda-graph",
+                               cuttle),
+                   0);
+  assert_non_null(strstr(out, "3 eager steps, captured 1 time(s), 2 replays (rehearsed"));
+}
+
 static void refusals_say_why(void **state) {
   (void)state;
   char out[8192];
@@ -130,6 +151,7 @@ int main(void) {
     return fails ? fails : CT_TEST_SKIP;
   }
   const struct CMUnitTest training[] = {cmocka_unit_test(cpu_cannot_capture), cmocka_unit_test(cpu_epoch_matches_eager),
-                                        cmocka_unit_test(opencl_steps_match_eager)};
+                                        cmocka_unit_test(opencl_steps_match_eager),
+                                        cmocka_unit_test(opencl_resnet18_step_holds_no_sync)};
   return fails + cmocka_run_group_tests_name("cli graph training", training, setup, teardown);
 }
