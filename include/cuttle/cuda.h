@@ -164,8 +164,9 @@ CT_API ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms)
  * Graphs (torch.cuda.CUDAGraph and torch.cuda.graph, kept small): record the ops of a region once,
  * then launch them all with one call. A small network's training step is bound by the host's time
  * to launch its kernels; a replay costs one launch. The region's semantics are PyTorch's:
- *  - capture_begin/capture_end on device d record every op the calling thread runs on d between
- *    them (on d's compute stream); nothing runs then. ct_device_graph_replay runs the recorded
+ *  - capture_begin/capture_end on device d record every op run on d between them (on d's compute
+ *    stream, which all threads share: no other thread may use d meanwhile, or its work is recorded
+ *    too and never runs on its own); nothing runs then. ct_device_graph_replay runs the recorded
  *    kernels again, on the same addresses, with the values those addresses hold at replay time.
  *  - So the inputs are "static": tensors made before the capture whose contents the caller
  *    overwrites (ct_copy_) before each replay; the outputs are tensors made inside the capture and
@@ -175,9 +176,11 @@ CT_API ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms)
  *    numbers' seeds and offsets (dropout draws the same mask at every replay). An optimizer made with
  *    ct_optim_opts.capturable keeps its step count on the device, so Adam's bias corrections advance.
  *  - Inside a capture every synchronization of d fails (ct_item, ct_to_host, ct_from_host,
- *    ct_synchronize, a copy to or from the host) with CT_EINVAL naming the op; the capture is then
- *    invalid and capture_end fails. Warm the region up first (run it eagerly once or twice) so that
- *    library handles, cuDNN's algorithm choices and the allocator's blocks exist.
+ *    ct_synchronize, a copy to or from the host, ct_stream_synchronize, ct_event_synchronize,
+ *    ct_event_query and ct_event_elapsed_ms on d, ct_empty_cache) with CT_EINVAL naming the op;
+ *    the capture then lacks that op, so capture_end fails, naming it. Warm the region up first (run
+ *    it eagerly once or twice) so that library handles, cuDNN's algorithm choices and the
+ *    allocator's blocks exist.
  * One capture at a time in the process. Only the CUDA backend captures; elsewhere these calls fail
  * with CT_EUNSUPPORTED. */
 typedef struct ct_device_graph ct_device_graph;
@@ -189,9 +192,9 @@ CT_API int ct_device_can_capture(ct_device d);
  * CT_PROFILE_SYNC), CT_ENOMEM, CT_EBACKEND (cudaStreamBeginCapture failed). */
 CT_API ct_status ct_device_graph_capture_begin(ct_device d);
 /* Stop capturing on d and return the executable graph (the caller frees it with
- * ct_device_graph_free). Always ends the capture, also when it fails: NULL with CT_EBACKEND when an
- * op inside it could not be captured (the message says so), CT_EINVAL when no capture runs on d,
- * CT_ENOMEM. */
+ * ct_device_graph_free). Always ends the capture, also when it fails: NULL with CT_EINVAL when cuttle
+ * refused an op inside it (the message names the first) or no capture runs on d, CT_EBACKEND when
+ * the driver could not capture an op (the message says so), CT_ENOMEM. */
 CT_API ct_device_graph *ct_device_graph_capture_end(ct_device d);
 /* Queue the whole graph on its device's compute stream, after the work queued so far; the host does
  * not wait. Errors: CT_EINVAL (g NULL, or a capture runs on the device), CT_EBACKEND. */

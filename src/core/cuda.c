@@ -47,6 +47,10 @@ ct_status ct_memory_stats_get(ct_device d, ct_memory_stats *out) {
 ct_status ct_empty_cache(ct_device d) {
   const ct_backend *be = backend_of("ct_empty_cache", d);
   if (!be) return ct_last_status();
+  if (ct__capture_guard("ct_empty_cache", d) != CT_OK) return ct_last_status();
+  if (d.kind == CT_CPU && ct__capture_running()) /* cudaFreeHost waits for every device */
+    return ct__error(CT_EINVAL, "ct_empty_cache: a graph capture runs, and freeing pinned host memory would wait for "
+                     "its device; call it after ct_device_graph_capture_end");
   ct_status s = be->empty_cache ? be->empty_cache(d.index) : CT_OK;
   for (int k = 0; s == CT_OK && d.kind == CT_CPU && k < CT_DEVICE_KIND_COUNT; k++) {
     const ct_backend *pb = ct__backend((ct_device_kind)k);
@@ -190,6 +194,7 @@ void *ct_stream_native(ct_stream *s) { return s ? s->handle : NULL; }
 
 ct_status ct_stream_synchronize(ct_stream *s) {
   if (!s) return ct__error(CT_EINVAL, "ct_stream_synchronize: stream is NULL");
+  if (ct__capture_guard("ct_stream_synchronize", s->device) != CT_OK) return ct_last_status();
   ct__ledger_sync();
   return ct__backend(s->device.kind)->stream_synchronize(s->device.index, s->handle);
 }
@@ -234,12 +239,14 @@ void ct_event_free(ct_event *e) {
 
 ct_status ct_event_synchronize(ct_event *e) {
   if (!e) return ct__error(CT_EINVAL, "ct_event_synchronize: event is NULL");
+  if (ct__capture_guard("ct_event_synchronize", e->device) != CT_OK) return ct_last_status();
   ct__ledger_sync();
   return ct__backend(e->device.kind)->event_synchronize(e->device.index, e->handle);
 }
 
 int ct_event_query(ct_event *e) {
   if (!e) return ct__error(CT_EINVAL, "ct_event_query: event is NULL");
+  if (ct__capture_guard("ct_event_query", e->device) != CT_OK) return ct_last_status();
   return ct__backend(e->device.kind)->event_query(e->device.index, e->handle);
 }
 
@@ -249,6 +256,7 @@ ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms) {
   if (!ct_device_eq(start->device, end->device))
     return ct__error(CT_EDEVICE, "ct_event_elapsed_ms: start was recorded on %s and end on %s; time events of one device",
                      ct_device_str(start->device, a, sizeof a), ct_device_str(end->device, b, sizeof b));
+  if (ct__capture_guard("ct_event_elapsed_ms", start->device) != CT_OK) return ct_last_status();
   ct__ledger_sync();
   return ct__backend(start->device.kind)->event_elapsed_ms(start->device.index, start->handle, end->handle, ms);
 }
@@ -301,7 +309,13 @@ ct_device_graph *ct_device_graph_capture_end(ct_device d) {
   void *h = NULL;
   /* the backend's capture ends even when the handle could not be made, so the stream is free again */
   ct_status s = be->graph_capture_end(d.index, &h);
+  const char *refused = ct__capture_refused();
+  char op[64] = "";
+  if (refused) snprintf(op, sizeof op, "%s", refused);
   ct__capture_release();
+  if (s == CT_OK && op[0]) /* the driver's capture is whole, but without the refused op */
+    s = ct__error(CT_EINVAL, "ct_device_graph_capture_end: the capture on %s is incomplete: %s was refused inside it "
+                  "(its error said why); nothing of it is kept", ct_device_str(d, name, sizeof name), op);
   if (s != CT_OK || !g) {
     if (h) be->graph_free(d.index, h);
     free(g);

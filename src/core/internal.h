@@ -231,6 +231,16 @@ int ct__capturing(ct_device d);
 /* Mark d as the device of the one capture (1), or 0 when a capture already runs; release unmarks. */
 int ct__capture_claim(ct_device d);
 void ct__capture_release(void);
+/* Every path that refuses an op inside a capture (a synchronization, a host copy, state made in the
+ * capture) records it here with its name; ct_device_graph_capture_end then fails, naming the first
+ * (ct__capture_refused: NULL when none was refused). */
+void ct__capture_refuse(const char *op);
+const char *ct__capture_refused(void);
+/* 1 while a capture runs on any device (pinned host memory is freed with a device-wide wait). */
+int ct__capture_running(void);
+/* CT_EINVAL naming op when a capture runs on d (recorded as refused), else CT_OK: the core's guard
+ * for the calls that would wait for or free what a capture uses (core/cuda.c). */
+ct_status ct__capture_guard(const char *op, ct_device d);
 /* Warnings printed so far by ct__sync_point (for tests). */
 uint64_t ct__sync_debug_warnings(void);
 

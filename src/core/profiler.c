@@ -117,7 +117,8 @@ static void record(const char *kernel, const char *op, ct_device d, ct_status s)
     if (depth < 0) prof_depth = 0;
     return;
   }
-  if (__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED) == CT_PROFILE_SYNC && s == CT_OK && d.kind != CT_CPU) {
+  if (__atomic_load_n(&ct__profile_mode, __ATOMIC_RELAXED) == CT_PROFILE_SYNC && s == CT_OK && d.kind != CT_CPU &&
+      !ct__capturing(d)) { /* a capture cannot wait: its calls are timed as in CT_PROFILE_HOST */
     /* the backend's wait itself, not ct_synchronize: no ledger count, no sync-debug report. Its
      * failure is an earlier asynchronous error, which the next real wait reports: the caller's
      * last error is left as it was. */

@@ -36,11 +36,13 @@ uint64_t ct__sync_debug_warnings(void) { return __atomic_load_n(&sync_warnings, 
 
 ct_status ct__sync_point(const char *op, ct_device dev, const char *what) {
   char name[32];
-  if (ct__capturing(dev))
+  if (ct__capturing(dev)) {
+    ct__capture_refuse(op);
     return ct__error(CT_EINVAL, "%s: would synchronize the host with %s (%s) while a graph capture runs there; a "
                      "captured region can hold no synchronization: read values and copy to or from the host before "
                      "ct_device_graph_capture_begin or after ct_device_graph_capture_end",
                      op, ct_device_str(dev, name, sizeof name), what);
+  }
   int action = ct__sync_debug_action(ct_get_sync_debug_mode(), dev.kind);
   if (action == 0) return CT_OK;
   ct_device_str(dev, name, sizeof name);

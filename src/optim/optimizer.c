@@ -89,9 +89,11 @@ static ct_status ensure_state(ct_optimizer *o, int i) {
   ct_tensor *p = o->params[i].tensor;
   for (int s = 0; s < nslots(o); s++) {
     if (o->state[s][i]) continue;
-    if (ct__capturing(p->device)) /* the zeros would be written again at every replay */
+    if (ct__capturing(p->device)) { /* the zeros would be written again at every replay */
+      ct__capture_refuse("ct_optimizer_step");
       return ct__error(CT_EINVAL, "ct_optimizer_step: the state of %s does not exist yet inside a graph capture; run "
                        "one step eagerly (or ct_optimizer_init_state) before capturing", o->params[i].name);
+    }
     ct_tensor *z = ct__alloc_format(p->ndim, p->shape, p->dtype, p->device, ct_tensor_suggest_memory_format(p));
     if (z && ct_zero_(z) != CT_OK) ct_tensor_free(z), z = NULL;
     if (!z) return ct_last_status();

@@ -371,13 +371,14 @@ static int check_options(train_config *c) {
     return 2;
   }
   if (!c->tb_every) c->tb_every = 10;
+  int sync_profile = c->profile && strcmp(c->profile, "sync") == 0;
   if (c->cuda_graph && (c->accumulate > 1 || c->nproc > 0 || c->devices || (c->amp && strcmp(c->amp, "f16") == 0) ||
-                        (c->profile && strcmp(c->profile, "sync") == 0))) {
+                        sync_profile)) {
     fprintf(stderr, "cuttle: --cuda-graph captures one whole step on one GPU; it cannot hold %s, whose steps %s\n",
             c->accumulate > 1 ? "--accumulate" : c->nproc > 0 ? "--nproc" : c->devices ? "--devices"
-            : c->profile ? "--profile sync" : "--amp f16",
+            : sync_profile ? "--profile sync" : "--amp f16",
             c->accumulate > 1 ? "differ from batch to batch" : c->nproc > 0 || c->devices ? "span several devices"
-            : c->profile ? "wait for the device after every kernel" : "read the GradScaler's verdict on the host");
+            : sync_profile ? "wait for the device after every kernel" : "read the GradScaler's verdict on the host");
     return 2;
   }
   c->data.seed = c->seed;

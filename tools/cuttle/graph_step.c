@@ -83,6 +83,12 @@ static ct_status capture(ct_cli_graph_step *g, double lr, ct_cli_step_fn step, v
 
 ct_status ct_cli_graph_step_run(ct_cli_graph_step *g, ct_tensor *x, ct_tensor *y, double lr, ct_cli_step_fn step,
                                 void *ctx) {
+  if (g->x && ct_tensor_ndim(x) > 0 && ct_tensor_size(x, 0) > ct_tensor_size(g->x, 0)) {
+    /* a larger batch than the static one (which an epoch's short last batch became, right after the
+     * warm-up): it becomes the static shape, captured anew */
+    ct_device_graph_free(g->graph), g->graph = NULL;
+    ct_tensor_free(g->x), ct_tensor_free(g->y), g->x = g->y = NULL;
+  }
   int fits = g->x ? same_shape(g->x, x) && same_shape(g->y, y) : 1;
   if (g->eager < g->warmup || !fits) {
     g->eager++;

@@ -39,9 +39,14 @@
 
 typedef std::map<size_t, std::vector<void *>> free_lists; /* rounded size -> cached blocks */
 
-/* A capture's private memory: its free blocks (its live ones are tagged in the allocator's map). */
+/* A capture's private memory: its free blocks (its live ones are tagged in the allocator's map).
+ * refs counts its own graph and every other capture that freed one of its blocks (that capture's
+ * graph may read the block, so it keeps the pool whole until it is freed too; PyTorch's private
+ * pools count their users the same way); held lists the pools this one keeps so. */
 struct ct__cuda_pool {
   free_lists free_blocks;
+  int refs;
+  std::vector<ct__cuda_pool *> held;
 };
 
 struct block {
@@ -137,10 +142,12 @@ void *ct__cuda_alloc(int dev, size_t nbytes) {
     if (e == cudaErrorMemoryAllocation)
       ct__error(CT_ENOMEM,
                 "cuda:%d out of memory: requested %s (%zu bytes); the device has %s free of %s total; cuttle has "
-                "reserved %s, of which %s is allocated to tensors (the cache was emptied and the allocation "
-                "retried). Free tensors you no longer need, or use a smaller batch",
+                "reserved %s, of which %s is allocated to tensors (%s). Free tensors you no longer need, or use a "
+                "smaller batch",
                 dev, ct__bytes_human(size, b1, sizeof b1), nbytes, ct__bytes_human(free_b, b2, sizeof b2), ct__bytes_human(total_b, b3, sizeof b3),
-                ct__bytes_human(a->reserved, b4, sizeof b4), ct__bytes_human(a->allocated, b5, sizeof b5));
+                ct__bytes_human(a->reserved, b4, sizeof b4), ct__bytes_human(a->allocated, b5, sizeof b5),
+                a->capturing ? "inside a graph capture, which cannot empty the cache: nothing was retried"
+                             : "the cache was emptied and the allocation retried");
     else
       ct__error(CT_EBACKEND, "cuda: cudaMalloc(%zu) failed on cuda:%d: %s (requested %zu bytes)", size, dev,
                 cudaGetErrorString(e), nbytes);
@@ -164,6 +171,14 @@ void ct__cuda_free(int dev, void *p, size_t nbytes) {
   CT_ASSERT(it != a->live.end()); /* a pointer this allocator did not hand out: a bug */
   size_t size = it->second.size;
   ct__cuda_pool *pool = it->second.pool ? it->second.pool : a->capturing;
+  if (a->capturing && pool != a->capturing) { /* another graph's block, which this capture may read */
+    bool held = false;
+    for (ct__cuda_pool *h : a->capturing->held) held = held || h == pool;
+    if (!held) {
+      a->capturing->held.push_back(pool);
+      pool->refs++;
+    }
+  }
   a->live.erase(it);
   a->allocated -= size;
   if (pool) { /* a graph's memory (or memory a capture may read): kept for the graph */
@@ -185,7 +200,7 @@ ct__cuda_pool *ct__cuda_pool_begin_capture(ct__cuda_ctx *ctx) {
   std::lock_guard<std::mutex> g(a->lock);
   if (a->capturing) return NULL;
   ct__cuda_pool *pool = new (std::nothrow) ct__cuda_pool();
-  if (pool) a->capturing = pool;
+  if (pool) pool->refs = 1, a->capturing = pool;
   return pool;
 }
 
@@ -194,10 +209,10 @@ void ct__cuda_pool_end_capture(ct__cuda_ctx *ctx) {
   ctx->alloc->capturing = NULL;
 }
 
-void ct__cuda_pool_release(ct__cuda_ctx *ctx, ct__cuda_pool *pool) {
-  if (!pool) return;
-  ct__cuda_allocator *a = ctx->alloc;
-  std::lock_guard<std::mutex> g(a->lock);
+/* Drop one reference to pool; the last one gives its blocks to the general cache and drops the
+ * pools it held. The caller holds a->lock. */
+static void release_locked(ct__cuda_allocator *a, ct__cuda_pool *pool) {
+  if (--pool->refs > 0) return;
   if (a->capturing == pool) a->capturing = NULL;
   /* Work that used these blocks (replays included) is queued on the compute stream, and whatever
    * is handed them next is queued after it: the stream orders the reuse, as for any freed block. */
@@ -211,7 +226,15 @@ void ct__cuda_pool_release(ct__cuda_ctx *ctx, ct__cuda_pool *pool) {
     }
   for (auto &kv : a->live) /* tensors made in the capture that outlive the graph: ordinary blocks now */
     if (kv.second.pool == pool) kv.second.pool = NULL;
+  for (ct__cuda_pool *h : pool->held) release_locked(a, h);
   delete pool;
+}
+
+void ct__cuda_pool_release(ct__cuda_ctx *ctx, ct__cuda_pool *pool) {
+  if (!pool) return;
+  std::lock_guard<std::mutex> g(ctx->alloc->lock);
+  if (ctx->alloc->capturing == pool) ctx->alloc->capturing = NULL;
+  release_locked(ctx->alloc, pool);
 }
 
 extern "C" void ct__cuda_memory_stats(int dev, size_t *allocated, size_t *reserved, size_t *peak, uint64_t *num_mallocs) {

@@ -101,8 +101,8 @@ void ct__cuda_pool_end_capture(ct__cuda_ctx *ctx);
 void ct__cuda_pool_release(ct__cuda_ctx *ctx, struct ct__cuda_pool *pool);
 
 /* ---- graph.cu: 1 when a graph capture runs on ctx's compute stream (ops may not copy to or from
- * the host then); the scratch of ct__cuda_workspace during a capture (a block of its own per call,
- * kept until the capture ends: the graph reuses the address at every replay, which the shared
+ * the host then); the scratch of ct__cuda_workspace during a capture (a block of the capture's
+ * pool, valid until the next call: the graph reuses the address at every replay, which the shared
  * workspace, grown and freed by later eager calls, cannot promise). */
 int ct__cuda_capturing(const ct__cuda_ctx *ctx);
 ct_status ct__cuda_capture_scratch(ct__cuda_ctx *ctx, size_t nbytes, void **out);

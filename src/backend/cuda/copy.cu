@@ -67,10 +67,12 @@ ct_status ct__cuda_memcpy(int index, void *dst, const void *src, size_t nbytes, 
     CT_CUDA_TRY(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx->compute));
     return CT_OK;
   }
-  if (ct__cuda_capturing(ctx)) /* a captured copy would read or write the host buffer at every replay */
+  if (ct__cuda_capturing(ctx)) { /* a captured copy would read or write the host buffer at every replay */
+    ct__capture_refuse(dir == 0 ? "a copy from the host" : "a copy to the host");
     return ct__error(CT_EINVAL, "cuda: a copy %s the host on cuda:%d cannot be part of a graph capture; copy before "
                      "ct_device_graph_capture_begin or after ct_device_graph_capture_end",
                      dir == 0 ? "from" : "to", index);
+  }
   cudaMemcpyKind kind = dir == 0 ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
   const void *host = dir == 0 ? src : dst;
   if (non_blocking && host_is_pinned(host)) {

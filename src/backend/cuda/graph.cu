@@ -8,19 +8,17 @@
  * instantiates them as one executable graph that replay launches with one call. While capturing:
  *  - every block the allocator hands out or takes back joins the capture's pool (allocator.cu), so
  *    the addresses the graph writes stay the graph's until graph_free;
- *  - the cuDNN workspace is a block of its own per call (ct__cuda_capture_scratch), returned to the
- *    pool when the capture ends;
+ *  - the cuDNN workspace is a block of the capture's pool (ct__cuda_capture_scratch), never the
+ *    shared one, which later eager calls may grow and free while the graph still uses it;
  *  - a copy to or from the host is refused (copy.cu), and the core refuses every synchronization
  *    of the device (ct__sync_point), with messages that name the op.
  * A capture that fails (an op refused, a library call that cannot be captured) leaves nothing:
  * capture_end returns the error and the pool goes back to the cache. */
-#include <vector>
-
 #include "backend/cuda/common.cuh"
 
 struct ct__cuda_capture {
   struct ct__cuda_pool *pool;
-  std::vector<void *> scratch; /* the workspace blocks of this capture */
+  void *scratch; /* the workspace block of the last call, or NULL */
 };
 
 struct ct__cuda_graph {
@@ -30,23 +28,22 @@ struct ct__cuda_graph {
 
 int ct__cuda_capturing(const ct__cuda_ctx *ctx) { return __atomic_load_n(&ctx->capture, __ATOMIC_ACQUIRE) != NULL; }
 
+/* The previous call's block goes back to the capture's pool first: the work that used it is queued
+ * before whatever gets it next, in the graph as on the stream, and it never leaves the pool. So the
+ * capture holds about the largest workspace, not the sum of them. */
 ct_status ct__cuda_capture_scratch(ct__cuda_ctx *ctx, size_t nbytes, void **out) {
-  void *p = ct__cuda_alloc(ctx->device, nbytes);
-  if (!p) return ct_last_status();
-  try {
-    ctx->capture->scratch.push_back(p);
-  } catch (...) {
-    ct__cuda_free(ctx->device, p, nbytes);
-    return ct__error(CT_ENOMEM, "cuda:%d: out of host memory for a capture's workspace list", ctx->device);
-  }
-  *out = p;
+  ct__cuda_capture *c = ctx->capture;
+  if (c->scratch) ct__cuda_free(ctx->device, c->scratch, 0);
+  c->scratch = ct__cuda_alloc(ctx->device, nbytes);
+  if (!c->scratch) return ct_last_status();
+  *out = c->scratch;
   return CT_OK;
 }
 
-/* Stop capturing on ctx: the workspace blocks go to the pool, the allocator stops adding to it. */
+/* Stop capturing on ctx: the workspace block goes to the pool, the allocator stops adding to it. */
 static struct ct__cuda_pool *stop(ct__cuda_ctx *ctx) {
   ct__cuda_capture *c = ctx->capture;
-  for (void *p : c->scratch) ct__cuda_free(ctx->device, p, 0);
+  if (c->scratch) ct__cuda_free(ctx->device, c->scratch, 0);
   ct__cuda_pool_end_capture(ctx);
   struct ct__cuda_pool *pool = c->pool;
   __atomic_store_n(&ctx->capture, (ct__cuda_capture *)NULL, __ATOMIC_RELEASE);

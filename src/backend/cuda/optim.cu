@@ -2,7 +2,9 @@
  * a dozen elementwise launches with temporaries. The formulas are torch.optim's, written out in
  * src/optim/optimizer.c, and match the CPU kernels of src/backend/cpu/optim.c operation for
  * operation: the same constants (rounded on the host as the CPU rounds them), the same order, and
- * no FMA contraction, so that many steps on both backends can be compared tightly.
+ * no FMA contraction, so that many steps on both backends can be compared tightly. A capturable
+ * step (the count on the device) computes its bias corrections here with the device's pow, within
+ * 2 ulp of the host's in double, so it is the CPU's to that rounding, not bit for bit.
  * f32 and f64, contiguous tensors (the optimizer checks). */
 #include "backend/cuda/common.cuh"
 
