@@ -102,8 +102,9 @@ static void test_synchronizations_inside_fail_clearly(void **state) {
   assert_true(ct_item(s) == 8.0);
   ct_tensor *d = ct_assert_nonnull(ct_from_host(host, 1, &n, CT_F32, GPU));
   ct_tensor *e = ct_assert_nonnull(ct_add(d, x));
-  assert_true(ct_item(ct_sum(e, 0, NULL, 0)) == 18.0);
-  ct_tensor_free(e), ct_tensor_free(d), ct_tensor_free(s), ct_tensor_free(x);
+  ct_tensor *es = ct_assert_nonnull(ct_sum(e, 0, NULL, 0));
+  assert_true(ct_item(es) == 18.0);
+  ct_tensor_free(es), ct_tensor_free(e), ct_tensor_free(d), ct_tensor_free(s), ct_tensor_free(x);
 }
 
 /* ---- the training step */
