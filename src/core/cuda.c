@@ -263,7 +263,8 @@ ct_status ct_event_elapsed_ms(ct_event *start, ct_event *end, double *ms) {
 
 /* ---- graphs (torch.cuda.CUDAGraph). One capture at a time in the process: core/capture.c keeps
  * its device, so that the core refuses the synchronizations a capture cannot hold (ct__sync_point,
- * ct_synchronize) with a message of its own, before the driver would invalidate the capture. */
+ * ct_synchronize, the stream and event waits above, ct_empty_cache) with a message of its own,
+ * before the driver would invalidate the capture, and records them for capture_end. */
 struct ct_device_graph {
   ct_device device;
   void *handle;
