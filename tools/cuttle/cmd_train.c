@@ -103,7 +103,8 @@ typedef struct {
   double weight_decay; /* --weight-decay: torch.optim's weight_decay (0: AdamW's default, 1e-2) */
   const char *amp, *devices, *tensorboard, *profile, *profile_trace;
   int epochs, workers, progress, nproc, accumulate, channels_last;
-  int cuda_graph; /* --cuda-graph: 1 capture, 2 rehearse (CUTTLE_GRAPH_REHEARSAL=1 on a device that cannot) */
+  int cuda_graph; /* --cuda-graph (rehearsed, graph_step.h, where the device cannot capture and
+                     CUTTLE_GRAPH_REHEARSAL=1) */
   int64_t batch, max_steps, save_every, tb_every;
   double lr, bucket_mb, timeout;
   uint64_t seed;
@@ -193,7 +194,7 @@ static int usage_train(FILE *f) {
              "                  3 eager steps; the epoch's last, smaller batch runs eagerly; a new --schedule lr\n"
              "                  captures again): one launch a step instead of a hundred, for small networks bound\n"
              "                  by the host. The optimizer runs capturable (its step count on the GPU). Not with\n"
-             "                  --amp f16, --accumulate, --devices or several ranks, whose steps read the device\n"
+             "                  --amp f16, --accumulate, --devices, several ranks or --profile sync\n"
              "--tensorboard DIR log the run for `tensorboard --logdir DIR` (an event file in DIR, rank 0's), with the\n"
              "                  optimizer step as x axis: every N steps train/loss, images_per_s, lr (and with --amp\n"
              "                  f16 amp/scale, amp/skipped_steps); each epoch train/loss_epoch, images_per_s_epoch,\n"
