@@ -90,10 +90,7 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers,
                        .pin_memory = dev.kind != CT_CPU, .device = dev}; /* as cuttle train */
   ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
-  /* --cuda-graph as cuttle train's (CUTTLE_GRAPH_REHEARSAL=1 rehearses it where no capture is) */
-  const char *rh = getenv("CUTTLE_GRAPH_REHEARSAL");
-  int rehearse = !ct_device_can_capture(dev) && rh && strcmp(rh, "1") == 0;
-  ct_cli_graph_step *graph = loader && o->cuda_graph ? ct_cli_graph_step_new(dev, 0, rehearse) : NULL;
+  ct_cli_graph_step *graph = loader && o->cuda_graph ? ct_cli_graph_step_new(dev, 0) : NULL; /* as cuttle train's */
   if (loader && o->cuda_graph && !graph) ct_loader_free(loader), loader = NULL;
   int status = loader ? 0 : 1;
   if (status) fprintf(stderr, "cuttle bench train: %s\n", ct_last_error());

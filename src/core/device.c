@@ -157,11 +157,7 @@ ct_status ct_synchronize(ct_device d) {
   char name[32];
   if (!ct_device_available(d))
     return ct__error(CT_EDEVICE, "ct_synchronize: device %s does not exist", ct_device_str(d, name, sizeof name));
-  if (ct__capturing(d)) {
-    ct__capture_refuse("ct_synchronize");
-    return ct__error(CT_EINVAL, "ct_synchronize: a graph capture runs on %s, which cannot wait for itself; end the "
-                     "capture first", ct_device_str(d, name, sizeof name));
-  }
+  if (ct__capture_guard("ct_synchronize", d) != CT_OK) return ct_last_status();
   ct__ledger_sync();
   return ct__backend(d.kind)->synchronize(d.index);
 }

@@ -17,23 +17,13 @@
 #include "core/internal.h"
 #ifdef CUTTLE_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
-#define BUILT_WITH_CUDA 1
-#else
-#define BUILT_WITH_CUDA 0
 #endif
+#define BUILT_WITH_CUDA CT_TEST_BUILT_WITH_CUDA
+#define SKIP_WITHOUT_GPU CT_TEST_SKIP_WITHOUT_GPU
 
 static const ct_device GPU = {CT_CUDA, 0};
 
 static int have_gpu(void) { return ct_device_count(CT_CUDA) > 0; }
-
-#define SKIP_WITHOUT_GPU()                                                                          \
-  do {                                                                                              \
-    if (!have_gpu()) {                                                                              \
-      printf("# skipped %s: no CUDA device (%s)\n", __func__,                                       \
-             BUILT_WITH_CUDA ? "the CUDA backend is built but no GPU is visible" : "built without CUDA"); \
-      skip();                                                                                       \
-    }                                                                                               \
-  } while (0)
 
 static int cpu_cache_bypassed(void) {
 #if defined(__SANITIZE_ADDRESS__)

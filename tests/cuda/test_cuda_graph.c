@@ -19,22 +19,9 @@
 #include <string.h>
 
 #include "testutil.h"
-#ifdef CUTTLE_WITH_CUDA
-#define BUILT_WITH_CUDA 1
-#else
-#define BUILT_WITH_CUDA 0
-#endif
 
 static const ct_device GPU = {CT_CUDA, 0};
-
-#define SKIP_WITHOUT_GPU()                                                                          \
-  do {                                                                                              \
-    if (ct_device_count(CT_CUDA) == 0) {                                                            \
-      printf("# skipped %s: no CUDA device (%s)\n", __func__,                                       \
-             BUILT_WITH_CUDA ? "the CUDA backend is built but no GPU is visible" : "built without CUDA"); \
-      skip();                                                                                       \
-    }                                                                                               \
-  } while (0)
+#define SKIP_WITHOUT_GPU CT_TEST_SKIP_WITHOUT_GPU
 
 /* every element of t (any device) equals v */
 static void assert_all(ct_tensor *t, double v) {

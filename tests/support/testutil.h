@@ -3,6 +3,7 @@
 #define CUTTLE_TESTUTIL_H
 
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,5 +53,21 @@ int ct_test_require_python(const char *modules);
  * returns 0, and the test fails rather than skips: scripts/deps.sh installs PoCL wherever the tests
  * run, and only GPU-only tests may skip. */
 int ct_test_require_opencl(int need);
+
+/* In a cmocka test of a GPU case: skip it, saying why (no CUDA device visible, or cuttle built
+ * without CUDA), when ct_device_count(CT_CUDA) is 0. */
+#ifdef CUTTLE_WITH_CUDA
+#define CT_TEST_BUILT_WITH_CUDA 1
+#else
+#define CT_TEST_BUILT_WITH_CUDA 0
+#endif
+#define CT_TEST_SKIP_WITHOUT_GPU()                                                                    \
+  do {                                                                                                \
+    if (ct_device_count(CT_CUDA) == 0) {                                                              \
+      printf("# skipped %s: no CUDA device (%s)\n", __func__,                                         \
+             CT_TEST_BUILT_WITH_CUDA ? "the CUDA backend is built but no GPU is visible" : "built without CUDA"); \
+      skip();                                                                                         \
+    }                                                                                                 \
+  } while (0)
 
 #endif

@@ -103,8 +103,7 @@ typedef struct {
   double weight_decay; /* --weight-decay: torch.optim's weight_decay (0: AdamW's default, 1e-2) */
   const char *amp, *devices, *tensorboard, *profile, *profile_trace;
   int epochs, workers, progress, nproc, accumulate, channels_last;
-  int cuda_graph; /* --cuda-graph (rehearsed, graph_step.h, where the device cannot capture and
-                     CUTTLE_GRAPH_REHEARSAL=1) */
+  int cuda_graph; /* --cuda-graph (graph_step.h) */
   int64_t batch, max_steps, save_every, tb_every;
   double lr, bucket_mb, timeout;
   uint64_t seed;
@@ -636,11 +635,7 @@ static int build_model(train_run *r) {
               r->world);
       return 1;
     }
-    /* CUTTLE_GRAPH_REHEARSAL=1: on a device that cannot capture, the static step runs eagerly
-     * (graph_step.h), for the tests on the CPU and on PoCL */
-    const char *e = getenv("CUTTLE_GRAPH_REHEARSAL");
-    int rehearse = !ct_device_can_capture(r->dev) && e && strcmp(e, "1") == 0;
-    if (!(r->graph = ct_cli_graph_step_new(r->dev, 0, rehearse))) {
+    if (!(r->graph = ct_cli_graph_step_new(r->dev, 0))) {
       fprintf(stderr, "%s: --cuda-graph: %s\n", r->prog, ct_last_error());
       return 1;
     }

@@ -1,6 +1,7 @@
 /* tools/cuttle/graph_step.c: `--cuda-graph` (graph_step.h). */
 #include "graph_step.h"
 #include <stdlib.h>
+#include <string.h>
 
 struct ct_cli_graph_step {
   ct_device dev;
@@ -12,7 +13,9 @@ struct ct_cli_graph_step {
   int64_t eager, captures, replays;
 };
 
-ct_cli_graph_step *ct_cli_graph_step_new(ct_device dev, int warmup, int rehearse) {
+ct_cli_graph_step *ct_cli_graph_step_new(ct_device dev, int warmup) {
+  const char *e = getenv("CUTTLE_GRAPH_REHEARSAL");
+  int rehearse = !ct_device_can_capture(dev) && e && strcmp(e, "1") == 0;
   if (!rehearse && !ct_device_can_capture(dev)) {
     /* ct_device_graph_capture_begin says why (no such device, a backend without graphs) */
     if (ct_device_graph_capture_begin(dev) == CT_OK) ct_device_graph_free(ct_device_graph_capture_end(dev));
@@ -54,18 +57,20 @@ static ct_tensor *static_like(ct_tensor *t) {
   return n <= 8 ? ct_empty(n, shape, ct_tensor_dtype(t), ct_tensor_device(t)) : NULL;
 }
 
-/* Capture step on the static batch (the capture runs nothing), or, rehearsing, run it there under
- * sync-debug's error mode, which fails every synchronization as a capture would. */
-static ct_status capture(ct_cli_graph_step *g, double lr, ct_cli_step_fn step, void *ctx) {
+/* Rehearsing: step on the static batch, eagerly, under sync-debug's error mode, which fails every
+ * synchronization as a capture would. */
+static ct_status rehearse(ct_cli_graph_step *g, ct_cli_step_fn step, void *ctx) {
+  int mode = ct_get_sync_debug_mode();
+  ct_set_sync_debug_mode(CT_SYNC_DEBUG_ERROR);
+  ct_status s = step(g->x, g->y, ctx);
+  ct_set_sync_debug_mode(mode);
+  return s;
+}
+
+/* Capture step on the static batch (the capture runs nothing), then replay it once. */
+static ct_status capture(ct_cli_graph_step *g, ct_cli_step_fn step, void *ctx) {
   ct_device_graph_free(g->graph);
   g->graph = NULL;
-  if (g->rehearse) {
-    int mode = ct_get_sync_debug_mode();
-    ct_set_sync_debug_mode(CT_SYNC_DEBUG_ERROR);
-    ct_status s = step(g->x, g->y, ctx);
-    ct_set_sync_debug_mode(mode);
-    return s;
-  }
   ct_status s = ct_device_graph_capture_begin(g->dev);
   if (s != CT_OK) return s;
   s = step(g->x, g->y, ctx);
@@ -77,7 +82,6 @@ static ct_status capture(ct_cli_graph_step *g, double lr, ct_cli_step_fn step, v
     return s;
   }
   if (!g->graph) return ct_last_status();
-  g->lr = lr, g->captures++;
   return ct_device_graph_replay(g->graph); /* the capture ran nothing: this trains the batch */
 }
 
@@ -102,13 +106,10 @@ ct_status ct_cli_graph_step_run(ct_cli_graph_step *g, ct_tensor *x, ct_tensor *y
   ct_status s = ct_copy_(g->x, x); /* device to device, queued before the replay */
   if (s == CT_OK) s = ct_copy_(g->y, y);
   if (s != CT_OK) return s;
-  if (g->rehearse) {
-    g->captures += g->captures == 0 || g->lr != lr;
-    g->lr = lr;
-    g->replays++;
-    return capture(g, lr, step, ctx);
-  }
-  s = !g->graph || g->lr != lr ? capture(g, lr, step, ctx) : ct_device_graph_replay(g->graph);
+  /* a (re)capture for the first static step and for a new learning rate, which the graph holds */
+  int fresh = g->captures == 0 || g->lr != lr || (!g->rehearse && !g->graph);
+  if (fresh) g->captures++, g->lr = lr;
+  s = g->rehearse ? rehearse(g, step, ctx) : fresh ? capture(g, step, ctx) : ct_device_graph_replay(g->graph);
   if (s == CT_OK) g->replays++;
   return s;
 }

@@ -27,9 +27,9 @@ typedef struct ct_cli_graph_step ct_cli_graph_step;
 typedef ct_status (*ct_cli_step_fn)(ct_tensor *x, ct_tensor *y, void *ctx);
 
 /* A graph step on dev after `warmup` eager steps (0 means 3, PyTorch's recipe warms up for 3).
- * rehearse: run the static step eagerly instead of capturing (for a device that cannot capture).
- * NULL with CT_EUNSUPPORTED when dev cannot capture and rehearse is 0, or CT_ENOMEM. */
-ct_cli_graph_step *ct_cli_graph_step_new(ct_device dev, int warmup, int rehearse);
+ * On a device that cannot capture, CUTTLE_GRAPH_REHEARSAL=1 in the environment makes it rehearse
+ * (above); without it: NULL with CT_EUNSUPPORTED. NULL with CT_ENOMEM. */
+ct_cli_graph_step *ct_cli_graph_step_new(ct_device dev, int warmup);
 void ct_cli_graph_step_free(ct_cli_graph_step *g);
 
 /* The float64 0-dim sum of loss x batch size on dev that the steps add to in place (borrowed). */
