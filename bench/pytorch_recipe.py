@@ -23,8 +23,13 @@ network capture" recipe (torch.cuda.graphs docs): Adam(capturable=True), the fir
 a side stream (the warm-up), then forward, loss, backward, step and the loss sum captured once in
 torch.cuda.graph on static copies of the batch and replayed for every full batch; the epoch's last,
 smaller batch eager. Warm-up and capture are inside the first epoch's timed loop, as cuttle's; the
-capture's own seconds are printed as compile_seconds. A failure prints {"error": ...}, exits 3."""
-import argparse, gzip, json, os, struct, sys, time
+capture's own seconds are printed as compile_seconds. A failure prints {"error": ...}, exits 3.
+--amp bf16|f16 is the peer of `cuttle train --amp`: PyTorch's "Automatic Mixed Precision" recipe,
+forward and loss under torch.autocast(device_type, dtype), backward outside it, and for f16 a
+torch.amp.GradScaler (scale, step, update); the test accuracy is measured in float32, as cuttle's.
+With --cuda-graph only bf16, its autocast without the weight cache (cache_enabled=False), as the
+torch.cuda.graphs docs ask of autocast inside a capture."""
+import argparse, contextlib, gzip, json, os, struct, sys, time
 
 import numpy as np
 import torch
@@ -114,6 +119,7 @@ def main():
     ap.add_argument("--channels-last", action="store_true",
                     help="model and input batches in torch.channels_last (as cuttle's --channels-last)")
     ap.add_argument("--cuda-graph", action="store_true", help="capture the step in a CUDA graph (after 3 eager steps)")
+    ap.add_argument("--amp", choices=["bf16", "f16"], help="mixed precision: torch.autocast, and a GradScaler for f16")
     ap.add_argument("--profile", action="store_true",
                     help="torch.profiler over the steps after the first; the table to stderr")
     a = ap.parse_args()
@@ -132,9 +138,26 @@ def main():
     net = model(a.model).to(dev)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     net = net.to(memory_format=fmt)
-    if a.cuda_graph and (dev.type != "cuda" or a.compile or a.profile):
-        print(json.dumps({"error": "--cuda-graph needs a CUDA device, without --compile and --profile"}), flush=True)
+    if a.cuda_graph and (dev.type != "cuda" or a.compile or a.profile or a.amp == "f16"):
+        print(json.dumps({"error": "--cuda-graph needs a CUDA device, without --compile, --profile and --amp f16"}),
+              flush=True)
         raise SystemExit(3)
+    amp_dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.amp)
+
+    def autocast():  # the forward and the loss: in autocast with --amp, as they are without it
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(dev.type, dtype=amp_dtype, cache_enabled=not a.cuda_graph)
+    scaler = torch.amp.GradScaler(dev.type) if a.amp == "f16" else None
+
+    def backward_step(loss):  # backward and the optimizer step, through the GradScaler with --amp f16
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
     opt = (torch.optim.Adam(net.parameters(), lr=a.lr, capturable=a.cuda_graph) if a.optimizer == "adam" else
            torch.optim.SGD(net.parameters(), lr=a.lr))
     loss_fn = nn.CrossEntropyLoss()
@@ -143,7 +166,9 @@ def main():
         t0 = time.perf_counter()
         try:
             net = torch.compile(net)
-            loss_fn(net(xtr[:a.batch_size]), ytr[:a.batch_size]).backward()  # compiles; no step
+            with autocast():
+                warm = loss_fn(net(xtr[:a.batch_size]), ytr[:a.batch_size])
+            warm.backward()  # compiles; no step
             opt.zero_grad(set_to_none=True)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
@@ -177,7 +202,8 @@ def main():
                         graph, static_x, static_y = torch.cuda.CUDAGraph(), x.clone(), y.clone()
                         opt.zero_grad(set_to_none=True)
                         with torch.cuda.graph(graph):
-                            static_loss = loss_fn(net(static_x), static_y)
+                            with autocast():
+                                static_loss = loss_fn(net(static_x), static_y)
                             static_loss.backward()
                             opt.step()
                             total.add_(static_loss.detach() * a.batch_size)
@@ -196,7 +222,8 @@ def main():
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
                     opt.zero_grad(set_to_none=True)
-                    loss = loss_fn(net(x), y)
+                    with autocast():
+                        loss = loss_fn(net(x), y)
                     loss.backward()
                     opt.step()
                     total.add_(loss.detach() * len(idx))
@@ -204,9 +231,9 @@ def main():
             else:
                 # after a capture the gradients are the graph's static tensors: zeroed, never dropped
                 opt.zero_grad(set_to_none=graph is None)
-                loss = loss_fn(net(x), y)
-                loss.backward()
-                opt.step()
+                with autocast():
+                    loss = loss_fn(net(x), y)
+                backward_step(loss)
                 total.add_(loss.detach() * len(idx))
             seen += len(idx)
             if prof is not None:
@@ -225,7 +252,7 @@ def main():
                           "images": seen, "cpu_seconds": round(cpu, 3), "device": str(dev),
                           "threads": a.threads, "torch": torch.__version__, "model": a.model, "compiled": a.compile,
                           "cuda_graph": a.cuda_graph,
-                          "channels_last": a.channels_last,
+                          "channels_last": a.channels_last, "amp": a.amp or "none",
                           "compile_seconds": round(compile_secs, 3)}), flush=True)
 
 

@@ -15,7 +15,10 @@
  * one device's losses with another's for the same seed; --optimizer sgd (plain SGD) and --lr change the
  * recipe on both sides; --channels-last trains in the channels_last memory format on both sides
  * (ct_module_to_memory_format and channels_last batches; model.to(memory_format=torch.channels_last)
- * and channels_last inputs in PyTorch); --cuda-graph runs cuttle's step as `cuttle train --cuda-graph`
+ * and channels_last inputs in PyTorch); --amp bf16|f16 trains in mixed precision on both sides
+ * (cuttle train's --amp: the forward and the loss in an autocast region, f16 with a GradScaler;
+ * torch.autocast and torch.amp.GradScaler in PyTorch, its "Automatic Mixed Precision" recipe; the
+ * test accuracy is measured in float32 on both sides); --cuda-graph runs cuttle's step as `cuttle train --cuda-graph`
  * (captured once in a CUDA graph, tools/cuttle/graph_step.h; PyTorch's side stays eager), and
  * --pytorch-graph adds PyTorch's own CUDA graph of the same step (pytorch_recipe.py --cuda-graph) in
  * place of torch.compile's columns, so that graph meets graph. Below the table, the CPU seconds of each side's training loop (all its
@@ -45,7 +48,7 @@ typedef struct {
 } epoch_result;
 
 typedef struct {
-  const char *device, *data_dir, *python, *script, *optimizer;
+  const char *device, *data_dir, *python, *script, *optimizer, *amp; /* amp: NULL, "bf16" or "f16" */
   double lr;
   int epochs, threads, workers, pytorch, pytorch_compile, pytorch_graph, progress, losses, channels_last, cuda_graph;
   int64_t limit, max_steps, test_limit, batch;
@@ -87,6 +90,9 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
                       .capturable = o->cuda_graph};
   if (m && o->channels_last && ct_module_to_memory_format(m, CT_CHANNELS_LAST) != CT_OK) ct_module_free(m), m = NULL;
   ct_optimizer *opt = m ? ct_optimizer_new(m, &oo) : NULL;
+  ct_dtype amp = !o->amp ? CT_F32 : strcmp(o->amp, "f16") == 0 ? CT_F16 : CT_BF16;
+  ct_grad_scaler *scaler = opt && amp == CT_F16 ? ct_grad_scaler_new(&(ct_grad_scaler_opts){0}) : NULL; /* as cuttle train */
+  if (amp == CT_F16 && !scaler) ct_optimizer_free(opt), opt = NULL;
   ct_loader_opts lo = {.batch_size = o->batch, .shuffle = 1, .seed = 0, .num_workers = o->workers,
                        .pin_memory = dev.kind != CT_CPU, .device = dev}; /* as cuttle train */
   ct_loader *loader = opt ? ct_loader_new(train, &lo) : NULL;
@@ -104,7 +110,7 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
     int64_t n = ct_dataset_len(train), per_epoch = o->max_steps && o->max_steps * o->batch < n ? o->max_steps * o->batch : n;
     ct_cli_epoch_opts eo = {.progress = o->progress, .epoch = e + 1, .epochs = o->epochs, .per_epoch = per_epoch,
                             .after_step = after_step, .ctx = &h, .running = &h.running, .channels_last = o->channels_last,
-                            .graph = graph};
+                            .graph = graph, .amp = amp, .scaler = scaler};
     ct_cli_epoch_stats es;
     double c0 = cpu_now();
     if (ct_cli_train_epoch(m, opt, loader, &eo, &es) != CT_OK) {
@@ -127,6 +133,7 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   if (graph && !status) ct_cli_graph_step_report(graph, stderr);
   ct_cli_graph_step_free(graph);
   ct_loader_free(loader);
+  ct_grad_scaler_free(scaler);
   ct_optimizer_free(opt);
   ct_module_free(m);
   return status;
@@ -135,7 +142,7 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
 /* One recipe in PyTorch, through popen: eager (mode 0), in torch.compile (1) or captured in a CUDA
  * graph (2); fills res; returns 0 or 1 (after printing why). */
 static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int mode, epoch_result *res) {
-  char devname[32], cmd[2048], limit[160] = "";
+  char devname[32], cmd[2048], limit[256] = "";
   ct_device_str(dev, devname, sizeof devname);
   int k = snprintf(limit, sizeof limit, " --batch-size %lld", (long long)o->batch);
   if (strcmp(o->optimizer, "adam") != 0) k += snprintf(limit + k, sizeof limit - (size_t)k, " --optimizer %s", o->optimizer);
@@ -143,7 +150,8 @@ static int run_pytorch(const char *model, ct_device dev, const train_opts *o, in
   if (o->limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --limit %lld", (long long)o->limit);
   if (o->max_steps) k += snprintf(limit + k, sizeof limit - (size_t)k, " --max-steps %lld", (long long)o->max_steps);
   if (o->test_limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --test-limit %lld", (long long)o->test_limit);
-  if (o->channels_last) snprintf(limit + k, sizeof limit - (size_t)k, " --channels-last");
+  if (o->channels_last) k += snprintf(limit + k, sizeof limit - (size_t)k, " --channels-last");
+  if (o->amp) snprintf(limit + k, sizeof limit - (size_t)k, " --amp %s", o->amp);
   snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s%s",
            o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
            o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "",
@@ -186,7 +194,7 @@ static int usage(FILE *f) {
              "                          [--workers N] [--data-dir DIR] [--pytorch] [--pytorch-compile] [--python PATH]\n"
              "                          [--script FILE] [--limit N] [--max-steps N] [--test-limit N] [--batch-size N]\n"
              "                          [--losses] [--optimizer adam|sgd] [--lr X] [--channels-last] [--no-progress]\n"
-             "                          [--cuda-graph] [--pytorch-graph] [--quick] [--csv FILE]\n"
+             "                          [--amp bf16|f16] [--cuda-graph] [--pytorch-graph] [--quick] [--csv FILE]\n"
              "MODEL: mlp, cnn, resnet18, resnet34, resnet50 (torchvision's, conv1 taking 1 channel, 10 classes),\n"
              "       resnet18-small, resnet34-small, resnet50-small (3x3 stride-1 stem, no max-pool); all: mlp and cnn\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2 --batch-size 128\n"
@@ -198,6 +206,8 @@ static int usage(FILE *f) {
              "--max-steps N ends each epoch after N optimizer steps (both sides); --test-limit N evaluates on the\n"
              "          first N test images (both sides); --losses prints cuttle's loss of every step to stderr\n"
              "--channels-last: conv weights and input batches in the channels_last memory format (both sides)\n"
+             "--amp bf16|f16: mixed precision on both sides, as cuttle train --amp (f16 with a GradScaler;\n"
+             "          torch.autocast and torch.amp.GradScaler in PyTorch); not --amp f16 with --cuda-graph\n"
              "--cuda-graph: cuttle's step captured once in a CUDA graph and replayed, as `cuttle train --cuda-graph`\n"
              "          (cuttle's side only: PyTorch eager stays eager; torch.compile is PyTorch's own answer)\n"
              "--pytorch-graph: also PyTorch with its step captured in a CUDA graph (torch.cuda.graph, Adam\n"
@@ -320,6 +330,7 @@ int ct_bench_train(int argc, char **argv) {
                                {.name = "optimizer", .dst = &o.optimizer},
                                {.name = "lr", .kind = CT_BENCH_DOUBLE, .dst = &o.lr},
                                {.name = "channels-last", .kind = CT_BENCH_FLAG, .dst = &o.channels_last, .value = 1},
+                               {.name = "amp", .dst = &o.amp},
                                {.name = "cuda-graph", .kind = CT_BENCH_FLAG, .dst = &o.cuda_graph, .value = 1},
                                {.name = "pytorch-graph", .kind = CT_BENCH_FLAG, .dst = &o.pytorch_graph, .value = 1},
                                {0}};
@@ -333,10 +344,14 @@ int ct_bench_train(int argc, char **argv) {
   else if (known_model(model_arg)) models[0] = model_arg, nmodels = 1;
   if (!nmodels || o.epochs < 1 || o.epochs > 1000 || o.threads < 1 || o.workers < 0 || o.limit < 0 ||
       o.max_steps < 0 || o.test_limit < 0 || o.batch < 1 || !(o.lr > 0) || (o.pytorch_compile && o.pytorch_graph) ||
-      (strcmp(o.optimizer, "adam") != 0 && strcmp(o.optimizer, "sgd") != 0)) {
+      (strcmp(o.optimizer, "adam") != 0 && strcmp(o.optimizer, "sgd") != 0) ||
+      (o.amp && strcmp(o.amp, "bf16") != 0 && strcmp(o.amp, "f16") != 0) ||
+      (o.amp && strcmp(o.amp, "f16") == 0 && (o.cuda_graph || o.pytorch_graph))) {
     fprintf(stderr, "cuttle bench train: --model is mlp, cnn, resnet18, resnet34, resnet50 (each resnet also -small) "
                     "or all; --epochs in 1..1000, --threads >= 1, --workers >= 0, --limit, --max-steps, --test-limit "
-                    ">= 0, --batch-size >= 1, --lr > 0, --optimizer adam or sgd; --pytorch-compile or --pytorch-graph, not both\n");
+                    ">= 0, --batch-size >= 1, --lr > 0, --optimizer adam or sgd, --amp bf16 or f16; --pytorch-compile or "
+                    "--pytorch-graph, not both; --amp f16 (its GradScaler reads the found-inf flag every step) "
+                    "not with --cuda-graph or --pytorch-graph\n");
     return 2;
   }
   ct_device dev;
@@ -351,9 +366,9 @@ int ct_bench_train(int argc, char **argv) {
   char steps[64] = "";
   if (o.max_steps) snprintf(steps, sizeof steps, " (at most %lld steps/epoch)", (long long)o.max_steps);
   snprintf(title, sizeof title, "train: %s lr %g, batch %lld, %lld training images/epoch%s, %lld test images, on %s, "
-           "%d threads, %d loader workers%s%s", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
+           "%d threads, %d loader workers%s%s%s%s", strcmp(o.optimizer, "sgd") == 0 ? "SGD" : "Adam", o.lr, (long long)o.batch, (long long)ct_dataset_len(train), steps,
            (long long)ct_dataset_len(test), devname, o.threads, o.workers, o.channels_last ? ", channels_last" : "",
-           o.cuda_graph ? ", cuttle's step in a CUDA graph" : "");
+           o.amp ? ", autocast " : "", o.amp ? o.amp : "", o.cuda_graph ? ", cuttle's step in a CUDA graph" : "");
   const char *heads[] = {"model", "epoch", "cuttle img/s", "cuttle test acc", "cuttle s", "cuttle loader wait",
                          "pytorch img/s", "pytorch test acc", "pytorch s", "cuttle/pytorch img/s",
                          "compiled img/s", "compiled test acc", "compiled s", "compile s", "cuttle/compiled img/s"};

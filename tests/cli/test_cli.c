@@ -2,6 +2,7 @@
  * Ctrl-C, --weight-decay), eval, every command's --help, and its errors. Runs the built binary
  * ($CUTTLE_BINARY_DIR/cuttle). The training cases need the dataset and are skipped (77) without it. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,40 @@ static void bench_train_channels_last(void **state) {
   assert_int_equal(ct_test_run(out, sizeof out, "%s bench train --model cnn --channels-last --frobnicate", cuttle), 2);
 }
 
+/* The first step's loss of bench train --losses: "step 1 loss L" on stderr (merged into out). */
+static double first_loss(const char *out) {
+  const char *l = strstr(out, "step 1 loss ");
+  assert_non_null(l);
+  return strtod(l + strlen("step 1 loss "), NULL);
+}
+
+/* bench train --amp: cuttle's forward runs in autocast (its first loss moves off float32's by
+ * rounding, not more), f16 with a GradScaler on both sides, and the peer gets the flag */
+static void bench_train_amp(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  const char *common = "bench train --model cnn --device cpu --limit 256 --max-steps 1 --test-limit 100 --threads 1 "
+                       "--workers 0 --no-progress --losses";
+  assert_int_equal(ct_test_run(out, sizeof out, "%s %s", cuttle, common), 0);
+  double f32 = first_loss(out);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s %s --amp bf16", cuttle, common), 0);
+  assert_non_null(strstr(out, "loader workers, autocast bf16"));
+  double bf16 = first_loss(out);
+  assert_true(bf16 != f32);                /* the forward ran in bfloat16 */
+  assert_true(fabs(bf16 - f32) < 0.05 * f32); /* and only its rounding differs */
+  assert_int_equal(ct_test_run(out, sizeof out,
+                               "%s bench train --model cnn --device cpu --limit 512 --max-steps 2 --test-limit 200 --threads 1 "
+                               "--workers 0 --no-progress --amp f16 --pytorch --python '%s'",
+                               cuttle, ct_test_python()),
+                   0);
+  assert_non_null(strstr(out, "loader workers, autocast f16"));
+  assert_non_null(strstr(out, " --amp f16")); /* the peer's command line */
+  assert_null(strstr(out, "failed"));        /* both sides ran, the peer with its GradScaler */
+  assert_int_equal(ct_test_run(out, sizeof out, "%s bench train --model cnn --amp f8", cuttle), 2);
+  assert_non_null(strstr(out, "--amp bf16 or f16"));
+  assert_int_equal(ct_test_run(out, sizeof out, "%s bench train --model cnn --amp f16 --cuda-graph", cuttle), 2);
+}
+
 static void train_save_eval_resume(void **state) {
   (void)state;
   char out[16384], ck[4200], metrics[4200];
@@ -227,7 +262,7 @@ int main(void) {
   }
   const struct CMUnitTest training[] = {cmocka_unit_test(train_save_eval_resume), cmocka_unit_test(ctrl_c_saves_and_exits_cleanly),
                                         cmocka_unit_test(weight_decay_reaches_the_optimizer),
-                                        cmocka_unit_test(bench_train_channels_last),
+                                        cmocka_unit_test(bench_train_channels_last), cmocka_unit_test(bench_train_amp),
       cmocka_unit_test(bench_memory_and_decode)};
   return fails + cmocka_run_group_tests_name("cli training", training, setup, teardown);
 }
