@@ -143,12 +143,20 @@ def main():
               flush=True)
         raise SystemExit(3)
     amp_dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.amp)
+    # torch.amp.GradScaler (any device) and float16 autocast on the CPU came with PyTorch 2.3; an older
+    # PyTorch (Debian's 1.13) would turn autocast off with a warning and time float32 instead
+    if a.amp == "f16" and not hasattr(torch.amp, "GradScaler") and dev.type != "cuda":
+        print(json.dumps({"error": f"--amp f16 on {dev.type} needs PyTorch 2.3 or later (this is {torch.__version__})"}),
+              flush=True)
+        raise SystemExit(3)
 
     def autocast():  # the forward and the loss: in autocast with --amp, as they are without it
         if amp_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(dev.type, dtype=amp_dtype, cache_enabled=not a.cuda_graph)
-    scaler = torch.amp.GradScaler(dev.type) if a.amp == "f16" else None
+    scaler = None
+    if a.amp == "f16":
+        scaler = torch.amp.GradScaler(dev.type) if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
 
     def backward_step(loss):  # backward and the optimizer step, through the GradScaler with --amp f16
         if scaler is None:

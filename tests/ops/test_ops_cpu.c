@@ -495,6 +495,91 @@ static void test_sum_paths(void **state) {
   free(asv), ct_tensor_free(as), ct_tensor_free(bs), ct_tensor_free(a), ct_tensor_free(b);
 }
 
+/* The CPU's half kernels take contiguous operands in blocks converted to float32 and back
+ * (backend/cpu/half.h, CT_LP_BLOCK), other strides element by element; both must give the same
+ * bits. Each op runs on a non-dense view (a transposed, narrowed tensor: the element-wise path)
+ * and on its contiguous copy (the blocks: 1200 elements, two whole blocks and a part), over values
+ * with +-0, +-inf, NaN, subnormals and overflow among them; the backward of each unary op alike,
+ * and the binary ops against a broadcast scalar too. */
+typedef ct_tensor *(*unary_fn)(ct_tensor *);
+typedef ct_tensor *(*binary_fn)(ct_tensor *, ct_tensor *);
+static void assert_same_bits(ct_tensor *a, ct_tensor *b, const char *what, ct_dtype dt) {
+  int64_t n = ct_tensor_numel(a);
+  assert_int_equal(n, ct_tensor_numel(b));
+  uint16_t *x = malloc((size_t)n * 2), *y = malloc((size_t)n * 2);
+  ct_tensor *ac = ct_assert_nonnull(ct_contiguous(a)), *bc = ct_assert_nonnull(ct_contiguous(b));
+  ct_assert_ok(ct_to_host(ac, x, (size_t)n * 2, dt));
+  ct_assert_ok(ct_to_host(bc, y, (size_t)n * 2, dt));
+  for (int64_t i = 0; i < n; i++)
+    if (x[i] != y[i]) fail_msg("%s in %s, element %lld: 0x%04x against 0x%04x", what, ct_dtype_name(dt), (long long)i, x[i], y[i]);
+  free(x), free(y), ct_tensor_free(ac), ct_tensor_free(bc);
+}
+/* a (rows, cols) tensor of dt with special values among random ones, as a non-dense view of a
+ * (cols + 7, rows) tensor, and its contiguous copy */
+static void half_operands(ct_dtype dt, int64_t rows, int64_t cols, uint64_t seed, double scale, ct_tensor **view,
+                          ct_tensor **dense) {
+  int64_t shape[2] = {cols + 7, rows};
+  ct_generator g = ct_generator_new(seed);
+  ct_tensor *r = ct_assert_nonnull(ct_randn(2, shape, 0, scale, CT_F64, CT_DEVICE_CPU, &g));
+  double *v = ct_tensor_data(r);
+  const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-6, -1e-6, 7e4, -7e4, 1e39, 1e-40, 88.0, -90.0};
+  for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) v[k * 37] = special[k];
+  ct_tensor *h = ct_assert_nonnull(ct_cast(r, dt)), *t = ct_assert_nonnull(ct_transpose(h, 0, 1));
+  *view = ct_assert_nonnull(ct_narrow(t, 1, 3, cols));
+  *dense = ct_assert_nonnull(ct_contiguous(*view));
+  ct_tensor_free(t), ct_tensor_free(h), ct_tensor_free(r);
+}
+static void test_half_blocks_match_elementwise(void **state) {
+  (void)state;
+  const unary_fn un[] = {ct_neg, ct_abs, ct_exp, ct_log, ct_sqrt, ct_relu, ct_sigmoid, ct_tanh, ct_gelu, ct_silu};
+  const char *un_names[] = {"neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu", "silu"};
+  const binary_fn bin[] = {ct_add, ct_sub, ct_mul, ct_div, ct_pow, ct_maximum, ct_minimum};
+  const char *bin_names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
+  const int64_t rows = 40, cols = 30;
+  for (int k = 0; k < 2; k++) {
+    ct_dtype dt = k ? CT_BF16 : CT_F16;
+    ct_assert_ok(ct_scope_begin());
+    ct_tensor *xv, *xd, *yv, *yd, *w, *wd;
+    half_operands(dt, rows, cols, 1, 3.0, &xv, &xd);
+    half_operands(dt, rows, cols, 2, 2.0, &yv, &yd);
+    half_operands(dt, rows, cols, 3, 1.0, &w, &wd);
+    for (size_t u = 0; u < sizeof un / sizeof un[0]; u++) {
+      assert_same_bits(un[u](xv), un[u](xd), un_names[u], dt);
+      /* backward: the gradient of sum(op(x) * w) with respect to x, through a leaf of each kind */
+      ct_tensor *grads[2];
+      for (int dense = 0; dense < 2; dense++) {
+        int64_t shape[2] = {cols + 7, rows};
+        ct_tensor *leaf;
+        if (dense) leaf = ct_assert_nonnull(ct_detach(xd));
+        else { /* the leaf holds the whole (cols + 7, rows) tensor; op sees the non-dense view */
+          ct_tensor *full = ct_assert_nonnull(ct_zeros(2, shape, dt, CT_DEVICE_CPU));
+          ct_tensor *fv = ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(full, 0, 1)), 1, 3, cols));
+          ct_assert_ok(ct_copy_(fv, xv));
+          leaf = full;
+        }
+        ct_assert_ok(ct_requires_grad_(leaf, 1));
+        ct_tensor *in = dense ? leaf : ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(leaf, 0, 1)), 1, 3, cols));
+        ct_assert_ok(ct_backward(ct_assert_nonnull(ct_sum(ct_assert_nonnull(ct_mul(un[u](in), wd)), 0, NULL, 0))));
+        ct_tensor *gr = ct_assert_nonnull(ct_grad(leaf));
+        grads[dense] = dense ? gr : ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(gr, 0, 1)), 1, 3, cols));
+      }
+      char what[64];
+      snprintf(what, sizeof what, "%s backward", un_names[u]);
+      assert_same_bits(grads[0], grads[1], what, dt);
+    }
+    int64_t one = 1;
+    ct_tensor *s = ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_reshape(yd, 1, (int64_t[]){rows * cols})), 0, 5, one));
+    ct_tensor *se = ct_assert_nonnull(ct_contiguous(ct_assert_nonnull(ct_expand(s, 2, (int64_t[]){rows, cols}))));
+    for (size_t b = 0; b < sizeof bin / sizeof bin[0]; b++) {
+      assert_same_bits(bin[b](xv, yv), bin[b](xd, yd), bin_names[b], dt);
+      char what[64];
+      snprintf(what, sizeof what, "%s with a broadcast scalar", bin_names[b]);
+      assert_same_bits(bin[b](xv, se), bin[b](xd, s), what, dt);
+    }
+    ct_scope_end();
+  }
+}
+
 int main(void) {
   lp_dev = CT_DEVICE_CPU;
   cast_dev = CT_DEVICE_CPU;
@@ -502,7 +587,7 @@ int main(void) {
                                     cmocka_unit_test(test_max_pool2x2_ties_and_nan),
                                     cmocka_unit_test(test_max_pool3x3_stride2_ties_and_nan), cmocka_unit_test(test_relu_nan_like_torch),
                                     cmocka_unit_test(test_integer_inputs), cmocka_unit_test(test_conv2d_no_input_channels),
-                                    cmocka_unit_test(test_half_casts_match_ieee),
+                                    cmocka_unit_test(test_half_casts_match_ieee), cmocka_unit_test(test_half_blocks_match_elementwise),
                                     cmocka_unit_test(test_fused_conv_pool_halves), cmocka_unit_test(test_sum_paths),
                                     LP_TESTS, CAST_TESTS};
   size_t nmore = sizeof more / sizeof more[0];

@@ -4,8 +4,9 @@
  * half path when every operand is float16 (or every one bfloat16), with the conversions inlined
  * (half.h), and a reference path for every dtype that loads each element as a double and stores it
  * back (ct__load/ct__store). The half path computes exactly as the reference path does: in double,
- * rounded through float32, so the two agree bit for bit. Casts between float32 and the halves
- * have inlined loops too. The formulas come from src/core/ops.def.
+ * rounded through float32, so the two agree bit for bit; over contiguous operands it runs in
+ * blocks converted to float32 and back (half.h's CT_LP_BLOCK), so that its loops vectorize. Casts between
+ * float32 and the halves have inlined loops too, contiguous ones their own. The formulas come from src/core/ops.def.
  *
  * Integer operands (int32, int64, uint8, bool) take an integer path where the result is an
  * integer: casts between integer dtypes, neg/abs/relu, add/sub/mul/pow/maximum/minimum and the
@@ -84,6 +85,14 @@ static void copy_body(void *c, int64_t n, char **p, const int64_t *s) {
     return;
   }
   int lp0 = ct__lp_tag(x->dt[0]), lp1 = ct__lp_tag(x->dt[1]);
+  if (lp0 && x->dt[1] == CT_F32 && s[0] == 2 && s[1] == 4) { /* autocast's weight casts: contiguous */
+    ct__f32_to_lp_n(p[0], (const float *)p[1], n, lp0);
+    return;
+  }
+  if (lp1 && x->dt[0] == CT_F32 && s[0] == 4 && s[1] == 2) { /* and their gradients back */
+    ct__lp_to_f32_n((float *)p[0], p[1], n, lp1);
+    return;
+  }
   if (lp0 && x->dt[1] == CT_F32) { /* float32 -> half: the casts in and out of a half op */
     for (int64_t i = 0; i < n; i++) ct__lp_store(p[0] + i * s[0], lp0, *(const float *)(p[1] + i * s[1]));
     return;
@@ -153,7 +162,18 @@ static void unary_body(void *c, int64_t n, char **p, const int64_t *s) {
         double x = *(const float *)(p[1] + i * s[1]);                        \
         *(float *)(p[0] + i * s[0]) = (float)(fwd);                          \
       }                                                                      \
-    else if (k->lp)                                                          \
+    else if (k->lp && s[0] == 2 && s[1] == 2) {                              \
+      float xb[CT_LP_BLOCK], yb[CT_LP_BLOCK];                                \
+      for (int64_t i0 = 0; i0 < n; i0 += CT_LP_BLOCK) {                      \
+        int64_t m = n - i0 < CT_LP_BLOCK ? n - i0 : CT_LP_BLOCK;             \
+        ct__lp_to_f32_n(xb, p[1] + 2 * i0, m, k->lp);                        \
+        for (int64_t i = 0; i < m; i++) {                                    \
+          double x = xb[i];                                                  \
+          yb[i] = (float)(fwd);                                              \
+        }                                                                    \
+        ct__f32_to_lp_n(p[0] + 2 * i0, yb, m, k->lp);                        \
+      }                                                                      \
+    } else if (k->lp)                                                        \
       for (int64_t i = 0; i < n; i++) {                                      \
         double x = ct__lp_load(p[1] + i * s[1], k->lp);                      \
         ct__lp_store(p[0] + i * s[0], k->lp, fwd);                           \
@@ -201,6 +221,22 @@ static void unary_bw_body(void *c, int64_t n, char **p, const int64_t *s) {
         double y = *(const float *)(p[3] + i * s[3]);                                     \
         (void)x, (void)y;                                                                 \
         *(float *)(p[0] + i * s[0]) = (float)(g * (deriv));                               \
+      }                                                                                   \
+      break;                                                                              \
+    }                                                                                     \
+    if (k->lp && s[0] == 2 && s[1] == 2 && s[2] == 2 && s[3] == 2) {                    \
+      float gb[CT_LP_BLOCK], xb[CT_LP_BLOCK], yb[CT_LP_BLOCK], ob[CT_LP_BLOCK];           \
+      for (int64_t i0 = 0; i0 < n; i0 += CT_LP_BLOCK) {                                   \
+        int64_t m = n - i0 < CT_LP_BLOCK ? n - i0 : CT_LP_BLOCK;                          \
+        ct__lp_to_f32_n(gb, p[1] + 2 * i0, m, k->lp);                                     \
+        ct__lp_to_f32_n(xb, p[2] + 2 * i0, m, k->lp);                                     \
+        ct__lp_to_f32_n(yb, p[3] + 2 * i0, m, k->lp);                                     \
+        for (int64_t i = 0; i < m; i++) {                                                 \
+          double g = gb[i], x = xb[i], y = yb[i];                                         \
+          (void)x, (void)y;                                                               \
+          ob[i] = (float)(g * (deriv));                                                   \
+        }                                                                                 \
+        ct__f32_to_lp_n(p[0] + 2 * i0, ob, m, k->lp);                                     \
       }                                                                                   \
       break;                                                                              \
     }                                                                                     \
@@ -278,7 +314,26 @@ static void binary_body(void *c, int64_t n, char **p, const int64_t *s) {
         double a = *(const float *)(p[1] + i * s[1]), b = *(const float *)(p[2] + i * s[2]); \
         *(float *)(p[0] + i * s[0]) = (float)(fwd);                                      \
       }                                                                                  \
-    else if (k->lp)                                                                      \
+    else if (k->lp && s[0] == 2 && s[1] == 2 && (s[2] == 2 || s[2] == 0)) {             \
+      float ab[CT_LP_BLOCK], bb[CT_LP_BLOCK], ob[CT_LP_BLOCK];                           \
+      for (int64_t i0 = 0; i0 < n; i0 += CT_LP_BLOCK) {                                  \
+        int64_t m = n - i0 < CT_LP_BLOCK ? n - i0 : CT_LP_BLOCK;                         \
+        ct__lp_to_f32_n(ab, p[1] + 2 * i0, m, k->lp);                                    \
+        ct__lp_to_f32_n(bb, p[2] + (s[2] ? 2 * i0 : 0), s[2] ? m : 1, k->lp);            \
+        if (s[2] == 0) {                                                                 \
+          double b = bb[0];                                                              \
+          for (int64_t i = 0; i < m; i++) {                                              \
+            double a = ab[i];                                                            \
+            ob[i] = (float)(fwd);                                                        \
+          }                                                                              \
+        } else                                                                           \
+          for (int64_t i = 0; i < m; i++) {                                              \
+            double a = ab[i], b = bb[i];                                                 \
+            ob[i] = (float)(fwd);                                                        \
+          }                                                                              \
+        ct__f32_to_lp_n(p[0] + 2 * i0, ob, m, k->lp);                                    \
+      }                                                                                  \
+    } else if (k->lp)                                                                    \
       for (int64_t i = 0; i < n; i++) {                                                  \
         double a = ct__lp_load(p[1] + i * s[1], k->lp), b = ct__lp_load(p[2] + i * s[2], k->lp); \
         ct__lp_store(p[0] + i * s[0], k->lp, fwd);                                       \

@@ -27,4 +27,26 @@ static inline void ct__lp_store(char *p, int lp, double v) {
   memcpy(p, &h, 2);
 }
 
+/* The half paths' blocks over contiguous operands: up to CT_LP_BLOCK elements converted to float32
+ * in a buffer, computed by a loop over float32 (the float32 path's own, which the compiler
+ * vectorizes), and converted back. Each conversion loop has one dtype and restrict pointers, so the
+ * compiler vectorizes it too (bfloat16's; float16's has branches). The values are the element-wise
+ * path's exactly: a half widens to float32 exactly, and the result is rounded to float32, then to
+ * the half, as ct__lp_store does. */
+enum { CT_LP_BLOCK = 512 };
+static inline void ct__lp_to_f32_n(float *restrict dst, const char *restrict src, int64_t n, int lp) {
+  const uint16_t *restrict h = (const uint16_t *)src;
+  if (lp == CT_LP_BF16)
+    for (int64_t i = 0; i < n; i++) dst[i] = ct__bf16_to_f32(h[i]);
+  else
+    for (int64_t i = 0; i < n; i++) dst[i] = ct__f16_to_f32(h[i]);
+}
+static inline void ct__f32_to_lp_n(char *restrict dst, const float *restrict src, int64_t n, int lp) {
+  uint16_t *restrict h = (uint16_t *)dst;
+  if (lp == CT_LP_BF16)
+    for (int64_t i = 0; i < n; i++) h[i] = ct__f32_to_bf16(src[i]);
+  else
+    for (int64_t i = 0; i < n; i++) h[i] = ct__f32_to_f16(src[i]);
+}
+
 #endif
