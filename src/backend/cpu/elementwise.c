@@ -5,8 +5,9 @@
  * (half.h), and a reference path for every dtype that loads each element as a double and stores it
  * back (ct__load/ct__store). The half path computes exactly as the reference path does: in double,
  * rounded through float32, so the two agree bit for bit; over contiguous operands it runs in
- * blocks converted to float32 and back (half.h's CT_LP_BLOCK), so that its loops vectorize. Casts between
- * float32 and the halves have inlined loops too, contiguous ones their own. The formulas come from src/core/ops.def.
+ * blocks converted to float32 and back (half.h's CT_LP_BLOCK), so that its loops vectorize.
+ * Casts between float32 and the halves have inlined loops too, contiguous ones their own. The
+ * formulas come from src/core/ops.def.
  *
  * Integer operands (int32, int64, uint8, bool) take an integer path where the result is an
  * integer: casts between integer dtypes, neg/abs/relu, add/sub/mul/pow/maximum/minimum and the
