@@ -209,7 +209,12 @@ static void sigkill_never_tears_the_checkpoint(void **state) {
   for (int i = 0; i < runs; i++) {
     struct stat sb;
     int have = stat(ck, &sb) == 0;
-    const char *args[] = {TRAIN_ARGS, "--epochs", "1", "--max-steps", "60", "--save-every", "5", "--save", ck,
+    /* Ten epochs (4690 steps) to get through, at most 600 steps a run: a run killed at a share of
+     * the timed run's length trains about 30 steps, so the runs never reach the end and every
+     * targeted run is killed in a write. With one epoch of 60-step runs, a timed run slowed by other
+     * tests (4.6 s against 0.6 s) made the kills late, the checkpoint reached the epoch's end, the
+     * later runs finished instead of being killed, and too few kills fell in a write. */
+    const char *args[] = {TRAIN_ARGS, "--epochs", "10", "--max-steps", "600", "--save-every", "5", "--save", ck,
                           have ? "--resume" : NULL, ck, NULL};
     /* Odd runs: SIGKILL at a random moment of the run. Even runs: saves slowed by the test hook,
      * and SIGKILL at a random moment while one is half-written. */
