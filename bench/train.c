@@ -26,6 +26,7 @@
  * the other processes of a shared machine disturb less than the wall clock. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdarg.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,19 +140,30 @@ static int run_cuttle(const char *model, ct_device dev, const train_opts *o, ct_
   return status;
 }
 
+/* printf-style append to the string in buf (cap bytes), cut at the end of buf rather than past it */
+static void append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t k = strlen(buf);
+  if (k + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + k, cap - k, fmt, ap);
+  va_end(ap);
+}
+
 /* One recipe in PyTorch, through popen: eager (mode 0), in torch.compile (1) or captured in a CUDA
  * graph (2); fills res; returns 0 or 1 (after printing why). */
 static int run_pytorch(const char *model, ct_device dev, const train_opts *o, int mode, epoch_result *res) {
   char devname[32], cmd[2048], limit[256] = "";
   ct_device_str(dev, devname, sizeof devname);
-  int k = snprintf(limit, sizeof limit, " --batch-size %lld", (long long)o->batch);
-  if (strcmp(o->optimizer, "adam") != 0) k += snprintf(limit + k, sizeof limit - (size_t)k, " --optimizer %s", o->optimizer);
-  if (o->lr != 1e-3) k += snprintf(limit + k, sizeof limit - (size_t)k, " --lr %.17g", o->lr);
-  if (o->limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --limit %lld", (long long)o->limit);
-  if (o->max_steps) k += snprintf(limit + k, sizeof limit - (size_t)k, " --max-steps %lld", (long long)o->max_steps);
-  if (o->test_limit) k += snprintf(limit + k, sizeof limit - (size_t)k, " --test-limit %lld", (long long)o->test_limit);
-  if (o->channels_last) k += snprintf(limit + k, sizeof limit - (size_t)k, " --channels-last");
-  if (o->amp) snprintf(limit + k, sizeof limit - (size_t)k, " --amp %s", o->amp);
+  append(limit, sizeof limit, " --batch-size %lld", (long long)o->batch);
+  if (strcmp(o->optimizer, "adam") != 0) append(limit, sizeof limit, " --optimizer %s", o->optimizer);
+  if (o->lr != 1e-3) append(limit, sizeof limit, " --lr %.17g", o->lr);
+  if (o->limit) append(limit, sizeof limit, " --limit %lld", (long long)o->limit);
+  if (o->max_steps) append(limit, sizeof limit, " --max-steps %lld", (long long)o->max_steps);
+  if (o->test_limit) append(limit, sizeof limit, " --test-limit %lld", (long long)o->test_limit);
+  if (o->channels_last) append(limit, sizeof limit, " --channels-last");
+  if (o->amp) append(limit, sizeof limit, " --amp %s", o->amp);
   snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' '%s' --model %s --epochs %d --threads %d --device %s%s%s%s%s%s",
            o->threads, o->python, o->script, model, o->epochs, o->threads, devname, limit,
            o->data_dir ? " --data-dir '" : "", o->data_dir ? o->data_dir : "", o->data_dir ? "'" : "",
@@ -208,6 +220,7 @@ static int usage(FILE *f) {
              "--channels-last: conv weights and input batches in the channels_last memory format (both sides)\n"
              "--amp bf16|f16: mixed precision on both sides, as cuttle train --amp (f16 with a GradScaler;\n"
              "          torch.autocast and torch.amp.GradScaler in PyTorch); not --amp f16 with --cuda-graph\n"
+             "          or --pytorch-graph\n"
              "--cuda-graph: cuttle's step captured once in a CUDA graph and replayed, as `cuttle train --cuda-graph`\n"
              "          (cuttle's side only: PyTorch eager stays eager; torch.compile is PyTorch's own answer)\n"
              "--pytorch-graph: also PyTorch with its step captured in a CUDA graph (torch.cuda.graph, Adam\n"

@@ -13,6 +13,7 @@
 #include "lowp_checks.h"
 #include "cast_checks.h"
 #include "core/internal.h"
+#include "ops/memory_format.h"
 
 /* f32 inputs are rounded before the reference sees them, so the only error is f32 arithmetic. */
 #define F32_ATOL 1e-5
@@ -497,10 +498,11 @@ static void test_sum_paths(void **state) {
 
 /* The CPU's half kernels take contiguous operands in blocks converted to float32 and back
  * (backend/cpu/half.h, CT_LP_BLOCK), other strides element by element; both must give the same
- * bits. Each op runs on a non-dense view (a transposed, narrowed tensor: the element-wise path)
- * and on its contiguous copy (the blocks: 1200 elements, two whole blocks and a part), over values
- * with +-0, +-inf, NaN, subnormals and overflow among them; the backward of each unary op alike,
- * and the binary ops against a broadcast scalar too. */
+ * bits. Each op runs on non-dense views (transposed, narrowed tensors: the element-wise path) and
+ * on their contiguous copies (the blocks: 1200 elements, two whole blocks and a part), over values
+ * with +-0, +-inf, NaN, subnormals and overflow at places that differ between the operands; the
+ * backward kernel of every unary op alike (called directly, so that its saved operands are views
+ * too), and the binary ops against a broadcast scalar, ordinary and special. */
 typedef ct_tensor *(*unary_fn)(ct_tensor *);
 typedef ct_tensor *(*binary_fn)(ct_tensor *, ct_tensor *);
 static void assert_same_bits(ct_tensor *a, ct_tensor *b, const char *what, ct_dtype dt) {
@@ -510,71 +512,73 @@ static void assert_same_bits(ct_tensor *a, ct_tensor *b, const char *what, ct_dt
   ct_tensor *ac = ct_assert_nonnull(ct_contiguous(a)), *bc = ct_assert_nonnull(ct_contiguous(b));
   ct_assert_ok(ct_to_host(ac, x, (size_t)n * 2, dt));
   ct_assert_ok(ct_to_host(bc, y, (size_t)n * 2, dt));
-  for (int64_t i = 0; i < n; i++)
-    if (x[i] != y[i]) fail_msg("%s in %s, element %lld: 0x%04x against 0x%04x", what, ct_dtype_name(dt), (long long)i, x[i], y[i]);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; i++)
+    if (x[i] != y[i]) bad = i;
+  uint16_t xb = bad >= 0 ? x[bad] : 0, yb = bad >= 0 ? y[bad] : 0;
   free(x), free(y), ct_tensor_free(ac), ct_tensor_free(bc);
+  if (bad >= 0) fail_msg("%s in %s, element %lld: 0x%04x against 0x%04x", what, ct_dtype_name(dt), (long long)bad, xb, yb);
 }
-/* a (rows, cols) tensor of dt with special values among random ones, as a non-dense view of a
- * (cols + 7, rows) tensor, and its contiguous copy */
-static void half_operands(ct_dtype dt, int64_t rows, int64_t cols, uint64_t seed, double scale, ct_tensor **view,
-                          ct_tensor **dense) {
-  int64_t shape[2] = {cols + 7, rows};
+/* A non-dense (rows, cols) view holding dense's values: a transposed, narrowed (cols + 7, rows)
+ * tensor. */
+static ct_tensor *half_view_of(ct_tensor *dense) {
+  int64_t rows = dense->shape[0], cols = dense->shape[1], shape[2] = {cols + 7, rows};
+  ct_tensor *full = ct_assert_nonnull(ct_zeros(2, shape, dense->dtype, CT_DEVICE_CPU));
+  ct_tensor *v = ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(full, 0, 1)), 1, 3, cols));
+  ct_assert_ok(ct_copy_(v, dense));
+  return v;
+}
+static const double half_specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-6, -1e-6, 7e4, -7e4, 1e39, 1e-40, 88.0, -90.0};
+enum { N_HALF_SPECIALS = sizeof half_specials / sizeof half_specials[0] };
+/* a dense (rows, cols) tensor of dt, random with the specials at places that depend on seed */
+static ct_tensor *half_dense(ct_dtype dt, int64_t rows, int64_t cols, uint64_t seed, double scale) {
+  int64_t shape[2] = {rows, cols};
   ct_generator g = ct_generator_new(seed);
   ct_tensor *r = ct_assert_nonnull(ct_randn(2, shape, 0, scale, CT_F64, CT_DEVICE_CPU, &g));
   double *v = ct_tensor_data(r);
-  const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-6, -1e-6, 7e4, -7e4, 1e39, 1e-40, 88.0, -90.0};
-  for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) v[k * 37] = special[k];
-  ct_tensor *h = ct_assert_nonnull(ct_cast(r, dt)), *t = ct_assert_nonnull(ct_transpose(h, 0, 1));
-  *view = ct_assert_nonnull(ct_narrow(t, 1, 3, cols));
-  *dense = ct_assert_nonnull(ct_contiguous(*view));
-  ct_tensor_free(t), ct_tensor_free(h), ct_tensor_free(r);
+  for (int k = 0; k < N_HALF_SPECIALS; k++) v[(k * 89 + (int64_t)seed * 31) % (rows * cols)] = half_specials[k];
+  return ct_assert_nonnull(ct_cast(r, dt));
 }
 static void test_half_blocks_match_elementwise(void **state) {
   (void)state;
-  const unary_fn un[] = {ct_neg, ct_abs, ct_exp, ct_log, ct_sqrt, ct_relu, ct_sigmoid, ct_tanh, ct_gelu, ct_silu};
-  const char *un_names[] = {"neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu", "silu"};
+  const unary_fn un[] = {ct_neg, ct_abs, ct_exp, ct_log, ct_sqrt, ct_relu, ct_sigmoid, ct_tanh, ct_gelu, ct_silu, ct_gelu_tanh};
+  const ct_unary_op un_ops[] = {CT_UNARY_NEG, CT_UNARY_ABS, CT_UNARY_EXP, CT_UNARY_LOG, CT_UNARY_SQRT, CT_UNARY_RELU,
+                                CT_UNARY_SIGMOID, CT_UNARY_TANH, CT_UNARY_GELU, CT_UNARY_SILU, CT_UNARY_GELU_TANH};
+  const char *un_names[] = {"neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "gelu", "silu", "gelu_tanh"};
+  assert_int_equal(sizeof un_ops / sizeof un_ops[0], CT_UNARY_COUNT); /* every unary op */
   const binary_fn bin[] = {ct_add, ct_sub, ct_mul, ct_div, ct_pow, ct_maximum, ct_minimum};
   const char *bin_names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
-  const int64_t rows = 40, cols = 30;
+  const int64_t rows = 40, cols = 30, shape[2] = {rows, cols};
   for (int k = 0; k < 2; k++) {
     ct_dtype dt = k ? CT_BF16 : CT_F16;
     ct_assert_ok(ct_scope_begin());
-    ct_tensor *xv, *xd, *yv, *yd, *w, *wd;
-    half_operands(dt, rows, cols, 1, 3.0, &xv, &xd);
-    half_operands(dt, rows, cols, 2, 2.0, &yv, &yd);
-    half_operands(dt, rows, cols, 3, 1.0, &w, &wd);
+    ct_tensor *xd = half_dense(dt, rows, cols, 1, 3.0), *yd = half_dense(dt, rows, cols, 2, 2.0);
+    ct_tensor *gd = half_dense(dt, rows, cols, 3, 1.0);
+    ct_tensor *xv = half_view_of(xd), *yv = half_view_of(yd), *gv = half_view_of(gd);
     for (size_t u = 0; u < sizeof un / sizeof un[0]; u++) {
-      assert_same_bits(un[u](xv), un[u](xd), un_names[u], dt);
-      /* backward: the gradient of sum(op(x) * w) with respect to x, through a leaf of each kind */
-      ct_tensor *grads[2];
-      for (int dense = 0; dense < 2; dense++) {
-        int64_t shape[2] = {cols + 7, rows};
-        ct_tensor *leaf;
-        if (dense) leaf = ct_assert_nonnull(ct_detach(xd));
-        else { /* the leaf holds the whole (cols + 7, rows) tensor; op sees the non-dense view */
-          ct_tensor *full = ct_assert_nonnull(ct_zeros(2, shape, dt, CT_DEVICE_CPU));
-          ct_tensor *fv = ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(full, 0, 1)), 1, 3, cols));
-          ct_assert_ok(ct_copy_(fv, xv));
-          leaf = full;
-        }
-        ct_assert_ok(ct_requires_grad_(leaf, 1));
-        ct_tensor *in = dense ? leaf : ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(leaf, 0, 1)), 1, 3, cols));
-        ct_assert_ok(ct_backward(ct_assert_nonnull(ct_sum(ct_assert_nonnull(ct_mul(un[u](in), wd)), 0, NULL, 0))));
-        ct_tensor *gr = ct_assert_nonnull(ct_grad(leaf));
-        grads[dense] = dense ? gr : ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_transpose(gr, 0, 1)), 1, 3, cols));
-      }
+      ct_tensor *out = ct_assert_nonnull(un[u](xd));
+      assert_same_bits(un[u](xv), out, un_names[u], dt);
+      /* backward: g * f'(x, y) with y = f(x), every operand a view on one side */
+      ct_tensor *outv = half_view_of(out), *gxd = ct_assert_nonnull(ct_empty(2, shape, dt, CT_DEVICE_CPU));
+      ct_tensor *gxv = ct_assert_nonnull(ct_empty(2, shape, dt, CT_DEVICE_CPU));
+      ct_assert_ok(ct__k_unary_backward(un_ops[u], gxd, gd, xd, out));
+      ct_assert_ok(ct__k_unary_backward(un_ops[u], gxv, gv, xv, outv));
       char what[64];
       snprintf(what, sizeof what, "%s backward", un_names[u]);
-      assert_same_bits(grads[0], grads[1], what, dt);
+      assert_same_bits(gxv, gxd, what, dt);
     }
-    int64_t one = 1;
-    ct_tensor *s = ct_assert_nonnull(ct_narrow(ct_assert_nonnull(ct_reshape(yd, 1, (int64_t[]){rows * cols})), 0, 5, one));
-    ct_tensor *se = ct_assert_nonnull(ct_contiguous(ct_assert_nonnull(ct_expand(s, 2, (int64_t[]){rows, cols}))));
     for (size_t b = 0; b < sizeof bin / sizeof bin[0]; b++) {
       assert_same_bits(bin[b](xv, yv), bin[b](xd, yd), bin_names[b], dt);
-      char what[64];
-      snprintf(what, sizeof what, "%s with a broadcast scalar", bin_names[b]);
-      assert_same_bits(bin[b](xv, se), bin[b](xd, s), what, dt);
+      /* against a broadcast scalar: an ordinary value, then each special */
+      for (int sp = -1; sp < N_HALF_SPECIALS; sp++) {
+        double v = sp < 0 ? 1.7 : half_specials[sp];
+        ct_tensor *s64 = ct_assert_nonnull(ct_from_host(&v, 1, (int64_t[]){1}, CT_F64, CT_DEVICE_CPU));
+        ct_tensor *s = ct_assert_nonnull(ct_cast(s64, dt));
+        ct_tensor *se = half_view_of(ct_assert_nonnull(ct_contiguous(ct_assert_nonnull(ct_expand(s, 2, shape)))));
+        char what[64];
+        snprintf(what, sizeof what, "%s with the broadcast scalar %g", bin_names[b], v);
+        assert_same_bits(bin[b](xv, se), bin[b](xd, s), what, dt);
+      }
     }
     ct_scope_end();
   }

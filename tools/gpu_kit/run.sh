@@ -395,8 +395,8 @@ step bench_train_graph 150 GPU graph_bench
 # torchvision's resnet18 in float32, and resnet50 in float16 autocast with a GradScaler (the teaching
 # text's mixed-precision exercise, here on Fashion-MNIST), against PyTorch eager doing the same in
 # the same run (bench train --amp: torch.autocast and torch.amp.GradScaler); a few hundred steps,
-# so that both sides fit the limit. The H100 gave resnet18 13340 images/s and the resnet50 exercise
-# 1991 with no PyTorch figure beside them.
+# so that both sides fit the limit. The H100 gave resnet18 13340 images/s (with --augment) and the
+# resnet50 exercise 1991 (CIFAR-format images) with no PyTorch figure beside them.
 resnet_bench() {
   has_opt train '--amp' || { echo "skip: the kit's CLI has no bench train --amp"; return 77; }
   model=$1; shift
@@ -448,8 +448,9 @@ profile_cnn() {
 export -f profile_cnn has_opt_train
 step profile_cnn 180 GPU profile_cnn
 
-# ---- where resnet50's step goes under --amp f16 (the H100 ran the exercise at 1991 images/s, about
-# 64 ms a step of 128 28x28 images, far more than its arithmetic): cuttle's kernel profiler (host time
+# ---- where resnet50's step goes under --amp f16 (the H100 ran the exercise, on random 32x32x3
+# CIFAR-format images, at 1991 images/s: about 64 ms a step of 128, far more than its arithmetic;
+# here on Fashion-MNIST's 28x28x1, a near problem): cuttle's kernel profiler (host time
 # per call, calls per step), the synchronizations of 20 steps, and PyTorch's same step under
 # torch.profiler on the same GPU
 profile_resnet50() {

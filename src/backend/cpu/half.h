@@ -30,7 +30,8 @@ static inline void ct__lp_store(char *p, int lp, double v) {
 /* The half paths' blocks over contiguous operands: up to CT_LP_BLOCK elements converted to float32
  * in a buffer, computed by a loop over float32 (the float32 path's own, which the compiler
  * vectorizes), and converted back. Each conversion loop has one dtype and restrict pointers, so the
- * compiler vectorizes it too (bfloat16's; float16's has branches). The values are the element-wise
+ * compiler vectorizes it too (core/half.h's conversions are selects, and the files that use them
+ * are built with -fno-trapping-math, CMakeLists.txt). The values are the element-wise
  * path's exactly: a half widens to float32 exactly, and the result is rounded to float32, then to
  * the half, as ct__lp_store does. */
 enum { CT_LP_BLOCK = 512 };
