@@ -136,7 +136,8 @@ char *ct__strdup(const char *s, const char *what);
  * now fail (host: the wrappers above; device: every backend alloc the core makes), once; k <= 0
  * turns it off. The count restarts at every call. CUTTLE_FAIL_ALLOC=k arms the same from the
  * environment for a whole process. ct__fault_alloc_count: allocation points passed since the
- * arming; ct__fault_alloc_fired: failures injected since then. */
+ * arming (counted only while armed: arm with INT64_MAX to count without failing);
+ * ct__fault_alloc_fired: failures injected since then. */
 void ct__fault_inject_alloc(int64_t k);
 int64_t ct__fault_alloc_count(void);
 int64_t ct__fault_alloc_fired(void);

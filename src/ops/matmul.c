@@ -100,9 +100,15 @@ ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
   /* a transposed operand (linear's w^T) goes to BLAS as it is: ct_cast would make it contiguous */
   ct_tensor *ac = a2->dtype == cdt ? ct__retain_tracked(a2) : ct_cast(a2, cdt);
   ct_tensor *bc = b2->dtype == cdt ? ct__retain_tracked(b2) : ct_cast(b2, cdt);
-  ct_tensor *ae = ac ? ct_expand(ac, nbd + 2, ea) : NULL, *be_ = bc ? ct_expand(bc, nbd + 2, eb) : NULL;
-  ct_tensor *a3 = ae ? ct_reshape(ae, 3, (int64_t[]){B, M, K}) : NULL;
-  ct_tensor *b3 = be_ ? ct_reshape(be_, 3, (int64_t[]){B, K, N}) : NULL;
+  ct_tensor *ae = NULL, *be_ = NULL, *a3, *b3;
+  if (nbd == 0) { /* two matrices: one view each, not an expand and a reshape (the host's cost of a small matmul) */
+    a3 = ac ? ct_unsqueeze(ac, 0) : NULL;
+    b3 = bc ? ct_unsqueeze(bc, 0) : NULL;
+  } else {
+    ae = ac ? ct_expand(ac, nbd + 2, ea) : NULL, be_ = bc ? ct_expand(bc, nbd + 2, eb) : NULL;
+    a3 = ae ? ct_reshape(ae, 3, (int64_t[]){B, M, K}) : NULL;
+    b3 = be_ ? ct_reshape(be_, 3, (int64_t[]){B, K, N}) : NULL;
+  }
   ct_tensor *o3 = bmm(a3, b3);
   /* result shape: batch dims, then M unless a was 1-D, then N unless b was 1-D */
   int64_t os[CT_MAX_DIMS];

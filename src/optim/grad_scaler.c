@@ -134,7 +134,7 @@ static ct_tensor *flag_of(opt_record *r, ct_device d) {
 }
 
 /* g *= inv and flag |= any(!isfinite(g)) for a gradient the backend has no fused kernel for (strided,
- * 16-bit, or a backend with amp_unscale_ NULL), composed of ops that stay on the device: inf * 0 and
+ * 16-bit, or a backend without amp_unscale_), composed of ops that stay on the device: inf * 0 and
  * NaN * 0 are NaN, so sum(g * 0) is NaN exactly when g holds an inf or NaN, and the flag accumulates
  * it (a NaN flag reads as found, as does 1.0). */
 static ct_status unscale_composed(ct_tensor *g, double inv, ct_tensor *flag) {

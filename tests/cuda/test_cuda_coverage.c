@@ -12,7 +12,10 @@
  *  - dropout with p = 0.3 over 1M elements: the fraction of zeros, the scale of the kept values, the
  *    backward's mask, and bit-equality with the CPU (the same Philox stream);
  *  - host <-> device copies of 256 MiB, pageable and pinned, both directions, bit-exact;
- *  - TF32 off: a 1024^3 float32 matmul and a conv2d within float32's error of a float64 reference.
+ *  - TF32 off: a 1024^3 float32 matmul and a conv2d within float32's error of a float64 reference;
+ *  - the GradScaler's unscale_ (the backend's fused amp_unscale_ kernel) over a float32 gradient of
+ *    1M+ elements and a float64 one: bit for bit the CPU's, an inf or NaN anywhere skips the step,
+ *    and no synchronization until the step reads the flag.
  * Every measured error is printed ("# ..."), so the GPU log shows how close each case came.
  *
  * Exits 77 (skipped, the reason printed) without a GPU. CUTTLE_TEST_DEVICE=opencl:0 (or any device
@@ -543,6 +546,75 @@ static void test_tf32_off_is_float32(void **state) {
   ct_scope_end();
 }
 
+/* ---------------------------------------------------------------- GradScaler unscale_ */
+
+static ct_tensor *no_forward(ct_module *self, ct_tensor *x) {
+  (void)self;
+  return ct_tensor_retain(x);
+}
+
+/* One unscale_ and step of a GradScaler (init_scale 3: not a power of two, so that the products
+ * round) on device d, over a float32 parameter of n32 elements and a float64 one of n64, whose
+ * gradients are 3 c32 and 3 c64 (from the backward of 3 (sum(p32 c32) + sum(p64 c64))). Returns
+ * the unscaled gradients as host doubles (in *g32, *g64; the caller frees them) and whether the
+ * step was taken. */
+static int unscale_on(ct_device d, ct_tensor *c32, ct_tensor *c64, double **g32, double **g64) {
+  /* no scope open: the module takes these references */
+  int64_t n32 = ct_tensor_numel(c32), n64 = ct_tensor_numel(c64);
+  ct_module *m = ct_assert_nonnull(ct_module_new("TwoParams", no_forward, NULL, NULL));
+  ct_tensor *p32 = ct_assert_nonnull(ct_zeros(1, &n32, CT_F32, d)), *p64 = ct_assert_nonnull(ct_zeros(1, &n64, CT_F64, d));
+  ct_assert_ok(ct_module_register_parameter(m, "p32", p32));
+  ct_assert_ok(ct_module_register_parameter(m, "p64", p64));
+  ct_scope_begin();
+  ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(m, &(ct_optim_opts){.kind = CT_OPTIM_SGD, .lr = 0.5}));
+  ct_grad_scaler *gs = ct_assert_nonnull(ct_grad_scaler_new(&(ct_grad_scaler_opts){.init_scale = 3}));
+  ct_tensor *s32 = ct_sum(ct_mul(p32, ct_to(c32, d, CT_COPY)), 0, NULL, 0);
+  ct_tensor *s64 = ct_sum(ct_mul(p64, ct_to(c64, d, CT_COPY)), 0, NULL, 0);
+  ct_assert_ok(ct_backward(ct_assert_nonnull(ct_grad_scaler_scale(gs, ct_add(s32, s64)))));
+  ct_ledger_reset();
+  ct_assert_ok(ct_grad_scaler_unscale_(gs, opt));
+  assert_int_equal(ct_ledger_get().syncs, 0); /* the flag stays on the device */
+  *g32 = ct_test_values(ct_grad(p32)), *g64 = ct_test_values(ct_grad(p64));
+  int stepped = ct_grad_scaler_step(gs, opt);
+  assert_true(stepped == 0 || stepped == 1);
+  ct_scope_end();
+  ct_grad_scaler_free(gs);
+  ct_optimizer_free(opt);
+  ct_module_free(m);
+  return stepped;
+}
+
+static void test_grad_scaler_unscale(void **state) {
+  (void)state;
+  NEED_DEVICE();
+  const int64_t n32 = (1 << 20) + 3, n64 = 65537;
+  for (int poison = 0; poison < 3; poison++) { /* 0: none; 1: +inf near the end of c32; 2: NaN in c64 */
+    ct_generator g = ct_generator_new(90 + (uint64_t)poison);
+    ct_tensor *c32 = ct_assert_nonnull(ct_rand(1, &n32, -2, 2, CT_F32, CT_DEVICE_CPU, &g));
+    ct_tensor *c64 = ct_assert_nonnull(ct_rand(1, &n64, -2, 2, CT_F64, CT_DEVICE_CPU, &g));
+    if (poison == 1) ((float *)ct_tensor_data(c32))[n32 - 2] = INFINITY;
+    if (poison == 2) ((double *)ct_tensor_data(c64))[40001] = NAN;
+    double *h32, *h64, *d32, *d64;
+    int host_stepped = unscale_on(CT_DEVICE_CPU, c32, c64, &h32, &h64);
+    int dev_stepped = unscale_on(D, c32, c64, &d32, &d64);
+    assert_non_null(h32), assert_non_null(h64), assert_non_null(d32), assert_non_null(d64);
+    assert_int_equal(host_stepped, poison == 0);
+    assert_int_equal(dev_stepped, host_stepped);
+    int64_t diff = 0, moved = 0;
+    for (int64_t i = 0; i < n32; i++) {
+      diff += !(d32[i] == h32[i] || (isnan(d32[i]) && isnan(h32[i])));
+      moved += d32[i] != 3.0 * (double)((float *)ct_tensor_data(c32))[i]; /* unscaled, not left at 3 c */
+    }
+    for (int64_t i = 0; i < n64; i++) diff += !(d64[i] == h64[i] || (isnan(d64[i]) && isnan(h64[i])));
+    printf("# GradScaler unscale_ (poison %d): %lld of %lld gradient values differ from the CPU's; step %s\n", poison,
+           (long long)diff, (long long)(n32 + n64), dev_stepped ? "taken" : "skipped");
+    assert_int_equal(diff, 0);
+    assert_true(moved > n32 / 2);
+    free(h32), free(h64), free(d32), free(d64);
+    ct_tensor_free(c32), ct_tensor_free(c64);
+  }
+}
+
 int main(void) {
   const char *name = getenv("CUTTLE_TEST_DEVICE");
   if (name && *name) {
@@ -566,6 +638,7 @@ int main(void) {
       cmocka_unit_test(test_cross_entropy_wide),  cmocka_unit_test(test_optimizers_100_steps),
       cmocka_unit_test(test_conv2d_channels_last), cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_copies_256mib),       cmocka_unit_test(test_tf32_off_is_float32),
+      cmocka_unit_test(test_grad_scaler_unscale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -244,8 +244,8 @@ static void test_bad_options_and_state(void **state) {
 }
 
 /* A strided gradient (a transposed view) takes the composed path of unscale_ (sum(g * 0) is NaN
- * exactly when g holds an inf or NaN) instead of the backend's fused kernel; the path the CUDA
- * backend, which has no amp_unscale_ yet, always takes. */
+ * exactly when g holds an inf or NaN) instead of the backend's fused kernel; the path of 16-bit
+ * gradients too. */
 static void test_composed_path_for_strided_gradients(void **state) {
   (void)state;
   ct_generator gen = ct_generator_new(2);

@@ -41,7 +41,23 @@ static inline void ct_iter_init(ct_iter *it, int n, ct_tensor *const *ts, int nd
 
 typedef void (*ct_iter_body)(void *ctx, int64_t len, char **p, const int64_t *stride);
 
-/* Call body for every innermost run. Parallel over rows when numel >= 32768. */
+/* Row r of it: body over its innermost run. */
+static inline void ct_iter_row(const ct_iter *it, int64_t r, int64_t len, const int64_t *inner, ct_iter_body body, void *ctx) {
+  int last = it->ndim - 1;
+  char *p[CT_ITER_MAX];
+  for (int i = 0; i < it->n; i++) p[i] = it->base[i];
+  int64_t rem = r;
+  for (int d = last - 1; d >= 0; d--) {
+    int64_t idx = rem % it->shape[d];
+    rem /= it->shape[d];
+    for (int i = 0; i < it->n; i++) p[i] += idx * it->stride[i][d];
+  }
+  body(ctx, len, p, inner);
+}
+
+/* Call body for every innermost run. Parallel over rows when numel >= 32768. A small loop does not
+ * enter an OpenMP region at all: even one whose if clause is false cost libgomp's team setup, and
+ * a syscall, on every small op (perf of a 2 x 2 ct_add: 5% of its host time). */
 static inline void ct_iter_run(const ct_iter *it, ct_iter_body body, void *ctx) {
   int last = it->ndim - 1;
   int64_t len = it->shape[last], rows = 1;
@@ -49,18 +65,12 @@ static inline void ct_iter_run(const ct_iter *it, ct_iter_body body, void *ctx) 
   if (len == 0 || rows == 0) return;
   int64_t inner[CT_ITER_MAX];
   for (int i = 0; i < it->n; i++) inner[i] = it->stride[i][last];
-#pragma omp parallel for schedule(static) if (rows * len >= 32768 && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    char *p[CT_ITER_MAX];
-    for (int i = 0; i < it->n; i++) p[i] = it->base[i];
-    int64_t rem = r;
-    for (int d = last - 1; d >= 0; d--) {
-      int64_t idx = rem % it->shape[d];
-      rem /= it->shape[d];
-      for (int i = 0; i < it->n; i++) p[i] += idx * it->stride[i][d];
-    }
-    body(ctx, len, p, inner);
+  if (rows * len < 32768 || rows == 1) {
+    for (int64_t r = 0; r < rows; r++) ct_iter_row(it, r, len, inner, body, ctx);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; r++) ct_iter_row(it, r, len, inner, body, ctx);
 }
 
 /* Like ct_iter_run, but a single long run (the common all-contiguous case) is split into chunks
@@ -74,7 +84,13 @@ static inline void ct_iter_run_split(const ct_iter *it, ct_iter_body body, void 
   for (int i = 0; i < it->n; i++) inner[i] = it->stride[i][0];
   const int64_t chunk = 16384;
   int64_t nchunks = (len + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (nchunks > 2)
+  if (nchunks <= 2) { /* no OpenMP region, as in ct_iter_run */
+    char *p[CT_ITER_MAX];
+    for (int i = 0; i < it->n; i++) p[i] = it->base[i];
+    body(ctx, len, p, inner);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < nchunks; c++) {
     char *p[CT_ITER_MAX];
     int64_t start = c * chunk, n = len - start < chunk ? len - start : chunk;

@@ -1,4 +1,5 @@
-/* src/backend/cuda/matmul.cu: batched matrix multiply with cublasGemmStridedBatchedEx.
+/* src/backend/cuda/matmul.cu: batched matrix multiply with cublasGemmStridedBatchedEx (cublasGemmEx
+ * for a batch of one).
  *
  * out (B, M, N) = a (B, M, K) @ b (B, K, N). out is contiguous; a and b may be strided in their
  * last two dims (a transposed view costs nothing: it becomes cuBLAS's op T) and their batch stride
@@ -110,14 +111,18 @@ ct_status ct__cuda_matmul(ct_tensor *out, ct_tensor *a, ct_tensor *b) {
     goto done;
   }
   {
-    /* C' (N x M) = op(b^T) (N x K) * op(a^T) (K x M) */
-    cublasStatus_t e = cublasGemmStridedBatchedEx(
-        h, gb.op, ga.op, (int)N, (int)M, (int)K, alpha, ct__ptr(Bt), dt, (int)gb.ld, (long long)sb_b, ct__ptr(A), dt,
-        (int)ga.ld, (long long)sa_b, beta, ct__ptr(out), dt, (int)N, (long long)(M * N), (int)B, ct, CUBLAS_GEMM_DEFAULT);
+    /* C' (N x M) = op(b^T) (N x K) * op(a^T) (K x M). One matrix goes to cublasGemmEx, as
+     * PyTorch's mm does (at::cuda::blas::gemm), several to the strided-batched call (its bmm). */
+    cublasStatus_t e =
+        B == 1 ? cublasGemmEx(h, gb.op, ga.op, (int)N, (int)M, (int)K, alpha, ct__ptr(Bt), dt, (int)gb.ld, ct__ptr(A), dt,
+                              (int)ga.ld, beta, ct__ptr(out), dt, (int)N, ct, CUBLAS_GEMM_DEFAULT)
+               : cublasGemmStridedBatchedEx(h, gb.op, ga.op, (int)N, (int)M, (int)K, alpha, ct__ptr(Bt), dt, (int)gb.ld,
+                                            (long long)sb_b, ct__ptr(A), dt, (int)ga.ld, (long long)sa_b, beta, ct__ptr(out),
+                                            dt, (int)N, (long long)(M * N), (int)B, ct, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS)
-      s = ct__error(CT_EBACKEND, "cuda: cublasGemmStridedBatchedEx failed for (%lld x %lld x %lld, batch %lld, %s): %s",
-                    (long long)M, (long long)N, (long long)K, (long long)B, ct_dtype_name(out->dtype),
-                    cublasGetStatusString(e));
+      s = ct__error(CT_EBACKEND, "cuda: %s failed for (%lld x %lld x %lld, batch %lld, %s): %s",
+                    B == 1 ? "cublasGemmEx" : "cublasGemmStridedBatchedEx", (long long)M, (long long)N, (long long)K,
+                    (long long)B, ct_dtype_name(out->dtype), cublasGetStatusString(e));
   }
 done:
   ct__be_tmp_free(&ta);
