@@ -155,7 +155,10 @@ CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tenso
  * values to rounding, more memory kept for backward). A float16/bfloat16 x is normalized in
  * float32 and rounded once, with parameters and running statistics of any floating dtype (float32
  * ones stay float32: torch's mixed-type batch norm), and the result keeps x's dtype; autocast leaves
- * the op alone, as torch's lists do (cuttle/autocast.h).
+ * the op alone, as torch's lists do (cuttle/autocast.h). With float32 parameters and statistics
+ * (autocast's case) the CPU's kernels take the half x as it is, one node and no casts; elsewhere
+ * the front-end casts x to float32 around the kernels, with the same values bit for bit. The
+ * gradients of weight and bias have their dtype (float32 under autocast).
  * Differentiable in x, weight and bias. The caller frees the result; the running statistics stay
  * the caller's. Errors (NULL, ct_last_error() naming batch_norm): CT_EINVAL for a NULL x, eps < 0
  * or NaN, or eval without both running statistics; CT_ESHAPE for an x of fewer than 2 dims, a

@@ -150,7 +150,9 @@ typedef struct ct_backend {
    * through ct__supports, which answers 0 for a kernel the table lacks. NULL: every kernel of the
    * table takes every dtype and format the front-end passes it. The cases asked: CT_K_matmul,
    * CT_K_conv2d and CT_K_conv2d_relu_pool2x2 with CT_F16/CT_BF16 (else the front-end computes in
-   * float32: operands widened, the result rounded once), and CT_K_pool2d_max_relu. */
+   * float32: operands widened, the result rounded once), CT_K_batch_norm with CT_F16/CT_BF16 (both
+   * batch norm kernels then take a half input with float32 parameters and statistics; else the
+   * front-end casts the input to float32 around them), and CT_K_pool2d_max_relu. */
   int (*supports)(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt);
   /* max pooling's argmax (y's shape) is the backend's own record for its backward; this picks its
    * dtype for an input x and options o (NULL: int64 flat indices h W + w into x's plane) */

@@ -38,16 +38,17 @@ static void bn_rows_free(ct_tensor *v, int channels_last) {
   if (channels_last) ct_tensor_free(v);
 }
 
-/* The batch norm kernels' backward: saved are x, save_mean, save_invstd and w (x's dtype; NULL without
- * weight); iv[0] is training, iv[1] 1 for a channels_last x (gx channels_last too). */
+/* The batch norm kernels' backward: saved are x, save_mean, save_invstd and w (NULL without weight),
+ * all of x's dtype, or, for a half x, float32 but x (bn_kernel's pdt); iv[0] is training, iv[1] 1 for
+ * a channels_last x (gx channels_last too). gw and gb come in the statistics' dtype. */
 static ct_status bw_batch_norm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_tensor *x = n->saved[0], *mean = n->saved[1], *invstd = n->saved[2], *w = n->saved[3];
   int cl = (int)n->iv[1];
   ct_tensor *gc = cl ? ct__to_format(g, x->dtype, CT_CHANNELS_LAST) : ct_contiguous(g);
   if (!gc) return ct_last_status();
   if (n->in[0]) grads[0] = ct__alloc_format(x->ndim, x->shape, x->dtype, x->device, cl ? CT_CHANNELS_LAST : CT_CONTIGUOUS_FORMAT);
-  if (n->in[1]) grads[1] = ct__alloc(1, &x->shape[1], x->dtype, x->device);
-  if (n->in[2]) grads[2] = ct__alloc(1, &x->shape[1], x->dtype, x->device);
+  if (n->in[1]) grads[1] = ct__alloc(1, &x->shape[1], mean->dtype, x->device);
+  if (n->in[2]) grads[2] = ct__alloc(1, &x->shape[1], mean->dtype, x->device);
   ct_tensor *xk = bn_rows(x, cl), *gk = bn_rows(gc, cl), *gxk = bn_rows(grads[0], cl);
   ct_status s = (n->in[0] && !grads[0]) || (n->in[1] && !grads[1]) || (n->in[2] && !grads[2]) || !xk || !gk ||
                         (grads[0] && !gxk)
@@ -60,19 +61,31 @@ static ct_status bw_batch_norm(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 }
 
 /* 1 when batch_norm runs on its kernels (the checks of ct_batch_norm passed): the backend has both,
- * x is float32 or float64 and contiguous or dense channels_last, weight and bias keep x's dtype
- * (promote to it), the running statistics have x's dtype and, in training, come both or neither
+ * x is contiguous or dense channels_last, and either x is float32 or float64, weight and bias keep
+ * x's dtype (promote to it) and the running statistics have x's dtype, or x is float16 or bfloat16,
+ * the backend takes that (its supports, CT_K_batch_norm: the mixed kernels) and weight, bias and the
+ * running statistics are float32 (autocast's case: half activations, float32 parameters); the
+ * running statistics, in training, come both or neither
  * (the composition's behaviour for one of them stays its own), and, in eval, need no gradient (the
  * kernels give none). Else the front-end composes (other strides, mixed dtypes, other backends), as
  * before the kernels came. */
 static int bn_kernel_takes(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b, int training) {
   const ct_backend *be = x->storage->backend;
   if (!ct__has_kernel(be, CT_K_batch_norm) || !ct__has_kernel(be, CT_K_batch_norm_backward)) return 0;
-  if (x->dtype != CT_F32 && x->dtype != CT_F64) return 0;
-  if (!ct_tensor_is_contiguous(x) && !ct_tensor_is_contiguous_format(x, CT_CHANNELS_LAST)) return 0;
-  if ((w && ct_promote_types(x->dtype, w->dtype) != x->dtype) || (b && ct_promote_types(x->dtype, b->dtype) != x->dtype))
-    return 0;
-  if ((rm && rm->dtype != x->dtype) || (rv && rv->dtype != x->dtype)) return 0;
+  int cl = ct_tensor_is_contiguous_format(x, CT_CHANNELS_LAST);
+  if (!ct_tensor_is_contiguous(x) && !cl) return 0;
+  if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
+    /* the mixed kernels: float32 parameters and statistics, where the backend has them */
+    if (!ct__supports(be, CT_K_batch_norm, x->dtype, cl ? CT_CHANNELS_LAST : CT_CONTIGUOUS_FORMAT)) return 0;
+    const ct_tensor *ps[4] = {w, b, rm, rv};
+    for (int i = 0; i < 4; i++)
+      if (ps[i] && ps[i]->dtype != CT_F32) return 0;
+  } else {
+    if (x->dtype != CT_F32 && x->dtype != CT_F64) return 0;
+    if ((w && ct_promote_types(x->dtype, w->dtype) != x->dtype) || (b && ct_promote_types(x->dtype, b->dtype) != x->dtype))
+      return 0;
+    if ((rm && rm->dtype != x->dtype) || (rv && rv->dtype != x->dtype)) return 0;
+  }
   if (training) return !rm == !rv;
   return !(ct_grad_enabled() && (rm->requires_grad || rv->requires_grad));
 }
@@ -107,12 +120,14 @@ static ct_tensor *bn_kernel(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tenso
   const ct_backend *be = x->storage->backend;
   int64_t C = x->shape[1];
   int cl = bn_channels_last(x);
-  ct_tensor *w = weight ? ct_cast(weight, x->dtype) : NULL, *b = bias ? ct_cast(bias, x->dtype) : NULL;
+  /* the parameters' and statistics' dtype: x's, or float32 for a half x (the mixed kernels) */
+  ct_dtype pdt = x->dtype == CT_F16 || x->dtype == CT_BF16 ? CT_F32 : x->dtype;
+  ct_tensor *w = weight ? ct_cast(weight, pdt) : NULL, *b = bias ? ct_cast(bias, pdt) : NULL;
   ct_tensor *y = (!weight || w) && (!bias || b)
                      ? ct__alloc_format(x->ndim, x->shape, x->dtype, x->device, cl ? CT_CHANNELS_LAST : CT_CONTIGUOUS_FORMAT)
                      : NULL;
-  ct_tensor *mean = y ? ct__alloc(1, &C, x->dtype, x->device) : NULL;
-  ct_tensor *invstd = mean ? ct__alloc(1, &C, x->dtype, x->device) : NULL;
+  ct_tensor *mean = y ? ct__alloc(1, &C, pdt, x->device) : NULL;
+  ct_tensor *invstd = mean ? ct__alloc(1, &C, pdt, x->device) : NULL;
   ct_tensor *xk = invstd ? bn_rows(x, cl) : NULL, *yk = xk ? bn_rows(y, cl) : NULL;
   ct_status s = yk ? CT_KERNEL_CALL(be, batch_norm, "batch_norm", xk, yk, mean, invstd, xk, w, b, rm, rv, training, momentum, eps)
                    : ct_last_status();
@@ -144,6 +159,14 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
                    ct_shape_str(all[i], sp, sizeof sp), (long long)C, ct_shape_str(x, sx, sizeof sx));
   if (!training && (!running_mean || !running_var))
     CT_FAIL_NULL(CT_EINVAL, "batch_norm: eval mode needs running_mean and running_var");
+  int64_t count = 1;
+  for (int d = 0; d < x->ndim; d++)
+    if (d != 1) count *= x->shape[d];
+  if (training && count <= 1)
+    CT_FAIL_NULL(CT_ESHAPE, "batch_norm: expected more than 1 value per channel when training, got input %s",
+                 ct_shape_str(x, sx, sizeof sx));
+  if (bn_kernel_takes(x, running_mean, running_var, weight, bias, training))
+    return bn_kernel(x, running_mean, running_var, weight, bias, training, momentum, eps);
   if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
     /* float32 statistics and normalization for a half input (as cuDNN's mixed batch norm): mean
      * and variance of half values rounded to half would lose the variance's low bits, and the
@@ -155,16 +178,11 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *running_mean, ct_tensor *runni
     return ct__cast_result(yf, x->dtype);
   }
   int dims[CT_MAX_DIMS], nd = 0;
-  int64_t cshape[CT_MAX_DIMS], count = 1;
+  int64_t cshape[CT_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) {
     cshape[d] = d == 1 ? C : 1;
-    if (d != 1) dims[nd++] = d, count *= x->shape[d];
+    if (d != 1) dims[nd++] = d;
   }
-  if (training && count <= 1)
-    CT_FAIL_NULL(CT_ESHAPE, "batch_norm: expected more than 1 value per channel when training, got input %s",
-                 ct_shape_str(x, sx, sizeof sx));
-  if (bn_kernel_takes(x, running_mean, running_var, weight, bias, training))
-    return bn_kernel(x, running_mean, running_var, weight, bias, training, momentum, eps);
   ct_tensor *mean, *var;
   if (training) {
     mean = ct_mean(x, nd, dims, 1);

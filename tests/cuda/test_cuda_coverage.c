@@ -13,9 +13,10 @@
  *    backward's mask, and bit-equality with the CPU (the same Philox stream);
  *  - host <-> device copies of 256 MiB, pageable and pinned, both directions, bit-exact;
  *  - TF32 off: a 1024^3 float32 matmul and a conv2d within float32's error of a float64 reference;
- *  - the GradScaler's unscale_ (the backend's fused amp_unscale_ kernel) over a float32 gradient of
- *    1M+ elements and a float64 one: bit for bit the CPU's, an inf or NaN anywhere skips the step,
- *    and no synchronization until the step reads the flag.
+ *  - the GradScaler's unscale_ through the backend's fused amp_unscale_ kernel (the profiler counts
+ *    its launches) over a float32 gradient of 4M+ elements and a float64 one: bit for bit the CPU's
+ *    and the formula's (a NaN as any NaN), an inf or NaN anywhere skips the step, and no
+ *    synchronization until the step reads the flag.
  * Every measured error is printed ("# ..."), so the GPU log shows how close each case came.
  *
  * Exits 77 (skipped, the reason printed) without a GPU. CUTTLE_TEST_DEVICE=opencl:0 (or any device
@@ -572,8 +573,18 @@ static int unscale_on(ct_device d, ct_tensor *c32, ct_tensor *c64, double **g32,
   ct_tensor *s64 = ct_sum(ct_mul(p64, ct_to(c64, d, CT_COPY)), 0, NULL, 0);
   ct_assert_ok(ct_backward(ct_assert_nonnull(ct_grad_scaler_scale(gs, ct_add(s32, s64)))));
   ct_ledger_reset();
+  ct_profiler_reset();
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
   ct_assert_ok(ct_grad_scaler_unscale_(gs, opt));
+  ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
   assert_int_equal(ct_ledger_get().syncs, 0); /* the flag stays on the device */
+  /* the backend's fused kernel ran, once a gradient (not the composed path, which gives the same
+   * values with six launches of other kernels) */
+  ct_profile_row rows[64];
+  int nrows = ct_profiler_rows(rows, 64);
+  int64_t fused = 0;
+  for (int i = 0; i < nrows && i < 64; i++) fused += strcmp(rows[i].kernel, "amp_unscale_") == 0 ? rows[i].calls : 0;
+  assert_int_equal(fused, 2);
   *g32 = ct_test_values(ct_grad(p32)), *g64 = ct_test_values(ct_grad(p64));
   int stepped = ct_grad_scaler_step(gs, opt);
   assert_true(stepped == 0 || stepped == 1);
@@ -584,10 +595,16 @@ static int unscale_on(ct_device d, ct_tensor *c32, ct_tensor *c64, double **g32,
   return stepped;
 }
 
+/* v's bits equal want's, or both are NaN (a GPU gives the canonical NaN where x86 keeps the
+ * input's payload) */
+static int same_bits(double v, double want) { return isnan(want) ? isnan(v) != 0 : memcmp(&v, &want, sizeof v) == 0; }
+
 static void test_grad_scaler_unscale(void **state) {
   (void)state;
   NEED_DEVICE();
-  const int64_t n32 = (1 << 20) + 3, n64 = 65537;
+  /* more float32 elements than the launch has threads on an H100 (132 SMs x 32 blocks x 256), so
+   * that the grid-stride loop runs its second round */
+  const int64_t n32 = (1 << 22) + 3, n64 = 65537;
   for (int poison = 0; poison < 3; poison++) { /* 0: none; 1: +inf near the end of c32; 2: NaN in c64 */
     ct_generator g = ct_generator_new(90 + (uint64_t)poison);
     ct_tensor *c32 = ct_assert_nonnull(ct_rand(1, &n32, -2, 2, CT_F32, CT_DEVICE_CPU, &g));
@@ -600,16 +617,26 @@ static void test_grad_scaler_unscale(void **state) {
     assert_non_null(h32), assert_non_null(h64), assert_non_null(d32), assert_non_null(d64);
     assert_int_equal(host_stepped, poison == 0);
     assert_int_equal(dev_stepped, host_stepped);
-    int64_t diff = 0, moved = 0;
+    /* each value against the CPU's and against its formula: the gradient (3 c rounded to the
+     * parameter's type) times inv_scale (float32: grad_scaler.c) in that type, one rounding
+     * (AmpKernels.cu) */
+    const float *c32v = ct_tensor_data(c32);
+    const double *c64v = ct_tensor_data(c64);
+    const float inv32 = (float)(1.0 / 3.0);
+    int64_t diff = 0, wrong = 0;
     for (int64_t i = 0; i < n32; i++) {
-      diff += !(d32[i] == h32[i] || (isnan(d32[i]) && isnan(h32[i])));
-      moved += d32[i] != 3.0 * (double)((float *)ct_tensor_data(c32))[i]; /* unscaled, not left at 3 c */
+      double want = (double)((float)(3.0f * c32v[i]) * inv32);
+      diff += !same_bits(d32[i], h32[i]), wrong += !same_bits(d32[i], want);
     }
-    for (int64_t i = 0; i < n64; i++) diff += !(d64[i] == h64[i] || (isnan(d64[i]) && isnan(h64[i])));
-    printf("# GradScaler unscale_ (poison %d): %lld of %lld gradient values differ from the CPU's; step %s\n", poison,
-           (long long)diff, (long long)(n32 + n64), dev_stepped ? "taken" : "skipped");
+    for (int64_t i = 0; i < n64; i++) {
+      double want = (3.0 * c64v[i]) * (double)inv32; /* PyTorch's inv_scale: a float32 even for float64 */
+      diff += !same_bits(d64[i], h64[i]), wrong += !same_bits(d64[i], want);
+    }
+    printf("# GradScaler unscale_ (poison %d): of %lld gradient values %lld differ from the CPU's, %lld from the "
+           "formula; step %s\n", poison, (long long)(n32 + n64), (long long)diff, (long long)wrong,
+           dev_stepped ? "taken" : "skipped");
     assert_int_equal(diff, 0);
-    assert_true(moved > n32 / 2);
+    assert_int_equal(wrong, 0);
     free(h32), free(h64), free(d32), free(d64);
     ct_tensor_free(c32), ct_tensor_free(c64);
   }

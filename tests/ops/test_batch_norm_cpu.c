@@ -187,6 +187,109 @@ static void test_out_of_memory(void **state) {
   free(xv), free(wv);
 }
 
+/* Every value of got is want's, bit for bit (both made by the same conversions to double). */
+static void assert_same_values(const char *what, ct_tensor *got, ct_tensor *want) {
+  ct_assert_nonnull(got), ct_assert_nonnull(want);
+  assert_int_equal(ct_tensor_numel(got), ct_tensor_numel(want));
+  assert_int_equal(ct_tensor_dtype(got), ct_tensor_dtype(want));
+  double *g = ct_test_values(got), *w = ct_test_values(want);
+  int64_t n = ct_tensor_numel(got), bad = 0;
+  for (int64_t i = 0; i < n; i++) bad += memcmp(&g[i], &w[i], sizeof g[i]) != 0;
+  if (bad) fail_msg("%s: %lld of %lld values differ", what, (long long)bad, (long long)n);
+  free(g), free(w);
+}
+
+/* v's n values rounded to dt, in place (so that a float32 leaf of them holds a half's values) */
+static void round_to(double *v, int64_t n, ct_dtype dt) {
+  ct_tensor *h = ct_assert_nonnull(ct_from_host(v, 1, &n, CT_F64, CT_DEVICE_CPU));
+  ct_tensor *r = ct_assert_nonnull(ct_cast(h, dt));
+  double *got = ct_test_values(r);
+  memcpy(v, got, (size_t)n * sizeof *v);
+  free(got), ct_tensor_free(r), ct_tensor_free(h);
+}
+
+/* x as a leaf of dtype dt (channels_last when cl), requiring grad */
+static ct_tensor *half_leaf(const double *v, const bn_shape *sh, ct_dtype dt, int cl) {
+  ct_tensor *t = leaf(v, sh->ndim, sh->shape, dt, 0, 0);
+  if (cl) {
+    ct_tensor *c = ct_assert_nonnull(ct_contiguous_format(t, CT_CHANNELS_LAST));
+    ct_tensor_free(t);
+    t = c;
+  }
+  ct_assert_ok(ct_requires_grad_(t, 1));
+  return t;
+}
+
+/* A float16 or bfloat16 input with float32 parameters and statistics (autocast's batch norm) runs
+ * on the CPU's mixed kernels, one node, no casts: its output, running statistics and gradients are
+ * bit for bit those of the float32 kernels on the input's widened values with the output (and the
+ * input's gradient) rounded once to the half type, which is what the front-end computed by casts
+ * before (and still does where a backend lacks the mixed kernels). */
+static void test_half_input_float32_parameters(void **state) {
+  (void)state;
+  unsigned seed = 777;
+  const bn_shape cl_shape = {"(N, C, H, W) channels_last", 4, {3, 5, 4, 3}};
+  for (size_t s = 0; s <= sizeof shapes / sizeof shapes[0]; s++) {
+    const bn_shape *sh = s < sizeof shapes / sizeof shapes[0] ? &shapes[s] : &cl_shape;
+    int cl = sh == &cl_shape;
+    int64_t n = 1, C = sh->shape[1];
+    for (int d = 0; d < sh->ndim; d++) n *= sh->shape[d];
+    for (int h = 0; h < 2; h++)
+      for (int training = 1; training >= 0; training--)
+        for (int affine = 1; affine >= 0; affine--) {
+          ct_dtype dt = h ? CT_BF16 : CT_F16;
+          double *xv = values(n, 1.0, 5.0, 1, &seed), *gyv = values(n, -1, 1, 1, &seed);
+          double *wv = values(C, 0.5, 1.5, 1, &seed), *bv = values(C, -1, 1, 1, &seed);
+          double *rmv = values(C, 2, 4, 1, &seed), *rvv = values(C, 0.5, 2, 1, &seed);
+          round_to(gyv, n, dt); /* the float32 reference's upstream gradient holds the half one's values */
+          char what[160];
+          snprintf(what, sizeof what, "%s %s %s%s", sh->name, ct_dtype_name(dt), training ? "train" : "eval",
+                   affine ? " affine" : "");
+          /* the mixed kernels */
+          ct_tensor *x = half_leaf(xv, sh, dt, cl);
+          ct_tensor *w = affine ? leaf(wv, 1, &C, CT_F32, 0, 1) : NULL, *b = affine ? leaf(bv, 1, &C, CT_F32, 0, 1) : NULL;
+          ct_tensor *rm = leaf(rmv, 1, &C, CT_F32, 0, 0), *rv = leaf(rvv, 1, &C, CT_F32, 0, 0);
+          ct_profiler_reset();
+          ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
+          ct_tensor *y = ct_batch_norm(x, rm, rv, w, b, training, 0.3, 1e-5);
+          ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+          ct_profile_row rows[16];
+          int nr = ct_profiler_rows(rows, 16);
+          if (nr != 1 || strcmp(rows[0].kernel, "batch_norm") != 0)
+            fail_msg("%s: the forward launched %d kernels (first %s), not the batch norm kernel alone", what, nr,
+                     nr ? rows[0].kernel : "none");
+          node_then_backward(y, "batch_norm", 0, what, gyv);
+          assert_int_equal(ct_tensor_dtype(y), dt);
+          assert_true(cl ? ct_tensor_is_contiguous_format(y, CT_CHANNELS_LAST) : ct_tensor_is_contiguous(y));
+          assert_int_equal(ct_tensor_dtype(ct_grad(x)), dt);
+          /* the float32 kernels on the widened values */
+          ct_tensor *xh = half_leaf(xv, sh, dt, cl);
+          ct_tensor *xf = ct_assert_nonnull(ct_cast(xh, CT_F32));
+          if (cl) {
+            ct_tensor *c = ct_assert_nonnull(ct_contiguous_format(xf, CT_CHANNELS_LAST));
+            ct_tensor_free(xf);
+            xf = c;
+          }
+          ct_tensor *xr = ct_assert_nonnull(ct_detach(xf));
+          ct_assert_ok(ct_requires_grad_(xr, 1));
+          ct_tensor *w2 = affine ? leaf(wv, 1, &C, CT_F32, 0, 1) : NULL, *b2 = affine ? leaf(bv, 1, &C, CT_F32, 0, 1) : NULL;
+          ct_tensor *rm2 = leaf(rmv, 1, &C, CT_F32, 0, 0), *rv2 = leaf(rvv, 1, &C, CT_F32, 0, 0);
+          ct_tensor *yr = ct_assert_nonnull(ct_batch_norm(xr, rm2, rv2, w2, b2, training, 0.3, 1e-5));
+          node_then_backward(yr, "batch_norm", 0, what, gyv);
+          ct_tensor *yr_h = ct_assert_nonnull(ct_cast(yr, dt)), *gxr_h = ct_assert_nonnull(ct_cast(ct_grad(xr), dt));
+          assert_same_values(what, y, yr_h);
+          assert_same_values(what, ct_grad(x), gxr_h);
+          assert_same_values(what, rm, rm2);
+          assert_same_values(what, rv, rv2);
+          if (affine) assert_same_values(what, ct_grad(w), ct_grad(w2)), assert_same_values(what, ct_grad(b), ct_grad(b2));
+          printf("# mixed batch norm %s: equal bit for bit\n", what);
+          ct_tensor *all[] = {x, w, b, rm, rv, y, xh, xf, xr, w2, b2, rm2, rv2, yr, yr_h, gxr_h};
+          for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+          free(xv), free(gyv), free(wv), free(bv), free(rmv), free(rvv);
+        }
+  }
+}
+
 int main(void) {
   COMPOSED_BACKEND_WITHOUT(batch_norm, batch_norm_backward);
   const struct CMUnitTest tests[] = {
@@ -194,6 +297,7 @@ int main(void) {
       cmocka_unit_test(test_running_statistics),
       cmocka_unit_test(test_composed_cases),
       cmocka_unit_test(test_out_of_memory),
+      cmocka_unit_test(test_half_input_float32_parameters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -81,6 +81,7 @@ static inline void ct_iter_run_split(const ct_iter *it, ct_iter_body body, void 
     return;
   }
   int64_t len = it->shape[0], inner[CT_ITER_MAX];
+  if (len == 0) return;
   for (int i = 0; i < it->n; i++) inner[i] = it->stride[i][0];
   const int64_t chunk = 16384;
   int64_t nchunks = (len + chunk - 1) / chunk;

@@ -74,9 +74,10 @@ static ct_status cpu_reset_peak(int index) {
 }
 
 /* What the CPU's kernels take as they are (core/backend.h's supports): float16 and bfloat16 matmul
- * (sbgemm for bf16 where OpenBLAS has it, else widened blocks) and the fused conv + relu + pool in
- * them (conv_relu_pool.c); conv2d computes halves in float32 through the front-end; max pooling
- * takes CT_POOL_MAX_RELU. */
+ * (sbgemm for bf16 where OpenBLAS has it, else widened blocks), the fused conv + relu + pool in
+ * them (conv_relu_pool.c) and batch norm of a half input with float32 parameters and statistics
+ * (norm.c); conv2d computes halves in float32 through the front-end; max pooling takes
+ * CT_POOL_MAX_RELU. */
 static int cpu_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
   int half = dt == CT_F16 || dt == CT_BF16;
   switch (k) {
