@@ -228,66 +228,80 @@ static ct_tensor *half_leaf(const double *v, const bn_shape *sh, ct_dtype dt, in
 static void test_half_input_float32_parameters(void **state) {
   (void)state;
   unsigned seed = 777;
-  const bn_shape cl_shape = {"(N, C, H, W) channels_last", 4, {3, 5, 4, 3}};
-  for (size_t s = 0; s <= sizeof shapes / sizeof shapes[0]; s++) {
-    const bn_shape *sh = s < sizeof shapes / sizeof shapes[0] ? &shapes[s] : &cl_shape;
-    int cl = sh == &cl_shape;
+  /* the shapes above, and: three slabs of a thread's block of channels (S = 256: 16 channels a
+   * slab); S above a slab's 4096 values (one channel a slab); a channels_last input */
+  const bn_shape more[3] = {{"(N, C, H, W), slabs of 16 channels", 4, {2, 40, 16, 16}},
+                            {"(N, C, H, W), S = 6400", 4, {2, 3, 80, 80}},
+                            {"(N, C, H, W) channels_last", 4, {3, 5, 4, 3}}};
+  const size_t nshapes = sizeof shapes / sizeof shapes[0];
+  for (size_t s = 0; s < nshapes + 3; s++) {
+    const bn_shape *sh = s < nshapes ? &shapes[s] : &more[s - nshapes];
+    int cl = sh == &more[2];
     int64_t n = 1, C = sh->shape[1];
     for (int d = 0; d < sh->ndim; d++) n *= sh->shape[d];
     for (int h = 0; h < 2; h++)
       for (int training = 1; training >= 0; training--)
-        for (int affine = 1; affine >= 0; affine--) {
-          ct_dtype dt = h ? CT_BF16 : CT_F16;
-          double *xv = values(n, 1.0, 5.0, 1, &seed), *gyv = values(n, -1, 1, 1, &seed);
-          double *wv = values(C, 0.5, 1.5, 1, &seed), *bv = values(C, -1, 1, 1, &seed);
-          double *rmv = values(C, 2, 4, 1, &seed), *rvv = values(C, 0.5, 2, 1, &seed);
-          round_to(gyv, n, dt); /* the float32 reference's upstream gradient holds the half one's values */
-          char what[160];
-          snprintf(what, sizeof what, "%s %s %s%s", sh->name, ct_dtype_name(dt), training ? "train" : "eval",
-                   affine ? " affine" : "");
-          /* the mixed kernels */
-          ct_tensor *x = half_leaf(xv, sh, dt, cl);
-          ct_tensor *w = affine ? leaf(wv, 1, &C, CT_F32, 0, 1) : NULL, *b = affine ? leaf(bv, 1, &C, CT_F32, 0, 1) : NULL;
-          ct_tensor *rm = leaf(rmv, 1, &C, CT_F32, 0, 0), *rv = leaf(rvv, 1, &C, CT_F32, 0, 0);
-          ct_profiler_reset();
-          ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
-          ct_tensor *y = ct_batch_norm(x, rm, rv, w, b, training, 0.3, 1e-5);
-          ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
-          ct_profile_row rows[16];
-          int nr = ct_profiler_rows(rows, 16);
-          if (nr != 1 || strcmp(rows[0].kernel, "batch_norm") != 0)
-            fail_msg("%s: the forward launched %d kernels (first %s), not the batch norm kernel alone", what, nr,
-                     nr ? rows[0].kernel : "none");
-          node_then_backward(y, "batch_norm", 0, what, gyv);
-          assert_int_equal(ct_tensor_dtype(y), dt);
-          assert_true(cl ? ct_tensor_is_contiguous_format(y, CT_CHANNELS_LAST) : ct_tensor_is_contiguous(y));
-          assert_int_equal(ct_tensor_dtype(ct_grad(x)), dt);
-          /* the float32 kernels on the widened values */
-          ct_tensor *xh = half_leaf(xv, sh, dt, cl);
-          ct_tensor *xf = ct_assert_nonnull(ct_cast(xh, CT_F32));
-          if (cl) {
-            ct_tensor *c = ct_assert_nonnull(ct_contiguous_format(xf, CT_CHANNELS_LAST));
-            ct_tensor_free(xf);
-            xf = c;
+        for (int affine = 1; affine >= 0; affine--)
+          for (int stats = 1; stats >= !training; stats--) { /* eval needs the running statistics */
+            ct_dtype dt = h ? CT_BF16 : CT_F16;
+            double *xv = values(n, 1.0, 5.0, 1, &seed), *gyv = values(n, -1, 1, 1, &seed);
+            double *wv = values(C, 0.5, 1.5, 1, &seed), *bv = values(C, -1, 1, 1, &seed);
+            double *rmv = values(C, 2, 4, 1, &seed), *rvv = values(C, 0.5, 2, 1, &seed);
+            round_to(gyv, n, dt); /* the float32 reference's upstream gradient holds the half one's values */
+            char what[160];
+            snprintf(what, sizeof what, "%s %s %s%s%s", sh->name, ct_dtype_name(dt), training ? "train" : "eval",
+                     affine ? " affine" : "", stats ? " running stats" : "");
+            /* the mixed kernels */
+            ct_tensor *x = half_leaf(xv, sh, dt, cl);
+            ct_tensor *w = affine ? leaf(wv, 1, &C, CT_F32, 0, 1) : NULL, *b = affine ? leaf(bv, 1, &C, CT_F32, 0, 1) : NULL;
+            ct_tensor *rm = stats ? leaf(rmv, 1, &C, CT_F32, 0, 0) : NULL, *rv = stats ? leaf(rvv, 1, &C, CT_F32, 0, 0) : NULL;
+            ct_profiler_reset();
+            ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_HOST));
+            ct_tensor *y = ct_batch_norm(x, rm, rv, w, b, training, 0.3, 1e-5);
+            ct_assert_ok(ct_profiler_set_mode(CT_PROFILE_OFF));
+            ct_profile_row rows[16];
+            int nr = ct_profiler_rows(rows, 16);
+            if (nr != 1 || strcmp(rows[0].kernel, "batch_norm") != 0)
+              fail_msg("%s: the forward launched %d kernels (first %s), not the batch norm kernel alone", what, nr,
+                       nr ? rows[0].kernel : "none");
+            node_then_backward(y, "batch_norm", 0, what, gyv);
+            assert_int_equal(ct_tensor_dtype(y), dt);
+            assert_true(cl ? ct_tensor_is_contiguous_format(y, CT_CHANNELS_LAST) : ct_tensor_is_contiguous(y));
+            assert_int_equal(ct_tensor_dtype(ct_grad(x)), dt);
+            /* the float32 kernels on the widened values */
+            ct_tensor *xh = half_leaf(xv, sh, dt, cl);
+            ct_tensor *xf = ct_assert_nonnull(ct_cast(xh, CT_F32));
+            if (cl) {
+              ct_tensor *c = ct_assert_nonnull(ct_contiguous_format(xf, CT_CHANNELS_LAST));
+              ct_tensor_free(xf);
+              xf = c;
+            }
+            ct_tensor *xr = ct_assert_nonnull(ct_detach(xf));
+            ct_assert_ok(ct_requires_grad_(xr, 1));
+            ct_tensor *w2 = affine ? leaf(wv, 1, &C, CT_F32, 0, 1) : NULL, *b2 = affine ? leaf(bv, 1, &C, CT_F32, 0, 1) : NULL;
+            ct_tensor *rm2 = stats ? leaf(rmv, 1, &C, CT_F32, 0, 0) : NULL, *rv2 = stats ? leaf(rvv, 1, &C, CT_F32, 0, 0) : NULL;
+            ct_tensor *yr = ct_assert_nonnull(ct_batch_norm(xr, rm2, rv2, w2, b2, training, 0.3, 1e-5));
+            node_then_backward(yr, "batch_norm", 0, what, gyv);
+            ct_tensor *yr_h = ct_assert_nonnull(ct_cast(yr, dt)), *gxr_h = ct_assert_nonnull(ct_cast(ct_grad(xr), dt));
+            assert_same_values(what, y, yr_h);
+            assert_same_values(what, ct_grad(x), gxr_h);
+            if (stats) assert_same_values(what, rm, rm2), assert_same_values(what, rv, rv2);
+            if (affine) assert_same_values(what, ct_grad(w), ct_grad(w2)), assert_same_values(what, ct_grad(b), ct_grad(b2));
+            printf("# mixed batch norm %s: equal bit for bit\n", what);
+            ct_tensor *all[] = {x, w, b, rm, rv, y, xh, xf, xr, w2, b2, rm2, rv2, yr, yr_h, gxr_h};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+            free(xv), free(gyv), free(wv), free(bv), free(rmv), free(rvv);
           }
-          ct_tensor *xr = ct_assert_nonnull(ct_detach(xf));
-          ct_assert_ok(ct_requires_grad_(xr, 1));
-          ct_tensor *w2 = affine ? leaf(wv, 1, &C, CT_F32, 0, 1) : NULL, *b2 = affine ? leaf(bv, 1, &C, CT_F32, 0, 1) : NULL;
-          ct_tensor *rm2 = leaf(rmv, 1, &C, CT_F32, 0, 0), *rv2 = leaf(rvv, 1, &C, CT_F32, 0, 0);
-          ct_tensor *yr = ct_assert_nonnull(ct_batch_norm(xr, rm2, rv2, w2, b2, training, 0.3, 1e-5));
-          node_then_backward(yr, "batch_norm", 0, what, gyv);
-          ct_tensor *yr_h = ct_assert_nonnull(ct_cast(yr, dt)), *gxr_h = ct_assert_nonnull(ct_cast(ct_grad(xr), dt));
-          assert_same_values(what, y, yr_h);
-          assert_same_values(what, ct_grad(x), gxr_h);
-          assert_same_values(what, rm, rm2);
-          assert_same_values(what, rv, rv2);
-          if (affine) assert_same_values(what, ct_grad(w), ct_grad(w2)), assert_same_values(what, ct_grad(b), ct_grad(b2));
-          printf("# mixed batch norm %s: equal bit for bit\n", what);
-          ct_tensor *all[] = {x, w, b, rm, rv, y, xh, xf, xr, w2, b2, rm2, rv2, yr, yr_h, gxr_h};
-          for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
-          free(xv), free(gyv), free(wv), free(bv), free(rmv), free(rvv);
-        }
   }
+  /* an empty input in eval (the training check wants more than one value a channel): an empty
+   * output, no crash in the kernels' slab sizes */
+  int64_t es[3] = {2, 3, 0}, C = 3;
+  ct_tensor *x = ct_assert_nonnull(ct_zeros(3, es, CT_BF16, CT_DEVICE_CPU));
+  ct_tensor *rm = ct_assert_nonnull(ct_zeros(1, &C, CT_F32, CT_DEVICE_CPU)), *rv = ct_assert_nonnull(ct_ones(1, &C, CT_F32, CT_DEVICE_CPU));
+  ct_tensor *y = ct_assert_nonnull(ct_batch_norm(x, rm, rv, NULL, NULL, 0, 0.1, 1e-5));
+  assert_int_equal(ct_tensor_numel(y), 0);
+  assert_int_equal(ct_tensor_dtype(y), CT_BF16);
+  ct_tensor_free(y), ct_tensor_free(rv), ct_tensor_free(rm), ct_tensor_free(x);
 }
 
 int main(void) {

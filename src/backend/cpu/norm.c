@@ -155,12 +155,12 @@ BN_PASSES(double, f64)
  * float32 slab with the vectorized loops of half.h and run through the float32 passes as one image
  * of kb channels; outputs come back the same way. The float32 passes then see the values the cast
  * path (x cast to float32 first) gave them, in the same order: bit for bit its results. */
-#define BN_SLAB 4096 /* floats in a slab when S allows: 16 KiB */
+#define BN_SLAB 4096 /* values in a slab when S allows: 16 KiB */
 
 typedef struct {
   int lp;              /* CT_LP_F16 or CT_LP_BF16; 0: x is not half */
   int64_t N, C, S, kb; /* kb: channels in a slab */
-  float *a, *b;        /* two slabs of kb S floats */
+  float *a, *b;        /* two slabs of kb S floats (a owns both) */
 } bn_slabs;
 
 static inline void slab_in(const bn_slabs *h, float *dst, const void *src, int64_t n, int64_t c, int64_t k) {
@@ -203,15 +203,28 @@ static void bn_dx_lp(const bn_slabs *h, void *gx, const void *gy, const void *x,
               slab_out(h, gx, h->a, n, c0 + k0, k);)
 }
 
-/* This thread's slabs for a half x (lp != 0; none otherwise): 0 when they could not be allocated. */
-static int bn_slabs_new(bn_slabs *h, int lp, int64_t N, int64_t C, int64_t S) {
+/* This thread's slabs for a half x (lp != 0) with channels to do (has_work): two of kb S floats,
+ * BN_SLAB values each, or one channel's S when S is larger; none otherwise. Every thread of the
+ * region calls it before any work and meets the others at a barrier, so that when one thread's
+ * allocation fails (*nomem set) none has written an output or a running statistic yet. Returns 1
+ * when this thread may work. */
+static int bn_slabs_start(bn_slabs *h, int lp, int has_work, int64_t N, int64_t C, int64_t S, int *nomem) {
   *h = (bn_slabs){.lp = lp, .N = N, .C = C, .S = S};
-  if (!lp) return 1;
-  h->kb = S >= BN_SLAB ? 1 : BN_SLAB / S;
-  if (h->kb > BN_BLOCK) h->kb = BN_BLOCK;
-  h->a = malloc(2 * (size_t)(h->kb * S) * sizeof(float));
-  h->b = h->a ? h->a + h->kb * S : NULL;
-  return h->a != NULL;
+  if (lp && has_work) {
+    h->kb = S >= BN_SLAB ? 1 : S > 0 ? BN_SLAB / S : BN_BLOCK;
+    if (h->kb > BN_BLOCK) h->kb = BN_BLOCK;
+    h->a = ct__malloc(2 * (size_t)(h->kb * S) * sizeof(float), "batch_norm's float32 slabs of a half input");
+    h->b = h->a ? h->a + h->kb * S : NULL;
+    if (!h->a) {
+#pragma omp atomic write
+      *nomem = 1;
+    }
+  }
+#pragma omp barrier
+  int stop;
+#pragma omp atomic read
+  stop = *nomem;
+  return !stop;
 }
 
 /* The dtypes the kernels take: x (y, gy, gx) in float32 or float64 with every other operand in
@@ -247,11 +260,7 @@ ct_status ct__cpu_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save
     int64_t c0, c1;
     bn_channels(C, &c0, &c1);
     bn_slabs h;
-    if (!bn_slabs_new(&h, lp, N, C, S)) {
-#pragma omp atomic write
-      nomem = 1;
-      c1 = c0; /* no work; every thread still reaches the region's end */
-    }
+    if (!bn_slabs_start(&h, lp, c1 > c0, N, C, S, &nomem)) c1 = c0; /* no work; the region still ends for all */
     for (int64_t cb = c0; cb < c1; cb += BN_BLOCK) {
       const int64_t nb = c1 - cb < BN_BLOCK ? c1 - cb : BN_BLOCK;
       double mean[BN_BLOCK] = {0}, q[BN_BLOCK] = {0}, invstd[BN_BLOCK], scale[BN_BLOCK], shift[BN_BLOCK];
@@ -287,7 +296,8 @@ ct_status ct__cpu_batch_norm(ct_tensor *y, ct_tensor *save_mean, ct_tensor *save
     }
     free(h.a);
   }
-  if (nomem) return ct__error(CT_ENOMEM, "batch_norm (cpu): out of host memory for the float32 slabs of a %s input", ct_dtype_name(x->dtype));
+  if (nomem) /* nothing was written */
+    return ct__error(CT_ENOMEM, "batch_norm (cpu): out of host memory for the float32 slabs of a %s input", ct_dtype_name(x->dtype));
   return CT_OK;
 }
 
@@ -307,11 +317,7 @@ ct_status ct__cpu_batch_norm_backward(ct_tensor *gx, ct_tensor *gw, ct_tensor *g
     int64_t c0, c1;
     bn_channels(C, &c0, &c1);
     bn_slabs h;
-    if (!bn_slabs_new(&h, lp, N, C, S)) {
-#pragma omp atomic write
-      nomem = 1;
-      c1 = c0;
-    }
+    if (!bn_slabs_start(&h, lp, c1 > c0, N, C, S, &nomem)) c1 = c0; /* no work; the region still ends for all */
     for (int64_t cb = c0; cb < c1; cb += BN_BLOCK) {
       const int64_t nb = c1 - cb < BN_BLOCK ? c1 - cb : BN_BLOCK;
       double mean[BN_BLOCK], invstd[BN_BLOCK], s[BN_BLOCK] = {0}, d[BN_BLOCK] = {0};
