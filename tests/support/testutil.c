@@ -100,6 +100,24 @@ void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol) {
   if (worst >= 0) fail();
 }
 
+void ct_assert_same_values(ct_tensor *a, ct_tensor *b, const char *what) {
+  ct_assert_nonnull(a);
+  ct_assert_nonnull(b);
+  if (ct_tensor_dtype(a) != ct_tensor_dtype(b) || ct_tensor_numel(a) != ct_tensor_numel(b))
+    fail_msg("%s: %s of %lld values against %s of %lld", what, ct_dtype_name(ct_tensor_dtype(a)),
+             (long long)ct_tensor_numel(a), ct_dtype_name(ct_tensor_dtype(b)), (long long)ct_tensor_numel(b));
+  double *va = ct_test_values(a), *vb = ct_test_values(b);
+  int64_t n = ct_tensor_numel(a), bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; i++)
+    if (memcmp(&va[i], &vb[i], sizeof va[i]) != 0 && !(isnan(va[i]) && isnan(vb[i]))) bad = i;
+  double x = bad >= 0 ? va[bad] : 0, y = bad >= 0 ? vb[bad] : 0;
+  free(va);
+  free(vb);
+  if (bad >= 0)
+    fail_msg("%s in %s, element %lld of %lld: %.17g against %.17g", what, ct_dtype_name(ct_tensor_dtype(a)), (long long)bad,
+             (long long)n, x, y);
+}
+
 const char *ct_test_python(void) {
   const char *p = getenv("CUTTLE_PYTHON");
   return p && *p ? p : "python3";

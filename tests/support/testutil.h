@@ -36,6 +36,11 @@ void ct_test_rmdir(char *dir);
  * (copied to the host as f64) is within atol + rtol |b|; prints the worst. A test that means to
  * compare different shapes reshapes one of them first. */
 void ct_assert_close(ct_tensor *a, ct_tensor *b, double atol, double rtol);
+/* a and b have the same dtype and numel, and every value of a is b's bit for bit (compared as
+ * their exact f64 copies, so +0 and -0 differ), a NaN matching any NaN: IEEE 754 leaves a NaN
+ * result's sign and payload unspecified, and they vary with the instructions a build picked. Fails
+ * naming what, the first differing element and both values. */
+void ct_assert_same_values(ct_tensor *a, ct_tensor *b, const char *what);
 /* A host copy of t as f64 (malloc'd, numel entries). */
 double *ct_test_values(ct_tensor *t);
 
