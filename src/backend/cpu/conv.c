@@ -10,7 +10,7 @@
  * B L) matrix, so each GEMM above has B L columns (or, for dW, a sum of B L products) instead of L;
  * see ct__conv_block_images. The per-image steps are the blocks of B = 1. Small outputs also gather their
  * im2col rows through a table and, in float32 and float64, leave out the taps that only ever read
- * padding (plan_taps; conv.h).
+ * padding (plan_taps; conv_blocks.h).
  * Blocks are spread over OpenMP threads and each GEMM runs single-threaded inside its thread
  * (OpenBLAS's OpenMP build does that inside a parallel region), so each thread's cols_n stays in
  * its cache and no (O, N L) staging matrix or transpose is needed (measured in docs/perf.md); a
@@ -22,7 +22,7 @@
  * than the kernel has live taps (2 x 2 under a 3x3 kernel) skip all this: conv_dense.c. */
 #include <omp.h>
 #include <string.h>
-#include "backend/cpu/conv.h"
+#include "backend/cpu/conv_blocks.h"
 
 static geom geometry(ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, const ct_conv2d_opts *o) {
   geom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], Ho, Wo,
@@ -134,7 +134,7 @@ static inline void valid_wo(const geom *g, int64_t j, int64_t *off, int64_t *lo,
 DEFINE_COLS(float, f32)
 DEFINE_COLS(double, f64)
 
-/* im2col and col2im of a small output through its gather table (conv.h). Plane c is first copied
+/* im2col and col2im of a small output through its gather table (conv_blocks.h). Plane c is first copied
  * into the middle of a zero-bordered (H + 2 pH, W + 2 pW) plane (pad, this thread's), so that row
  * (c, r) of the (C T, L) matrix is a gather without a bounds test: row[l] = pad[table[r L + l]],
  * computed rather than read: output row ho of tap (i, j) is the padded row ho sH + i dH from
@@ -240,7 +240,7 @@ int64_t ct__conv_block_count(int64_t N, int64_t B) {
   return nblk < N ? nblk : N;
 }
 
-/* The tap plan (conv.h) of an output of L pixels: below BLOCK_MAX_L pixels, and for input planes
+/* The tap plan (conv_blocks.h) of an output of L pixels: below BLOCK_MAX_L pixels, and for input planes
  * of at most PAD_MAX elements padded, a gather table and a padded plane per thread (pad, of
  * sizeof(double) elements so that a half caller widening to float32 fits), both in the calling
  * thread's scratch; with drop set the dead taps are left out (unless every tap is dead: then all

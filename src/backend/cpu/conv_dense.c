@@ -16,7 +16,7 @@
  * float32 and float64; conv.c and conv_nhwc.c decide. */
 #include <omp.h>
 #include <string.h>
-#include "backend/cpu/conv.h"
+#include "backend/cpu/conv_blocks.h"
 
 enum { DENSE_MAX_ELEMS = 4 << 20 }; /* Wd's elements at most: 16 MiB in float32 */
 

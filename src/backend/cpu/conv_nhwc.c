@@ -17,7 +17,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
-#include "backend/cpu/conv.h"
+#include "backend/cpu/conv_blocks.h"
 #include "backend/cpu/cpu.h"
 
 typedef struct {

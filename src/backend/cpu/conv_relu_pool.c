@@ -1,5 +1,5 @@
 /* src/backend/cpu/conv_relu_pool.c: conv2d, relu and MaxPool2d(2) fused, float32, float16 and bfloat16.
- * Per image (per block of images, when the conv output is small: conv.h), the conv output y_n (O,
+ * Per image (per block of images, when the conv output is small: conv_blocks.h), the conv output y_n (O,
  * Hc Wc) goes to a per-thread buffer that stays in cache, and is pooled from there (relu(max) with
  * the window position of the winner, pool.c); the backward rebuilds dy_n from the pooled gradient
  * and the positions in the same kind of buffer and runs the conv's per-block backward on it
@@ -12,7 +12,7 @@
  * (fused_forward_half below). */
 #include <omp.h>
 #include <string.h>
-#include "backend/cpu/conv.h"
+#include "backend/cpu/conv_blocks.h"
 #include "backend/cpu/half.h"
 
 /* The conv output's size (Hc, Wc): y holds only its pooled (Hc/2, Wc/2), which loses an odd row or

@@ -1,10 +1,10 @@
 /* src/backend/cpu/conv_scratch.c: what every CPU convolution path (conv.c, conv_dense.c,
  * conv_nhwc.c, conv_relu_pool.c) calls: the GEMM with alpha 1 in the dtype of the tensors, and
- * the scratch memory kept per thread (conv.h). */
+ * the scratch memory kept per thread (conv_blocks.h). */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include "backend/cpu/conv.h"
+#include "backend/cpu/conv_blocks.h"
 
 void ct__conv_gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                  int64_t ldb, double beta, void *C, int64_t ldc) {
@@ -17,7 +17,7 @@ void ct__conv_gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
 }
 
 /* Scratch kept per calling thread and grown only: allocating tens of MB per call cost a page
- * fault per 4 KiB in every step (docs/perf.md). The slots are conv.h's; the memory stays
+ * fault per 4 KiB in every step (docs/perf.md). The slots are conv_blocks.h's; the memory stays
  * reachable from thread-local storage, and a thread that ends (a worker of ct_data_parallel, say)
  * frees its own through a thread-specific key's destructor. */
 typedef struct {

@@ -1,5 +1,8 @@
-/* src/backend/cpu/conv.h: the CPU convolution's per-block steps, shared by conv2d (conv.c) and the
- * fused conv2d + relu + max pooling (conv_relu_pool.c). Internal to the CPU backend.
+/* src/backend/cpu/conv_blocks.h: what the CPU's convolution files share: the geometry (geom), the
+ * per-thread scratch slots and the GEMM (conv_scratch.c), the tap plan of a small output, the
+ * blocks of images and the per-block forward and backward steps (conv.c), and the dense path
+ * (conv_dense.c); used by conv2d (conv.c), the channels_last conv (conv_nhwc.c) and the fused
+ * conv2d + relu + max pooling (conv_relu_pool.c). Internal to the CPU backend.
  * A forward or backward is: setup (geometry, scratch, and B, the most images per block: 1, or
  * more when the output is small, conv.c; and nblk, the blocks), then one call per block
  * (ct__conv_block) from inside an OpenMP loop (tid = omp_get_thread_num(); the backward's region
@@ -7,8 +10,8 @@
  * (sums the per-thread gradient accumulators into gw and gb). A block's outputs and output
  * gradients are an (O, nb L) matrix with rows ld = B L apart, image b in columns [b L, b L + L):
  * for B = 1, image n's (O, L) of y or dy itself. */
-#ifndef CUTTLE_CPU_CONV_H
-#define CUTTLE_CPU_CONV_H
+#ifndef CUTTLE_CPU_CONV_BLOCKS_H
+#define CUTTLE_CPU_CONV_BLOCKS_H
 
 #include "backend/cpu/cpu.h"
 
