@@ -1,9 +1,9 @@
 #!/bin/sh
 # bench/ab.sh N BIN_A BIN_B [...]: an A/B comparison of cuttle builds, for the before/after figures
-# of docs/perf.md. Runs `BIN bench train $AB_ARGS` N times for each binary, alternating A, B, A,
+# of docs/perf-history.md. Runs `BIN bench train $AB_ARGS` N times for each binary, alternating A, B, A,
 # B... so that the machine's slow and fast phases fall on both, and prints each binary's mean
 # images/s and runs. AB_ARGS defaults to the cnn recipe, `--model cnn --limit 19200 --threads 2`
-# (150 steps of Adam, batch 128); for resnet18 docs/perf.md uses
+# (150 steps of Adam, batch 128); for resnet18 docs/perf-history.md uses
 #   AB_ARGS="--model resnet18 --device cpu --threads 2 --max-steps 30 --test-limit 200"
 # Copy a build's cuttle aside (cp build/cuttle /tmp/cuttle_before) before changing the code.
 set -u

@@ -83,7 +83,7 @@ static struct {
  * (two threads may not use one request at once), every 100 microseconds: the asynchronous progress
  * Open MPI 4.1 does not offer over TCP. It needs MPI_THREAD_MULTIPLE; without it there is no
  * thread. It pays only where a core is free for it: with every core busy computing (2 ranks on 2
- * cores here) it slowed the cnn's step by 2 to 5 ms (`cuttle bench ddp-overlap`, docs/perf.md). */
+ * cores here) it slowed the cnn's step by 2 to 5 ms (`cuttle bench ddp-overlap`, docs/perf-history.md). */
 #define TAG_PROGRESS 0x7e57
 static struct {
   pthread_mutex_t lock;
@@ -277,7 +277,7 @@ ct_status ct_dist_init(void) {
   if (rc == MPI_SUCCESS && !flag) {
     /* DDP's buckets are non-blocking all-reduces, which Open MPI runs with libnbc; its default
      * algorithm ran 1.5x to 2.7x slower than Rabenseifner's (reduce-scatter, then all-gather) from
-     * 64 KiB up on this machine, and as fast below (docs/perf.md, "DDP's buckets"). Open MPI reads
+     * 64 KiB up on this machine, and as fast below (docs/perf-history.md, "DDP's buckets"). Open MPI reads
      * its parameters from the environment at MPI_Init; a value the user set wins (setenv does not
      * overwrite), other MPIs ignore the variable, and child processes inherit it. setenv is not
      * thread-safe: ct_dist_init belongs at the start of main, as MPI_Init does. Open MPI 4.1.1 gave
@@ -412,7 +412,7 @@ ct_status ct__dist_wait(ct__dist_op *h, const char *op) {
     /* Poll without sleeping, yielding the core between polls (the ranks may share cores): Open MPI
      * moves a non-blocking collective on only inside MPI calls, one round per call, so a sleep
      * between polls adds to every round (a 50 us sleep made 256 KiB all-reduces 15x slower than
-     * MPI_Allreduce, which spins the same way; `cuttle bench allreduce`, docs/perf.md). */
+     * MPI_Allreduce, which spins the same way; `cuttle bench allreduce`, docs/perf-history.md). */
     sched_yield();
   }
 }
@@ -556,7 +556,7 @@ static void watchdog_stop(void) {
 /* ct_dist_all_reduce_sum and _mean call the blocking MPI_Allreduce under the watchdog, at every
  * size: Open MPI's blocking all-reduce (the tuned component) was never slower than its non-blocking
  * one (libnbc) on this machine, 1.2x to 1.3x faster from 4 to 64 KiB and, before ct_dist_init chose
- * libnbc's algorithm, 1.5x to 2.7x faster from 64 KiB up (`cuttle bench allreduce`, docs/perf.md).
+ * libnbc's algorithm, 1.5x to 2.7x faster from 64 KiB up (`cuttle bench allreduce`, docs/perf-history.md).
  * DDP's buckets stay non-blocking: they overlap backward. */
 static ct_status allreduce_blocking(void *buf, int64_t count, ct_dtype dt, const char *op) {
   if (!watchdog_arm(g.seq + 1, op)) { /* no thread to bound the call: the non-blocking path, bounded by polling */

@@ -24,7 +24,7 @@ static ct_status running_update(ct_tensor *r, ct_tensor *s, double m) {
 /* The kernels take a contiguous x (N, C, *). A dense channels_last x (N, C, H, W), stored (N, H, W,
  * C), is passed as its (N H W, C) view: the same per-channel statistics, with the channels as the
  * inner dim (the kernels' S = 1 case). Composing channels_last batch norm of elementwise ops instead
- * made channels_last resnet18 7x slower than NCHW on the CPU (docs/perf.md). */
+ * made channels_last resnet18 7x slower than NCHW on the CPU (docs/perf-history.md). */
 static int bn_channels_last(const ct_tensor *x) { return !ct_tensor_is_contiguous(x); }
 
 /* t's (N H W, C) view for the kernels, freed by bn_rows_free; t itself when not channels_last. NULL

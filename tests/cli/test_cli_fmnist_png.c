@@ -11,7 +11,7 @@
  *    bytes, and decoding in the workers changes nothing);
  *  - the installed IDX files, in their own order: the shuffled batches differ, so the accuracy
  *    must agree within TOL points (3 epochs of the mlp spread by under 0.5 points over seeds and
- *    orders on this data, docs/perf.md).
+ *    orders on this data, docs/perf-history.md).
  * Skipped (77) without the data set. */
 #define _GNU_SOURCE
 #include <math.h>

@@ -1,7 +1,7 @@
 /* src/backend/cpu/allocator.c: a caching allocator for host memory.
  *
  * glibc serves blocks above 128 KiB with mmap and returns them with munmap, so every training step
- * paid a page fault per 4 KiB of every activation (measured in docs/perf.md). Blocks of 64 KiB and
+ * paid a page fault per 4 KiB of every activation (measured in docs/perf-history.md). Blocks of 64 KiB and
  * more are therefore rounded up to 64 KiB and kept, when freed, in a free list from which a later
  * request of the same rounded size is served. The cache holds at most 2 GiB (then blocks go back
  * to the system). Smaller blocks go straight to aligned_alloc/free. CUTTLE_CPU_NO_CACHE=1, and

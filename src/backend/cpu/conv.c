@@ -13,11 +13,11 @@
  * padding (plan_taps; conv_blocks.h).
  * Blocks are spread over OpenMP threads and each GEMM runs single-threaded inside its thread
  * (OpenBLAS's OpenMP build does that inside a parallel region), so each thread's cols_n stays in
- * its cache and no (O, N L) staging matrix or transpose is needed (measured in docs/perf.md); a
+ * its cache and no (O, N L) staging matrix or transpose is needed (measured in docs/perf-history.md); a
  * block of B > 1 images has its outputs in a per-thread (O, B L) and copies them to y.
  * The backward recomputes cols_n into the same cache-resident scratch rather than reading back a
  * copy the forward kept: keeping them cost a (C kH kW, N L) matrix written to and read from memory
- * every step and measured 5% slower on the cnn once im2col copied whole rows (docs/perf.md).
+ * every step and measured 5% slower on the cnn once im2col copied whole rows (docs/perf-history.md).
  * Inputs are contiguous (the front-end makes them so). f32 and f64. Input maps with fewer pixels
  * than the kernel has live taps (2 x 2 under a 3x3 kernel) skip all this: conv_dense.c. */
 #include <omp.h>
@@ -33,7 +33,7 @@ static geom geometry(ct_tensor *x, ct_tensor *w, int64_t Ho, int64_t Wo, const c
 /* im2col for stride 1 and an output as wide as the input (a "same" convolution, as 3x3 with
  * padding 1): row (c, i, j) is x's plane c moved by rows and by off = j dw - pw columns, so it is one
  * copy of whole rows, then the off columns that fell off an edge are zeroed. Rows outside the
- * image are zeros. Much faster than a short copy per output row (docs/perf.md). */
+ * image are zeros. Much faster than a short copy per output row (docs/perf-history.md). */
 #define DEFINE_COLS_SAME(T, SUFFIX)                                                                     \
   static void im2col_same_##SUFFIX(const geom *g, const T *x, T *out, int64_t ld) {                    \
     int64_t W = g->W, HW = g->H * W, Ho = g->Ho;                                                       \
@@ -140,7 +140,7 @@ DEFINE_COLS(double, f64)
  * computed rather than read: output row ho of tap (i, j) is the padded row ho sH + i dH from
  * column j dW on, every sW-th element (runs of Wo contiguous ones at stride 1).
  * For outputs of a few pixels that is much cheaper than the row copies above, which spend two
- * memsets and a memcpy on a row of 1 to 49 elements (docs/perf.md). col2im goes the other way,
+ * memsets and a memcpy on a row of 1 to 49 elements (docs/perf-history.md). col2im goes the other way,
  * through the gather lists built from the same table (col2im_gather below). */
 #define DEFINE_COLS_TABLE(E, SUFFIX)                                                                    \
   static void im2col_table_##SUFFIX(const geom *g, const ct_conv_taps *tp, E *pad, const E *x, E *out,   \
@@ -169,7 +169,7 @@ DEFINE_COLS_TABLE(double, f64)
 /* col2im of a block of nb images through the gather lists (ct_conv_bw): each input pixel sums its
  * dcols elements, the even and the odd ones of its list (tap order) in two sums, and is written
  * once. A scatter through a padded plane read, added and stored an element per tap and was 6% of a
- * resnet18 step; one sum was a chain of dependent adds (docs/perf.md). Each channel's rows of dc are zeroed once its images are done (the next
+ * resnet18 step; one sum was a chain of dependent adds (docs/perf-history.md). Each channel's rows of dc are zeroed once its images are done (the next
  * block's GEMM adds into them). gx: the block's first image. */
 #define DEFINE_COL2IM_GATHER(E, SUFFIX)                                                                 \
   static void col2im_gather_##SUFFIX(const ct_conv_bw *c, E *dc, int64_t nb, E *gx) {                  \
@@ -218,7 +218,7 @@ static void col2im(ct_dtype dt, const geom *g, void *cols, int64_t ld, void *gx)
  * go together, B L >= BLOCK_COLS columns: one packing of the weights and one pass over dW serve
  * them all. B is capped so that every thread gets a block (the blocks are spread over the threads
  * as the images are, each GEMM single-threaded: one block at a time with OpenBLAS's threads
- * measured slower on 2 cores, docs/perf.md) and so that a block's im2col matrix stays within
+ * measured slower on 2 cores, docs/perf-history.md) and so that a block's im2col matrix stays within
  * BLOCK_ELEMS elements. B depends on the shapes and the thread count only, not on the dtype, so
  * that the fused conv + relu + pool (conv_relu_pool.c), halves included, blocks its images as
  * conv2d does and gets the same sums. */
@@ -246,7 +246,7 @@ int64_t ct__conv_block_count(int64_t N, int64_t B) {
  * thread's scratch; with drop set the dead taps are left out (unless every tap is dead: then all
  * stay, and the GEMMs sum zeros). Dropping a dead tap removes its C/G rows of zeros from every
  * GEMM: resnet18's layer4 on 28 x 28 images has 1 x 1 maps, where a 3x3 conv has one live tap of
- * nine (docs/perf.md). CT_ENOMEM when the scratch cannot be had. */
+ * nine (docs/perf-history.md). CT_ENOMEM when the scratch cannot be had. */
 enum { PAD_MAX = 4096 };
 
 static ct_status plan_taps(const geom *g, int64_t L, int drop, ct_conv_taps *tp) {

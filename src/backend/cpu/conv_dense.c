@@ -9,7 +9,7 @@
  * dWd[(o, l), (c, p)], db = the sums of dy over n and l. Its GEMM does O C L P multiply-adds per
  * image against im2col's O C L T (T live taps): resnet18's layer3 at 28 x 28, 3x3 convs with
  * padding 1 on 2 x 2 maps, does 16 instead of 36 per (o, c), and needs no im2col or col2im: x, y
- * and their gradients are the GEMMs' operands as they lie (docs/perf.md). The same holds for
+ * and their gradients are the GEMMs' operands as they lie (docs/perf-history.md). The same holds for
  * channels_last tensors, with Wd's rows and columns in their order ((l, o) and (p, c)): conv_nhwc.c
  * takes this path too, also where P equals the live taps (its im2col keeps the dead ones: resnet18's
  * layer4 on 1 x 1 maps). The GEMMs run on the whole batch with OpenBLAS's own threads. Groups 1,

@@ -196,7 +196,7 @@ static void lower(const nhwc_geom *q, const char *x, char *cols) {
 /* Blocks of images, as conv.c's: for a small output (L < 100 pixels) B images share each GEMM, their
  * cols stacked as (B L, Kall) and their y, dy as (B L, O), which NHWC lays out contiguously, so a
  * block is the one-image case with B L rows. One image per GEMM packed the whole weight for a GEMM
- * of 1 to 49 rows and made channels_last resnet18 7x slower than NCHW (docs/perf.md). The
+ * of 1 to 49 rows and made channels_last resnet18 7x slower than NCHW (docs/perf-history.md). The
  * one-channel layout (colsT) keeps blocks of one. */
 static int64_t nhwc_block_images(const nhwc_geom *q) { return one_channel(q) ? 1 : ct__conv_block_images(&q->g, q->L); }
 

@@ -7,7 +7,7 @@
  * than the kernel, which conv2d runs as one dense GEMM, conv_dense.c, and this op does not: there
  * the two agree to rounding; the cnn's maps are 28 x 28 and 14 x 14). The conv output and its
  * gradient, (N, O, Hc, Wc) each, never reach memory: for the cnn's first layer that is 12.8 MB
- * written and read back twice per step of 128 images (docs/perf.md). The halves run the same
+ * written and read back twice per step of 128 images (docs/perf-history.md). The halves run the same
  * float32 steps on per-block widened copies and keep their window positions two a byte
  * (fused_forward_half below). */
 #include <omp.h>

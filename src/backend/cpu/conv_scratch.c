@@ -17,7 +17,7 @@ void ct__conv_gemm(ct_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K,
 }
 
 /* Scratch kept per calling thread and grown only: allocating tens of MB per call cost a page
- * fault per 4 KiB in every step (docs/perf.md). The slots are conv_blocks.h's; the memory stays
+ * fault per 4 KiB in every step (docs/perf-history.md). The slots are conv_blocks.h's; the memory stays
  * reachable from thread-local storage, and a thread that ends (a worker of ct_data_parallel, say)
  * frees its own through a thread-specific key's destructor. */
 typedef struct {

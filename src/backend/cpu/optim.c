@@ -7,7 +7,7 @@
 /* Parameters of at least this many elements are updated by all the threads. The update streams 28
  * bytes an element (Adam), so 16384 elements are some 10 us on one thread against a parallel
  * region's few us; at 65536, resnet18's 3 x 3 x 64 x 64 layer1 convs (36864) ran on one thread
- * while the others waited (docs/perf.md). */
+ * while the others waited (docs/perf-history.md). */
 #define OPTIM_PARALLEL_MIN 16384
 
 /* The constants are hoisted and the arithmetic stays in T, so that the float32 loop vectorizes

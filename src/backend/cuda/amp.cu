@@ -5,7 +5,7 @@
  * float32 flag is set to 1.0 by every thread whose element is inf or NaN. Every writer stores the
  * same value, so their race is harmless, as in AmpKernels.cu. Without this kernel the scaler composed
  * six launches a gradient (two products, a sum, a cast, an add, a copy): about 970 of resnet50's
- * 2142 launches a step under --amp f16 on the H100 (docs/perf.md). f32 and f64, dense g. */
+ * 2142 launches a step under --amp f16 on the H100 (docs/perf-history.md). f32 and f64, dense g. */
 #include "backend/cuda/common.cuh"
 
 template <typename T>

@@ -1,7 +1,7 @@
 /* src/backend/cuda/conv_plan.cu: convolutions through cuDNN's graph API (the backend descriptors
  * of cudnn_graph.h), with one execution plan per problem, built on its first call and kept.
  *
- * Why: on an H100 (2026-11-27, docs/perf.md "GPU: NVIDIA H100") cuDNN 9's legacy entry points
+ * Why: on an H100 (2026-11-27, docs/perf-history.md "GPU: NVIDIA H100") cuDNN 9's legacy entry points
  * (cudnnConvolutionForward and the two backward ones) took about 100 us of host time a call for
  * the cnn's small convolutions, more than their kernels, and the cnn's step is bound by the host.
  * A kept plan leaves a call one variant pack and cudnnBackendExecute, as cuDNN's own guide to
