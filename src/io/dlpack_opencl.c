@@ -2,8 +2,9 @@
  * a cl_mem). The OpenCL backend's buffers are addresses of a virtual window
  * (src/backend/opencl/opencl_backend.h) that ct__ocl_resolve turns back into (cl_mem, offset); this
  * file is the one place outside the backend's folder that includes its header (and so the CL
- * headers), because the vtable has no entry for a native buffer handle yet. When the device
- * interface that DESIGN.md plans gets one, this file becomes a call through it. */
+ * headers), because the device interface (core/backend.h) has no entry for a native buffer handle
+ * yet. Once it has one (a backend's own handle for a tensor's memory, asked like any other entry),
+ * this file becomes a call through it and io/ includes no backend header. */
 #include "io/dlpack_internal.h"
 
 #ifdef CUTTLE_WITH_OPENCL

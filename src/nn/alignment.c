@@ -1,8 +1,8 @@
 /* src/nn/alignment.c: the tensor-core alignment check (ct_module_check_alignment, nn.h).
  *
- * The rule, from the course notes on tensor cores and NVIDIA's "Optimizing GPU performance with
- * Tensor Cores": the sizes of a matrix multiply or a convolution are multiples of 8 for float16
- * and bfloat16 and of 16 for 8-bit integers. The check walks the module tree in forward order,
+ * The rule, from NVIDIA's "Optimizing GPU performance with Tensor Cores": the sizes of a matrix
+ * multiply or a convolution are multiples of 8 for float16 and bfloat16 and of 16 for 8-bit
+ * integers. The check walks the module tree in forward order,
  * carrying the input's shape from layer to layer with the same shape rules as the ops (no tensor
  * is touched), and lists every Linear's features, every Conv2d's channels and the batch size that
  * break it, each with its fix: the next multiple. An input that does not fit a layer (Linear(128,

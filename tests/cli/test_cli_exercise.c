@@ -1,4 +1,4 @@
-/* tests/cli/test_cli_exercise.c: the teaching text's mixed-precision exercise as one command
+/* tests/cli/test_cli_exercise.c: the mixed-precision exercise of issue 19 as one command
  * (issue 19, section 5): torchvision's resnet50 on CIFAR-10 with Adam at 3e-4, autocast float16
  * and a GradScaler, for 10 epochs:
  *
