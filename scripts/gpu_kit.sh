@@ -86,6 +86,8 @@ cp "$oblas_inc"/*.h "$stage/dev/include/"
 cp -r /usr/include/cjson "$stage/dev/include/"
 cp /usr/include/cmocka.h /usr/include/zlib.h /usr/include/zconf.h "$stage/dev/include/"
 cp -r /usr/include/dlpack /usr/include/protobuf-c "$stage/dev/include/"
+# xxHash is header only (src/io/safetensors.c compiles it in: XXH_INLINE_ALL); xxhash.h is all of it
+cp /usr/include/xxhash.h "$stage/dev/include/"
 # the TensorBoard messages as protoc-c made them here (the node has no protoc-c)
 mkdir -p "$stage/dev/pb"
 cp "$build"/generated/io/tensorboard.pb-c.c "$build"/generated/io/tensorboard.pb-c.h "$stage/dev/pb/"

@@ -33,6 +33,18 @@ extern "C" {
 /* The reference reader's cap on the header length N (MAX_HEADER_SIZE in safetensors/src/tensor.rs). */
 #define CT_SAFETENSORS_MAX_HEADER 100000000u
 
+/* The "__metadata__" key of the checksum that ct_checkpoint_save records and that every parse of a
+ * file verifies (ct_safetensors_parse, so ct_safetensors_open and ct_checkpoint_load too). Its value
+ * is "xxh3_64:" and 16 lowercase hex digits (e.g. "xxh3_64:2d06800538d394c2"): XXH3_64bits of
+ * xxHash (seed 0, https://github.com/Cyan4973/xxHash) over the whole byte buffer, that is every byte
+ * after the 8-byte length and the JSON header, all tensors' data in file order. It covers the
+ * tensor bytes, not the header (the header's own damage shows as a JSON, UTF-8 or offsets error).
+ * To PyTorch and the safetensors package it is one more metadata string
+ * (safe_open(path, "pt").metadata()["cuttle.checksum"]); they do not check it. The key is reserved:
+ * ct_safetensors_save and ct_checkpoint_save refuse it among the caller's metadata (CT_EINVAL),
+ * since a value copied from another file would not match the tensors written. */
+#define CT_SAFETENSORS_CHECKSUM_KEY "cuttle.checksum"
+
 /* One "__metadata__" entry: both strings are UTF-8 and borrowed from the caller. */
 typedef struct {
   const char *key;
@@ -62,8 +74,12 @@ typedef struct {
  * Test hook: the environment variable CUTTLE_TEST_SAVE_DELAY_MS=N pauses every save N ms after the
  * header is written, so tests can interrupt a half-written file; it is for tests only.
  *
+ * The bytes are exactly those of the reference writer for the same tensors and metadata: no checksum
+ * is added (ct_checkpoint_save adds one, CT_SAFETENSORS_CHECKSUM_KEY).
+ *
  * Errors: CT_EINVAL for a NULL argument, a NULL tensor, a name that is NULL, repeated or
- * "__metadata__", a repeated metadata key, or a string that is not valid UTF-8; CT_EIO (the message
+ * "__metadata__", a repeated metadata key, the reserved key CT_SAFETENSORS_CHECKSUM_KEY, or a string
+ * that is not valid UTF-8; CT_EIO (the message
  * names the file and the system error) when the file cannot be created, written, synced or renamed;
  * CT_ENOMEM; the status of ct_to_host for a tensor that cannot be copied. */
 CT_API ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
@@ -99,7 +115,14 @@ CT_API ct_safetensors *ct_safetensors_open(const char *path);
  *    begins where the one before ends (no gap, no overlap), end >= begin, and the last ends at the
  *    buffer's size (the file size - 8 - N);
  *  - each tensor's byte count, the product of its shape times the dtype size (checked for
- *    overflow), equals end - begin.
+ *    overflow), equals end - begin;
+ *  - when "__metadata__" holds CT_SAFETENSORS_CHECKSUM_KEY (cuttle's checkpoints), its value is
+ *    "xxh3_64:" and 16 lowercase hex digits, and XXH3_64bits of the byte buffer (all tensor bytes,
+ *    not the header) equals it; otherwise CT_EFORMAT: "<label>: the tensor bytes do not match the
+ *    checksum recorded at save (xxh3_64 <recorded> recorded, <computed> computed): the file is
+ *    damaged; use another checkpoint", or, for a malformed value, one saying the value is not of
+ *    that form. A file without the key (PyTorch's, safetensors.torch.save_file's, cuttle's before
+ *    checksums) is not checked. Hashing runs at several GB/s, a small part of reading the file.
  * Known dtypes are those of the format as of safetensors 0.8: BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2
  * F8_E4M3 F8_E8M0 I16 U16 F16 BF16 I32 U32 F32 F64 C64 I64 U64; for the sub-byte ones (F4: 4 bits,
  * F6_*: 6 bits) a tensor must fill a whole number of bytes. A file may hold dtypes cuttle has no
@@ -197,7 +220,13 @@ typedef struct {
  * Metadata strings (all reserved): "format" = CT_CHECKPOINT_FORMAT; with meta: "epoch", "rng_seed",
  * "rng_offset" (decimal integers), and the "grad_scaler.*" strings when meta->has_grad_scaler; with opt: "optimizer" (the kind it was created with: "sgd",
  * "adam" or "adamw"), "optimizer.lr" ("%.17g", so it reads back exactly), "optimizer.steps".
- * meta->extra adds more strings.
+ * meta->extra adds more strings. Last, always, CT_SAFETENSORS_CHECKSUM_KEY ("cuttle.checksum") =
+ * "xxh3_64:<16 lowercase hex digits>", the XXH3_64bits hash of all tensor bytes in file order (not
+ * the header), computed while the tensors are written: each tensor is still copied to the host
+ * once; the header is written first with a placeholder of the same width and rewritten in place
+ * with the value before the file is synced and renamed, so the save stays atomic. Every later open
+ * of the file verifies it (see ct_safetensors_parse), so a damaged checkpoint fails to load rather
+ * than loading wrong weights.
  *
  * Errors: CT_EINVAL for a NULL path or module, or an extra key that is reserved or repeated; those
  * of ct_safetensors_save. On error an existing file at path is untouched. */
@@ -234,8 +263,15 @@ CT_API ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer
  * *meta_out receives epoch, rng and the optimizer kind (n_extra 0, extra NULL; read other strings
  * with ct_safetensors_open and ct_safetensors_metadata).
  *
+ * The file's checksum (CT_SAFETENSORS_CHECKSUM_KEY), when it has one, is verified as the file is
+ * opened, before anything is validated or copied: tensor bytes damaged since the save (a flipped
+ * bit, a torn copy of the same length) fail with CT_EFORMAT naming the file, the recorded and the
+ * computed value ("ck.safetensors: the tensor bytes do not match the checksum recorded at save
+ * (xxh3_64 ... recorded, ... computed): the file is damaged; use another checkpoint"), and m and opt
+ * are left as they were. Files without the key (PyTorch's, older cuttle's) load unchecked.
+ *
  * Errors: CT_EINVAL for a NULL path or module, or an optimizer of another kind than the file's;
- * those of ct_safetensors_open; CT_EFORMAT for a checkpoint of a later format version, a malformed
+ * those of ct_safetensors_open (CT_EFORMAT for a checksum mismatch); CT_EFORMAT for a checkpoint of a later format version, a malformed
  * number in the metadata or an unknown "optimizer", and as above. */
 CT_API ct_status ct_checkpoint_load(const char *path, ct_module *m, ct_optimizer *opt, ct_checkpoint_meta *meta_out);
 

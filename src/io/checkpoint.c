@@ -2,7 +2,8 @@
  *
  * The model's state_dict goes under its PyTorch names, so safetensors.torch.load_file reads it into a
  * PyTorch model; the optimizer's state goes under "optimizer.state.<param>.<slot>", and everything
- * else a resumed run needs (epoch, generator, lr, step count) into "__metadata__" strings.
+ * else a resumed run needs (epoch, generator, lr, step count) into "__metadata__" strings, with the
+ * checksum of the tensor bytes (CT_SAFETENSORS_CHECKSUM_KEY), which every open of the file verifies.
  * Loading validates everything before it changes anything. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,6 +14,7 @@
 
 #include "core/internal.h"
 #include "cuttle/io.h"
+#include "io/safetensors_internal.h"
 
 #define OPT_PREFIX "optimizer."
 
@@ -21,7 +23,7 @@ static const char *const reserved_keys[] = {"format", "epoch", "rng_seed", "rng_
                                             "grad_scaler.scale", "grad_scaler.growth_factor", "grad_scaler.backoff_factor",
                                             "grad_scaler.growth_interval", "grad_scaler.growth_tracker",
                                             "grad_scaler.steps_taken", "grad_scaler.steps_skipped",
-                                            "grad_scaler.last_step_skipped"};
+                                            "grad_scaler.last_step_skipped", CT_SAFETENSORS_CHECKSUM_KEY};
 
 /* The GradScaler's metadata keys (ct_checkpoint_meta's grad_scaler): three doubles, then five
  * integers. */
@@ -139,7 +141,8 @@ ct_status ct_checkpoint_save(const char *path, ct_module *m, ct_optimizer *opt, 
     kv[nkv++] = (ct_metadata_kv){"optimizer.steps", steps};
   }
   for (int i = 0; i < n_extra; i++) kv[nkv++] = meta->extra[i];
-  s = ct_safetensors_save(path, n, names, ts, nkv, kv);
+  /* the writer appends CT_SAFETENSORS_CHECKSUM_KEY, the hash of the tensor bytes */
+  s = ct__safetensors_save_checksummed(path, n, names, ts, nkv, kv);
 out:
   free(kv);
   free(ts);

@@ -3,7 +3,10 @@
  * reference reader (safetensors/src/tensor.rs: read_metadata, Metadata::validate); see io.h.
  *
  * Layout of a file: u64 little-endian N | N bytes of JSON header | byte buffer.
- * JSON is parsed and printed by cJSON; everything about the format's rules is checked here. */
+ * JSON is parsed and printed by cJSON; everything about the format's rules is checked here.
+ * Checksums (CT_SAFETENSORS_CHECKSUM_KEY, written by ct_checkpoint_save, verified by every parse)
+ * are XXH3_64 from xxHash (Debian's libxxhash-dev), compiled in from its header (XXH_INLINE_ALL:
+ * every function static here), so libcuttle loads no xxHash library at run time. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -18,9 +21,12 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "core/internal.h"
 #include "cuttle/io.h"
+#include "io/safetensors_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "src/io/safetensors.c assumes a little-endian host (safetensors data is little-endian)"
@@ -368,6 +374,47 @@ static ct_status check_tiling(const ct_safetensors *f, uint64_t *end) {
   return s;
 }
 
+/* The checksum value's form: "xxh3_64:" and 16 lowercase hex digits, XXH3_64bits (seed 0) of the
+ * whole byte buffer. */
+#define CK_PREFIX "xxh3_64:"
+#define CK_PREFIX_LEN 8
+#define CK_VALUE_LEN (CK_PREFIX_LEN + 16)
+
+/* The 64-bit value of a well-formed checksum string s into *out; 0 when s is malformed. */
+static int parse_checksum(const char *s, uint64_t *out) {
+  if (strlen(s) != CK_VALUE_LEN || strncmp(s, CK_PREFIX, CK_PREFIX_LEN) != 0) return 0;
+  uint64_t v = 0;
+  for (const char *c = s + CK_PREFIX_LEN; *c; c++) {
+    int d = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
+    if (d < 0) return 0;
+    v = v << 4 | (uint64_t)d;
+  }
+  *out = v;
+  return 1;
+}
+
+/* When f's metadata holds CT_SAFETENSORS_CHECKSUM_KEY (cuttle's checkpoints do since it was added;
+ * PyTorch's and older cuttle's files do not, and pass as before), the byte buffer must hash to it. */
+static ct_status verify_checksum(const ct_safetensors *f) {
+  const char *v = NULL;
+  for (int i = 0; i < f->n_meta && !v; i++)
+    if (strcmp(f->meta_keys[i], CT_SAFETENSORS_CHECKSUM_KEY) == 0) v = f->meta_values[i];
+  if (!v) return CT_OK;
+  uint64_t want = 0;
+  if (!parse_checksum(v, &want))
+    return ct__error(CT_EFORMAT,
+                     "%s: metadata \"%s\" = \"%.40s\" is not a checksum of the form \"" CK_PREFIX
+                     "\" and 16 lowercase hex digits: the header is damaged; use another checkpoint",
+                     f->label, CT_SAFETENSORS_CHECKSUM_KEY, v);
+  uint64_t got = XXH3_64bits(f->data, f->data_size);
+  if (got != want)
+    return ct__error(CT_EFORMAT,
+                     "%s: the tensor bytes do not match the checksum recorded at save (xxh3_64 %016llx recorded, "
+                     "%016llx computed): the file is damaged; use another checkpoint",
+                     f->label, (unsigned long long)want, (unsigned long long)got);
+  return CT_OK;
+}
+
 /* Parse the header of f->buf (total bytes size); fills everything else in f. */
 static ct_status parse_buffer(ct_safetensors *f, size_t size) {
   uint64_t n = 0;
@@ -384,6 +431,7 @@ static ct_status parse_buffer(ct_safetensors *f, size_t size) {
     else {
       f->data = f->buf + 8 + n;
       f->data_size = data_size;
+      s = verify_checksum(f);
     }
   }
   cJSON_Delete(root);
@@ -637,6 +685,18 @@ static int write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* write_all at file offset off, leaving the file offset where it was. */
+static int pwrite_all(int fd, const void *p, size_t n, off_t off) {
+  const uint8_t *c = p;
+  while (n > 0) {
+    ssize_t w = pwrite(fd, c, n, off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w, n -= (size_t)w, off += w;
+  }
+  return 0;
+}
+
 /* The directory that holds path ("." for a bare name), malloc'd; NULL when out of memory. */
 static char *dir_of(const char *path) {
   const char *slash = strrchr(path, '/');
@@ -712,6 +772,11 @@ static ct_status check_save_args(const char *path, int n, const char *const *nam
       return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata entry %d has a NULL key or value", path, i);
     if (!utf8_ok(meta[i].key) || !utf8_ok(meta[i].value))
       return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata entry %d is not valid UTF-8", path, i);
+    if (strcmp(meta[i].key, CT_SAFETENSORS_CHECKSUM_KEY) == 0)
+      return ct__error(CT_EINVAL,
+                       "ct_safetensors_save(%s): metadata key \"%s\" is reserved: cuttle computes it itself "
+                       "(ct_checkpoint_save records it; a value passed through would not match the new tensors)",
+                       path, CT_SAFETENSORS_CHECKSUM_KEY);
     for (int j = 0; j < i; j++)
       if (strcmp(meta[i].key, meta[j].key) == 0)
         return ct__error(CT_EINVAL, "ct_safetensors_save(%s): metadata key \"%s\" given twice", path, meta[i].key);
@@ -788,9 +853,9 @@ static ct_status create_output(w_file *w, uint64_t total) {
 }
 
 /* Write the header (hlen bytes) with its length, then the n tensors' bytes staged through buf, to
- * w->fd, and fsync it. */
+ * w->fd; hash (NULL: none) takes in every tensor byte as it is written. */
 static ct_status write_contents(const w_file *w, const char *header, size_t hlen, int n, const w_item *items,
-                                uint8_t *buf) {
+                                uint8_t *buf, XXH3_state_t *hash) {
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
   if (write_all(w->fd, len8, 8) || write_all(w->fd, header, hlen))
@@ -802,7 +867,33 @@ static ct_status write_contents(const w_file *w, const char *header, size_t hlen
     if (s != CT_OK) return s; /* ct_to_host set the message */
     if (write_all(w->fd, buf, (size_t)items[i].nbytes))
       return ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", w->tmp, strerror(errno));
+    if (hash && XXH3_64bits_update(hash, buf, (size_t)items[i].nbytes) != XXH_OK)
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): XXH3_64bits_update failed", w->path);
   }
+  return CT_OK;
+}
+
+/* The checksum: the value "xxh3_64:<16 hex digits>" of hash into value (which meta[n_meta - 1]
+ * points at, so far the placeholder of the same width), and the header built again with it
+ * written over the first one (hlen bytes at offset 8). */
+static ct_status write_checksum(const w_file *w, XXH3_state_t *hash, char *value, int n, const w_item *items,
+                                int n_meta, const ct_metadata_kv *meta, size_t hlen) {
+  snprintf(value, CK_VALUE_LEN + 1, CK_PREFIX "%016llx", (unsigned long long)XXH3_64bits_digest(hash));
+  size_t len = 0;
+  char *header = build_header(n, items, n_meta, meta, &len);
+  if (!header) return CT_ENOMEM; /* the allocation that failed said what and how many bytes */
+  ct_status s = CT_OK;
+  if (len != hlen) /* cannot happen: the value has a fixed width and needs no escape */
+    s = ct__error(CT_EIO, "ct_safetensors_save: %s: internal error: the header with the checksum has %zu bytes, "
+                  "the one written %zu", w->path, len, hlen);
+  else if (pwrite_all(w->fd, header, hlen, 8))
+    s = ct__error(CT_EIO, "ct_safetensors_save: cannot write %s: %s", w->tmp, strerror(errno));
+  free(header);
+  return s;
+}
+
+/* Make the written bytes durable before the file gets its name. */
+static ct_status sync_output(const w_file *w) {
   if (fsync(w->fd) != 0) return ct__error(CT_EIO, "ct_safetensors_save: fsync of %s failed: %s", w->tmp, strerror(errno));
   return CT_OK;
 }
@@ -847,10 +938,28 @@ static ct_status close_and_sync_dir(w_file *w) {
   return s;
 }
 
-ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
-                              int n_meta, const ct_metadata_kv *meta) {
+/* ct_safetensors_save, and with checksum, ct__safetensors_save_checksummed. */
+static ct_status save(const char *path, int n, const char *const *names, ct_tensor *const *tensors, int n_meta,
+                      const ct_metadata_kv *meta, int checksum) {
   ct_status s = check_save_args(path, n, names, tensors, n_meta, meta);
   if (s != CT_OK) return s;
+  /* With checksum, the caller's metadata and then the key, its value first a placeholder of the
+   * final width (write_checksum fills it in). */
+  char ck_value[CK_VALUE_LEN + 1] = CK_PREFIX "0000000000000000";
+  ct_metadata_kv *all_meta = NULL;
+  XXH3_state_t hash;
+  if (checksum) {
+    all_meta = ct__calloc((size_t)n_meta + 1, sizeof *all_meta, "the metadata of a save with a checksum");
+    if (!all_meta) return CT_ENOMEM;
+    if (n_meta) memcpy(all_meta, meta, (size_t)n_meta * sizeof *meta);
+    all_meta[n_meta++] = (ct_metadata_kv){CT_SAFETENSORS_CHECKSUM_KEY, ck_value};
+    meta = all_meta;
+    XXH3_INITSTATE(&hash);
+    if (XXH3_64bits_reset(&hash) != XXH_OK) {
+      free(all_meta);
+      return ct__error(CT_EINVAL, "ct_safetensors_save(%s): XXH3_64bits_reset failed", path);
+    }
+  }
   w_item *items = ct__calloc((size_t)n + 1, sizeof *items, "the list of tensors to save");
   const char **sorted = items ? ct__calloc((size_t)n + 1, sizeof *sorted, "the sorted tensor names") : NULL;
   char *header = NULL;
@@ -866,7 +975,9 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
   }
   int renamed = 0;
   if (s == CT_OK && (s = create_output(&w, total)) == CT_OK &&
-      (s = write_contents(&w, header, hlen, n, items, buf)) == CT_OK && (s = rename_into_place(&w)) == CT_OK) {
+      (s = write_contents(&w, header, hlen, n, items, buf, checksum ? &hash : NULL)) == CT_OK &&
+      (!checksum || (s = write_checksum(&w, &hash, ck_value, n, items, n_meta, meta, hlen)) == CT_OK) &&
+      (s = sync_output(&w)) == CT_OK && (s = rename_into_place(&w)) == CT_OK) {
     renamed = 1;
     s = close_and_sync_dir(&w);
   }
@@ -880,5 +991,16 @@ ct_status ct_safetensors_save(const char *path, int n, const char *const *names,
   free(header);
   free(sorted);
   free(items);
+  free(all_meta);
   return s;
+}
+
+ct_status ct_safetensors_save(const char *path, int n, const char *const *names, ct_tensor *const *tensors,
+                              int n_meta, const ct_metadata_kv *meta) {
+  return save(path, n, names, tensors, n_meta, meta, 0);
+}
+
+ct_status ct__safetensors_save_checksummed(const char *path, int n, const char *const *names,
+                                           ct_tensor *const *tensors, int n_meta, const ct_metadata_kv *meta) {
+  return save(path, n, names, tensors, n_meta, meta, 1);
 }

@@ -2,8 +2,9 @@
  *
  * A model saved and loaded into a differently initialized one holds the same tensors; a mismatch of
  * any kind is named and changes nothing; files laid out as PyTorch writes them (with the
- * num_batches_tracked buffers cuttle lacks) load; and a training run resumed from a checkpoint takes
- * exactly the step the uninterrupted run takes. */
+ * num_batches_tracked buffers cuttle lacks) load; a training run resumed from a checkpoint takes
+ * exactly the step the uninterrupted run takes; and the checksum of the tensor bytes recorded at save
+ * ("cuttle.checksum", XXH3_64, recomputed here with xxHash itself) refuses a damaged file. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,9 @@
 #include <string.h>
 #include <dirent.h>
 #include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "testutil.h"
 
@@ -464,6 +468,235 @@ static void test_save_leaves_no_temporary(void **state) {
   ct_test_rmdir(dir);
 }
 
+/* ---- the checksum of the tensor bytes (CT_SAFETENSORS_CHECKSUM_KEY) */
+
+/* The whole file at path, malloc'd, into *n bytes. */
+static uint8_t *read_all(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  assert_true(size >= 0);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = ct_assert_nonnull(malloc((size_t)size + 1));
+  assert_int_equal(fread(b, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  *n = (size_t)size;
+  return b;
+}
+
+static void write_all_to(const char *path, const uint8_t *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(b, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* Where the byte buffer starts in a file's bytes b: after the 8-byte length N and N bytes of header. */
+static size_t buffer_start(const uint8_t *b) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+  return 8 + (size_t)n;
+}
+
+/* The file at path, with the byte at `at` xor'ed with 0x01, saved as damaged; the checkpoint load
+ * into m (snapshotted first) and ct_safetensors_open of it fail with CT_EFORMAT naming the file
+ * and both values, and m is unchanged. */
+static void check_damaged(const char *path, const char *damaged, size_t at, ct_module *m) {
+  size_t n = 0;
+  uint8_t *b = read_all(path, &n);
+  assert_true(at < n);
+  b[at] ^= 0x01;
+  write_all_to(damaged, b, n);
+  char recorded[64], computed[64];
+  ct_safetensors *orig = ct_assert_nonnull(ct_safetensors_open(path));
+  const char *v = ct_safetensors_metadata(orig, CT_SAFETENSORS_CHECKSUM_KEY);
+  assert_non_null(v);
+  snprintf(recorded, sizeof recorded, "(xxh3_64 %s recorded", v + strlen("xxh3_64:"));
+  ct_safetensors_close(orig);
+  size_t start = buffer_start(b);
+  snprintf(computed, sizeof computed, "%016llx computed)", (unsigned long long)XXH3_64bits(b + start, n - start));
+
+  snapshot s = snap(m);
+  assert_int_equal(ct_checkpoint_load(damaged, m, NULL, NULL), CT_EFORMAT);
+  ct_assert_error_contains(damaged);
+  ct_assert_error_contains("the tensor bytes do not match the checksum recorded at save");
+  ct_assert_error_contains(recorded);
+  ct_assert_error_contains(computed);
+  ct_assert_error_contains("the file is damaged; use another checkpoint");
+  assert_unchanged(m, &s);
+
+  assert_null(ct_safetensors_open(damaged));
+  assert_int_equal(ct_last_status(), CT_EFORMAT);
+  ct_assert_error_contains(damaged);
+  ct_assert_error_contains("do not match the checksum");
+  assert_null(ct_safetensors_parse(b, n, "ck.safetensors"));
+  assert_int_equal(ct_last_status(), CT_EFORMAT);
+  ct_assert_error_contains("ck.safetensors: the tensor bytes do not match the checksum recorded at save (xxh3_64 ");
+  free(b);
+}
+
+/* A checkpoint records the checksum last in its metadata, equal to XXH3_64 of its byte buffer
+ * computed here from the file's bytes, and loads; a byte flipped inside a tensor or at the very end
+ * of the file fails the load and the open; the file with the byte flipped back loads again. */
+static void test_checksum(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096], damaged[4200];
+  snprintf(path, sizeof path, "%s/ck.safetensors", dir);
+  snprintf(damaged, sizeof damaged, "%s/damaged.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_optimizer *opt = ct_assert_nonnull(ct_optimizer_new(a, &(ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 0.01}));
+  ct_assert_ok(ct_optimizer_init_state(opt));
+  ct_metadata_kv extra = {"note", "x"};
+  ct_assert_ok(ct_checkpoint_save(path, a, opt, &(ct_checkpoint_meta){.epoch = 3, .n_extra = 1, .extra = &extra}));
+
+  size_t n = 0;
+  uint8_t *bytes = read_all(path, &n);
+  size_t start = buffer_start(bytes);
+  char want[32];
+  snprintf(want, sizeof want, "xxh3_64:%016llx", (unsigned long long)XXH3_64bits(bytes + start, n - start));
+  /* the same hash streamed in uneven pieces, as the writer feeds it tensor by tensor */
+  XXH3_state_t st;
+  XXH3_INITSTATE(&st);
+  assert_int_equal(XXH3_64bits_reset(&st), XXH_OK);
+  for (size_t at = start, step = 1; at < n; at += step, step = step * 3 % 97 + 1)
+    assert_int_equal(XXH3_64bits_update(&st, bytes + at, at + step <= n ? step : n - at), XXH_OK);
+  char streamed[32];
+  snprintf(streamed, sizeof streamed, "xxh3_64:%016llx", (unsigned long long)XXH3_64bits_digest(&st));
+  assert_string_equal(streamed, want);
+
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));
+  int nm = ct_safetensors_metadata_count(f);
+  const char *k = NULL, *v = NULL;
+  ct_assert_ok(ct_safetensors_metadata_at(f, nm - 1, &k, &v));
+  assert_string_equal(k, CT_SAFETENSORS_CHECKSUM_KEY);
+  assert_string_equal(k, "cuttle.checksum");
+  assert_string_equal(v, want);
+  assert_string_equal(ct_safetensors_metadata(f, "note"), "x");
+  ct_safetensors_info in;
+  ct_assert_ok(ct_safetensors_info_at(f, ct_safetensors_find(f, "2.weight"), &in));
+  ct_safetensors_close(f);
+
+  ct_optimizer *opt_b = ct_assert_nonnull(ct_optimizer_new(b, &(ct_optim_opts){.kind = CT_OPTIM_ADAM, .lr = 0.5}));
+  ct_assert_ok(ct_checkpoint_load(path, b, opt_b, NULL));
+  assert_same_modules(a, b);
+
+  ct_module *c = mlp(4, 8, 3, 3, CT_DEVICE_CPU);
+  check_damaged(path, damaged, start + in.offset + in.nbytes / 2, c); /* inside 2.weight's data */
+  check_damaged(path, damaged, n - 1, c);                             /* the file's last byte */
+  write_all_to(damaged, bytes, n); /* undamaged again */
+  ct_assert_ok(ct_checkpoint_load(damaged, c, NULL, NULL));
+  assert_same_modules(a, c);
+  free(bytes);
+  ct_optimizer_free(opt);
+  ct_optimizer_free(opt_b);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_module_free(c);
+  ct_test_rmdir(dir);
+}
+
+/* A file of one 4-byte U8 tensor whose metadata records checksum value v, parsed from memory. */
+static ct_safetensors *parse_with_checksum(const char *v) {
+  char json[256];
+  int len = snprintf(json, sizeof json,
+                     "{\"__metadata__\":{\"cuttle.checksum\":\"%s\"},\"t\":{\"dtype\":\"U8\",\"shape\":[4],"
+                     "\"data_offsets\":[0,4]}}",
+                     v);
+  uint8_t file[300];
+  for (int i = 0; i < 8; i++) file[i] = (uint8_t)((uint64_t)len >> (8 * i));
+  memcpy(file + 8, json, (size_t)len);
+  memcpy(file + 8 + len, "\x01\x02\x03\x04", 4);
+  return ct_safetensors_parse(file, 8 + (size_t)len + 4, "hand.safetensors");
+}
+
+/* A value that is not "xxh3_64:" and 16 lowercase hex digits is refused; the right one parses. */
+static void test_checksum_malformed(void **state) {
+  char good[32];
+  snprintf(good, sizeof good, "xxh3_64:%016llx", (unsigned long long)XXH3_64bits("\x01\x02\x03\x04", 4));
+  ct_safetensors *f = ct_assert_nonnull(parse_with_checksum(good));
+  ct_safetensors_close(f);
+  char wrong[32];
+  snprintf(wrong, sizeof wrong, "xxh3_64:%016llx", (unsigned long long)XXH3_64bits("\x01\x02\x03\x05", 4));
+  const char *bad[] = {"",
+                       "xxh3_64:",
+                       "xxh3_64:0123456789abcde",
+                       "xxh3_64:0123456789abcdef0",
+                       "xxh3_64:0123456789ABCDEF",
+                       "xxh3_64:0123456789abcdeg",
+                       "xxh3_32:0123456789abcdef",
+                       "XXH3_64:0123456789abcdef",
+                       "xxh3_64 0123456789abcdef",
+                       "xxh3_64:-123456789abcdef",
+                       "xxh3_64:0x23456789abcdef"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_null(parse_with_checksum(bad[i]));
+    assert_int_equal(ct_last_status(), CT_EFORMAT);
+    ct_assert_error_contains("hand.safetensors: metadata \"cuttle.checksum\" = \"");
+    ct_assert_error_contains("is not a checksum of the form \"xxh3_64:\" and 16 lowercase hex digits");
+  }
+  assert_null(parse_with_checksum(wrong));
+  assert_int_equal(ct_last_status(), CT_EFORMAT);
+  ct_assert_error_contains("hand.safetensors: the tensor bytes do not match the checksum recorded at save");
+}
+
+static ct_tensor *identity_forward(ct_module *self, ct_tensor *x) { return ct_tensor_retain(x); }
+
+/* Files without the key (PyTorch's, safetensors.torch.save_file's, cuttle's before checksums) load
+ * as before; the key is reserved in both writers; a checkpoint with no tensor bytes records the
+ * hash of nothing. */
+static void test_checksum_absent_reserved_empty(void **state) {
+  char *dir = ct_assert_nonnull(ct_test_tmpdir());
+  char path[4096];
+  snprintf(path, sizeof path, "%s/plain.safetensors", dir);
+  ct_module *a = mlp(4, 8, 3, 1, CT_DEVICE_CPU), *b = mlp(4, 8, 3, 2, CT_DEVICE_CPU);
+  ct_named_tensor t[8];
+  int n = ct_module_named_tensors(a, 1, t, 8);
+  const char *names[8];
+  ct_tensor *ts[8];
+  for (int i = 0; i < n; i++) names[i] = t[i].name, ts[i] = t[i].tensor;
+  ct_metadata_kv fmt = {"format", CT_CHECKPOINT_FORMAT};
+  ct_assert_ok(ct_safetensors_save(path, n, names, ts, 1, &fmt));
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(path));
+  assert_null(ct_safetensors_metadata(f, CT_SAFETENSORS_CHECKSUM_KEY)); /* the plain writer adds none */
+  assert_int_equal(ct_safetensors_metadata_count(f), 1);
+  ct_safetensors_close(f);
+  ct_assert_ok(ct_checkpoint_load(path, b, NULL, NULL));
+  assert_same_modules(a, b);
+
+  /* reserved: ct_safetensors_save refuses it, and so does ct_checkpoint_save among the extras */
+  ct_metadata_kv ck = {CT_SAFETENSORS_CHECKSUM_KEY, "xxh3_64:0123456789abcdef"};
+  assert_int_equal(ct_safetensors_save(path, n, names, ts, 1, &ck), CT_EINVAL);
+  ct_assert_error_contains("\"cuttle.checksum\" is reserved");
+  assert_int_equal(ct_checkpoint_save(path, a, NULL, &(ct_checkpoint_meta){.n_extra = 1, .extra = &ck}), CT_EINVAL);
+  ct_assert_error_contains("\"cuttle.checksum\" is reserved");
+  ct_assert_ok(ct_checkpoint_load(path, b, NULL, NULL)); /* the file was left as it was */
+
+  /* no tensor bytes at all: a module without tensors, and one whose only tensors are empty */
+  ct_module *relu = ct_assert_nonnull(ct_sequential_new(1, (ct_module *[]){ct_relu_new()}));
+  ct_assert_ok(ct_checkpoint_save(path, relu, NULL, NULL));
+  f = ct_assert_nonnull(ct_safetensors_open(path));
+  assert_int_equal(ct_safetensors_count(f), 0);
+  assert_string_equal(ct_safetensors_metadata(f, CT_SAFETENSORS_CHECKSUM_KEY), "xxh3_64:2d06800538d394c2");
+  ct_safetensors_close(f);
+  ct_assert_ok(ct_checkpoint_load(path, relu, NULL, NULL));
+  ct_module *empty = ct_assert_nonnull(ct_module_new("Empty", identity_forward, NULL, NULL));
+  int64_t shape[2] = {0, 3};
+  ct_assert_ok(ct_module_register_parameter(empty, "weight", ct_zeros(2, shape, CT_F32, CT_DEVICE_CPU)));
+  ct_assert_ok(ct_module_register_buffer(empty, "count", ct_zeros(1, shape, CT_I64, CT_DEVICE_CPU)));
+  ct_assert_ok(ct_checkpoint_save(path, empty, NULL, NULL));
+  f = ct_assert_nonnull(ct_safetensors_open(path));
+  assert_int_equal(ct_safetensors_count(f), 2); /* weight (0, 3), count (0,) */
+  assert_string_equal(ct_safetensors_metadata(f, CT_SAFETENSORS_CHECKSUM_KEY), "xxh3_64:2d06800538d394c2");
+  ct_safetensors_close(f);
+  ct_assert_ok(ct_checkpoint_load(path, empty, NULL, NULL));
+  ct_module_free(empty);
+  ct_module_free(relu);
+  ct_module_free(a);
+  ct_module_free(b);
+  ct_test_rmdir(dir);
+}
+
 /* On a GPU: tensors are copied to the host to save, and loaded into the module's own device tensors. */
 static void test_gpu_roundtrip(void **state) {
   if (ct_device_count(CT_CUDA) == 0) {
@@ -495,6 +728,8 @@ int main(void) {
       cmocka_unit_test(test_resume_adamw),       cmocka_unit_test(test_resume_sgd_momentum),
       cmocka_unit_test(test_optimizer_mismatch), cmocka_unit_test(test_adamw_kind_is_exact),
       cmocka_unit_test(test_sgd_momentum_state), cmocka_unit_test(test_save_leaves_no_temporary),
+      cmocka_unit_test(test_checksum),           cmocka_unit_test(test_checksum_malformed),
+      cmocka_unit_test(test_checksum_absent_reserved_empty),
       cmocka_unit_test(test_gpu_roundtrip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

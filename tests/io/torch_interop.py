@@ -6,9 +6,10 @@ Fashion-MNIST test set's first 256 images, read here from the same IDX files cut
   python3 torch_interop.py load MODEL DATA CKPT LOGITS OUT
       build MODEL ("mlp" or "cnn") as an nn.Sequential, load the model part of the cuttle checkpoint
       CKPT with load_state_dict(strict=True) (the "optimizer." keys dropped first, and checked to
-      hold Adam's two moments of every parameter), run the test images, compare with the logits
-      cuttle computed (LOGITS {"logits"}), print the max abs difference, and save ours as OUT
-      {"logits"}. Exit status 1 when the difference is over TOL.
+      hold Adam's two moments of every parameter; its metadata, read with safe_open(CKPT, "pt"),
+      must hold cuttle's checksum "cuttle.checksum" = "xxh3_64:<16 hex digits>"), run the test
+      images, compare with the logits cuttle computed (LOGITS {"logits"}), print the max abs
+      difference, and save ours as OUT {"logits"}. Exit status 1 when the difference is over TOL.
   python3 torch_interop.py train MODEL DATA CKPT LOGITS
       train MODEL (seed 7) for STEPS Adam steps on the first STEPS batches of BATCH training
       images, save its state_dict to CKPT and its logits of the test images to LOGITS {"logits"}.
@@ -26,6 +27,7 @@ DATA is the folder of the four (gzipped or plain) IDX files.
 """
 import gzip
 import json
+import re
 import struct
 import os
 import sys
@@ -92,6 +94,15 @@ def logits(net, data):
 
 
 def load(name, data, ckpt, theirs_path, out):
+    from safetensors import safe_open
+
+    # cuttle's checksum of the tensor bytes is one more metadata string to safetensors and PyTorch
+    with safe_open(ckpt, "pt") as f:
+        meta = f.metadata() or {}
+    if not re.fullmatch(r"xxh3_64:[0-9a-f]{16}", meta.get("cuttle.checksum", "")):
+        print(f"torch_interop.py: {ckpt}: metadata \"cuttle.checksum\" is {meta.get('cuttle.checksum')!r}, "
+              f"not xxh3_64:<16 lowercase hex digits> (metadata: {meta})", file=sys.stderr)
+        return 1
     sd = load_file(ckpt)
     params = {k: v for k, v in sd.items() if not k.startswith("optimizer.")}
     net = model(name)
