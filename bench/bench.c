@@ -35,10 +35,14 @@ static const struct {
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
+void ct_bench_list(FILE *f, const char *indent) {
+  for (size_t i = 0; i < NSUB; i++) fprintf(f, "%s%-13s %s\n", indent, subcommands[i].name, subcommands[i].help);
+}
+
 static void usage(FILE *f) {
   fprintf(f, "usage: cuttle bench <benchmark> [options]   (cuttle bench <benchmark> --help for its options)\n\n"
              "benchmarks:\n");
-  for (size_t i = 0; i < NSUB; i++) fprintf(f, "  %-13s %s\n", subcommands[i].name, subcommands[i].help);
+  ct_bench_list(f, "  ");
   fprintf(f, "\ncommon options: --device cpu|cuda:N|opencl:N|auto, --quick (a small fast configuration), --csv FILE\n");
 }
 

@@ -6,5 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 dir="${1:-build}"
 [ $# -gt 0 ] && shift
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# CUDA AUTO unless the arguments say otherwise: ./scripts/train.sh may have configured the same
+# folder without it, and the cache would keep that.
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=AUTO "$@" >/dev/null
 cmake --build "$dir" -j "$(nproc)"

@@ -46,7 +46,6 @@
  * --devices and the loader (open_device_and_data, setup); run_epochs is the loop, one run_epoch
  * after another; finish frees it all and leaves the job. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -62,6 +61,9 @@
 #include "ranks.h"
 #include "tensorboard_log.h"
 #include "graph_step.h"
+#include "recipe.h"
+#include "run_config.h"
+#include "run_dir.h"
 #include "train_loop.h"
 
 /* The number of the first SIGINT or SIGTERM (SIGUSR1, SIGUSR2 in a job), 0 until one arrives. */
@@ -71,7 +73,7 @@ static volatile sig_atomic_t agreed;
 /* What a second signal removes before the process ends, filled in before the handler is installed:
  * the temporary name ct_safetensors_save gives a finished file just before renaming it (or writes
  * to, without O_TMPFILE), and this process's monitor stats file. Empty strings are skipped. */
-static char doomed_tmp[4200], doomed_stats[256];
+static char doomed_tmp[2][4200], doomed_stats[256]; /* last.safetensors's and --save's */
 
 static void on_signal(int sig) {
   if (!interrupted) {
@@ -80,7 +82,8 @@ static void on_signal(int sig) {
   }
   /* Only async-signal-safe calls from here on (POSIX signal-safety(7)): unlink, sigaction,
    * sigprocmask, raise. */
-  if (doomed_tmp[0]) unlink(doomed_tmp);
+  if (doomed_tmp[0][0]) unlink(doomed_tmp[0]);
+  if (doomed_tmp[1][0]) unlink(doomed_tmp[1]);
   if (doomed_stats[0]) unlink(doomed_stats);
   struct sigaction dfl = {.sa_handler = SIG_DFL};
   sigaction(sig, &dfl, NULL);
@@ -96,209 +99,18 @@ static void on_signal(int sig) {
 /* What parse_options and check_options return when the command goes on. */
 enum { GO_ON = -1 };
 
-/* Everything `cuttle train` was told: the options as given, then what check_options read from
- * them. */
-typedef struct {
-  const char *model, *device, *optimizer, *schedule, *save, *resume, *metrics;
-  double weight_decay; /* --weight-decay: torch.optim's weight_decay (0: AdamW's default, 1e-2) */
-  const char *amp, *devices, *tensorboard, *profile, *profile_trace;
-  int epochs, workers, progress, nproc, accumulate, channels_last;
-  int cuda_graph; /* --cuda-graph (graph_step.h) */
-  int64_t batch, max_steps, save_every, tb_every;
-  double lr, bucket_mb, timeout;
-  uint64_t seed;
-  ct_dtype amp_dtype;                 /* --amp: CT_BF16, CT_F16, or CT_F32 without it */
-  ct_profile_mode profile_mode;       /* --profile: CT_PROFILE_HOST or _SYNC, or CT_PROFILE_OFF */
-  ct_optim_opts optim;                /* --optimizer and --lr */
-  ct_sched_opts sched;                /* --schedule over --epochs */
-  ct_device devs[CT_CLI_MAX_DEVICES]; /* --devices: ndevs of them, 0 without it */
-  int ndevs;
-  int launched; /* this process is one rank of a job a launcher (mpirun) started */
-  ct_cli_data_opts data; /* --data, --data-dir, --augment, --val-split, --image-size, --gray, ... */
-} train_config;
+/* Everything `cuttle train` was told (run_config.h). */
+typedef ct_cli_run_config train_config;
 
-/* The data options both commands take, as getopt_long entries (their letters are the ones
- * data_option reads). */
-#define DATA_LONGOPTS                                                                                       \
-  {"data", 1, 0, 'Z'}, {"data-dir", 1, 0, 'D'}, {"augment", 0, 0, 'U'}, {"val-split", 1, 0, 'v'},          \
-      {"image-size", 1, 0, 'I'}, {"gray", 0, 0, 'Y'}, {"skip-bad-images", 0, 0, 'K'}, {"normalize", 1, 0, 'N'}
-
-/* One of DATA_LONGOPTS into *d: 1, or 0 when ch is not one of them. */
-static int data_option(int ch, ct_cli_data_opts *d) {
-  switch (ch) {
-    case 'Z': d->data = optarg; return 1;
-    case 'D': d->data_dir = optarg; return 1;
-    case 'U': d->augment = 1; return 1;
-    case 'v': d->val_split = atof(optarg); return 1;
-    case 'I': d->image_size = optarg; return 1;
-    case 'Y': d->gray = 1; return 1;
-    case 'K': d->skip_bad = 1; return 1;
-    case 'N': d->normalize = optarg; return 1;
-    default: return 0;
-  }
-}
-
-#define DATA_HELP                                                                                           \
-  "--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR  the data set (default fashion-mnist, read\n" \
-  "                  from --data-dir DIR or the installed copy): CIFAR's binary files (data_batch_*.bin and\n"   \
-  "                  test_batch.bin; train.bin and test.bin, fine labels), or DIR/<class>/*.png|jpg, read from\n" \
-  "                  DIR/train and DIR/val (or DIR/test) when they exist; the model takes the data's\n"         \
-  "                  channels, image size and classes\n"                                                         \
-  "--val-split F     imagefolder without train/ and val/: the fraction F of the images held out for testing,\n" \
-  "                  drawn with --seed (pass the same --val-split and --seed to cuttle eval)\n"                  \
-  "--image-size H[,W] imagefolder: resize the shorter side to min(H, W), then center-crop to H x W (default:\n" \
-  "                  every image must have the first one's size)\n"                                             \
-  "--gray            imagefolder: decode to 1 channel (grayscale; default RGB, 3 channels)\n"                    \
-  "--skip-bad-images imagefolder: leave out (and count) an image that does not decode, instead of failing\n"   \
-  "--normalize M/S   torchvision's Normalize(mean, std) after ToTensor, replacing the data set's own\n"           \
-  "                  (Fashion-MNIST 0.2860/0.3530, CIFAR's published per-channel values; an image folder has\n" \
-  "                  none: pixel / 255); in each list one value for every channel or one per channel, e.g.\n"   \
-  "                  0.485,0.456,0.406/0.229,0.224,0.225; give eval and --resume the same (a checkpoint\n"   \
-  "                  records --normalize, --gray and --image-size, and a run given others warns)\n"
-
-static int usage_train(FILE *f) {
-  fprintf(f, "usage: cuttle train [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--epochs N] [--batch-size N]\n"
-             "                    [--lr X] [--optimizer adam|adamw|sgd] [--weight-decay X] [--workers N] [--seed N]\n"
-             "                    [--data-dir DIR] [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--augment]\n"
-             "                    [--val-split F] [--image-size H[,W]] [--gray] [--skip-bad-images] [--normalize M/S]\n"
-             "                    [--schedule constant|step|cosine] [--save FILE] [--save-every N] [--resume FILE]\n"
-             "                    [--max-steps N] [--metrics FILE] [--no-progress] [--accumulate K]\n"
-             "                    [--nproc N] [--bucket-mb X] [--timeout S] [--amp bf16|f16] [--channels-last]\n"
-             "                    [--devices D0,D1,...] [--tensorboard DIR] [--tensorboard-every N]\n"
-             "                    [--profile host|sync] [--profile-trace FILE]\n"
-             "defaults: --model cnn --device auto --epochs 5 --batch-size 128 --lr 1e-3 --optimizer adam\n"
-             "          --schedule cosine --workers 2 --seed 0 --accumulate 1 --bucket-mb 25 --timeout 60\n"
-             "--model NAME      mlp, cnn (cuttle's recipes), or torchvision's resnet18, resnet34, resnet50 (state_dict\n"
-             "                  keys as torchvision's; in_channels and num_classes from the data); NAME-small, e.g.\n"
-             "                  resnet18-small: the 3x3 stride-1 stem without max-pool, for 28x28 and 32x32 images\n"
-             DATA_HELP
-             "--optimizer       adam, adamw or sgd (momentum 0.9), as torch.optim's\n"
-             "--weight-decay X  torch.optim's weight_decay: L2 added to the gradient for adam and sgd (default 0),\n"
-             "                  decoupled for adamw (default 1e-2)\n"
-             "--augment         train split: RandomCrop(image size, padding=4) and RandomHorizontalFlip(0.5)\n"
-             "--save FILE       save a checkpoint after every epoch (written atomically: FILE is always whole)\n"
-             "--save-every N    also save it every N optimizer steps (needs --save); it records the position in\n"
-             "                  the epoch, where --resume continues with the same ranks and --batch-size (other\n"
-             "                  ranks or batch sizes repeat that epoch from its start)\n"
-             "--max-steps N     stop after N optimizer steps of this run (saving as at an interrupt; exit 0)\n"
-             "--resume FILE     continue from a checkpoint; the --optimizer must be the one it was saved with\n"
-             "--accumulate K    sum the gradients of K batches (each loss divided by K) before each optimizer\n"
-             "                  step; in a job only every K-th backward all-reduces (DDP's no_sync)\n"
-             "--amp bf16|f16    mixed precision: forward and loss under autocast (cuttle/autocast.h), parameters\n"
-             "                  and gradients float32; f16 adds a GradScaler (progress shows its scale and the\n"
-             "                  skipped steps; metrics and checkpoints keep them); on a GPU the layers whose\n"
-             "                  sizes break the tensor-core rule (multiples of 8) are listed once\n"
-             "--channels-last   conv weights and input batches in the channels_last (NHWC) memory format\n"
-             "--cuda-graph      capture the training step once in a CUDA graph and replay it for every batch (after\n"
-             "                  3 eager steps; the epoch's last, smaller batch runs eagerly; a new --schedule lr\n"
-             "                  captures again): one launch a step instead of a hundred, for small networks bound\n"
-             "                  by the host. The optimizer runs capturable (its step count on the GPU). Not with\n"
-             "                  --amp f16, --accumulate, --devices, several ranks or --profile sync\n"
-             "--tensorboard DIR log the run for `tensorboard --logdir DIR` (an event file in DIR, rank 0's), with the\n"
-             "                  optimizer step as x axis: every N steps train/loss, images_per_s, lr (and with --amp\n"
-             "                  f16 amp/scale, amp/skipped_steps); each epoch train/loss_epoch, images_per_s_epoch,\n"
-             "                  test/accuracy, test/loss, epoch (its --metrics values); the options as text. A\n"
-             "                  --resume'd run continues the steps and drops what the interrupted run logged after\n"
-             "                  the checkpoint (SummaryWriter's purge_step); a write error mid-run is reported\n"
-             "                  and the run goes on unlogged\n"
-             "--tensorboard-every N  the per-step scalars every N optimizer steps (default 10)\n"
-             "--profile host|sync  time every kernel call and host<->device copy of the training steps after the\n"
-             "                  first (the warm-up) and print their self times per kernel, op and device at the\n"
-             "                  end (cuttle/profiler.h): host = the host's time in each call (on a GPU the\n"
-             "                  launch), sync = each call waited for (its execution too; slower steps); beside\n"
-             "                  the wall time per step, so that what the device's rows leave of a step is the\n"
-             "                  front-end's, autograd's and the wait for the loader\n"
-             "--profile-trace FILE  with --profile, also write every profiled call to FILE as a Chrome trace (a\n"
-             "                  timeline for chrome://tracing or ui.perfetto.dev, as torch.profiler's\n"
-             "                  export_chrome_trace; at most a million calls)\n"
-             "--devices LIST    one process, several devices (cpu, opencl:N, cuda:N, comma-separated): the model\n"
-             "                  is replicated, each batch split between the replicas, one thread per device;\n"
-             "                  gradients are summed onto the first device and the parameters copied back;\n"
-             "                  with --amp each replica's forward runs in autocast on its own thread\n"
-             "several processes (data-parallel, as torch's DistributedDataParallel):\n"
-             "  mpirun -np N cuttle train ...   each rank trains on its shard with its device: cuda:<local rank>,\n"
-             "                  opencl:<local rank>, or the CPU with cores / local ranks threads (--device auto\n"
-             "                  picks by kind; --device cpu keeps the CPU)\n"
-             "--nproc N         start N ranks on this machine (runs mpirun for you, as torchrun --nproc_per_node)\n"
-             "--batch-size N    is per rank; the progress line and the metrics show the global batch\n"
-             "                  (per rank x ranks x K); only rank 0 prints progress and writes metrics and\n"
-             "                  checkpoints; every rank reads --resume\n"
-             "--bucket-mb X     gradient bucket size in MiB for the all-reduce (DDP's bucket_cap_mb)\n"
-             "--timeout S       seconds a rank waits for the others in a collective before failing (exit 1)\n"
-             "exit status: 0 done, 1 failure, 2 usage error; on the first SIGINT (Ctrl-C) or SIGTERM (what batch\n"
-             "schedulers send before a kill) the current step is finished, a checkpoint saved (--save FILE, else\n"
-             "cuttle-interrupted.safetensors) and the exit status is 128+signal: 130 (SIGINT), 143 (SIGTERM);\n"
-             "a second signal ends the process at once by that signal and leaves the last checkpoint as it was.\n"
-             "In a job, send SIGUSR2 to mpirun: it forwards it to every rank at once, and they take it as SIGTERM\n"
-             "(SIGUSR1 as SIGINT, where a launcher forwards it; Open MPI 4.1's mpirun does not).\n"
-             "mpirun's own SIGINT/SIGTERM kills the ranks odls_base_sigkill_timeout seconds (1) after it has\n"
-             "passed the signal on (--mca odls_base_sigkill_timeout 30 gives them longer) and exits 1.\n"
-             "--nproc passes its SIGINT/SIGTERM on to the ranks (as SIGUSR2) and exits 130/143 as one process does.\n");
-  return f == stdout ? 0 : 2;
-}
-
-/* Read argv into *c, over the defaults. Returns GO_ON, or the exit status after --help (0) or a
- * usage error (2, said). */
-static int parse_options(int argc, char **argv, train_config *c) {
-  *c = (train_config){.model = "cnn", .device = "auto", .optimizer = "adam", .schedule = "cosine", .epochs = 5,
-                      .workers = 2, .batch = 128, .lr = 1e-3, .progress = 1, .accumulate = 1, .bucket_mb = 25,
-                      .timeout = 60};
-  static const struct option longopts[] = {
-      {"model", 1, 0, 'm'},   {"device", 1, 0, 'd'},  {"epochs", 1, 0, 'e'},  {"batch-size", 1, 0, 'b'},
-      {"lr", 1, 0, 'l'},      {"optimizer", 1, 0, 'o'}, {"workers", 1, 0, 'w'}, {"seed", 1, 0, 's'},
-      DATA_LONGOPTS, {"save", 1, 0, 'S'},   {"resume", 1, 0, 'r'},  {"metrics", 1, 0, 'M'},
-      {"no-progress", 0, 0, 'P'}, {"schedule", 1, 0, 'L'}, {"max-steps", 1, 0, 'x'}, {"save-every", 1, 0, 'E'},
-      {"nproc", 1, 0, 'n'}, {"accumulate", 1, 0, 'A'}, {"bucket-mb", 1, 0, 'B'}, {"timeout", 1, 0, 'T'},
-      {"amp", 1, 0, 'a'}, {"channels-last", 0, 0, 'C'}, {"devices", 1, 0, 'V'}, {"tensorboard", 1, 0, 'G'},
-      {"tensorboard-every", 1, 0, 'g'}, {"weight-decay", 1, 0, 'W'}, {"profile", 1, 0, 'p'}, {"profile-trace", 1, 0, 'q'},
-      {"cuda-graph", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  int ch;
-  optind = 1;
-  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (ch) {
-      case 'm': c->model = optarg; break;
-      case 'd': c->device = optarg; break;
-      case 'e': c->epochs = atoi(optarg); break;
-      case 'b': c->batch = atoll(optarg); break;
-      case 'l': c->lr = atof(optarg); break;
-      case 'W':
-        c->weight_decay = atof(optarg);
-        if (!(c->weight_decay >= 0)) { /* NaN too */
-          fprintf(stderr, "cuttle: --weight-decay must be >= 0, not %s\n", optarg);
-          return 2;
-        }
-        break;
-      case 'o': c->optimizer = optarg; break;
-      case 'w': c->workers = atoi(optarg); break;
-      case 's': c->seed = strtoull(optarg, NULL, 10); break;
-      case 'S': c->save = optarg; break;
-      case 'r': c->resume = optarg; break;
-      case 'M': c->metrics = optarg; break;
-      case 'P': c->progress = 0; break;
-      case 'L': c->schedule = optarg; break;
-      case 'x': c->max_steps = atoll(optarg); break;
-      case 'E': c->save_every = atoll(optarg); break;
-      case 'n': c->nproc = atoi(optarg); break;
-      case 'A': c->accumulate = atoi(optarg); break;
-      case 'B': c->bucket_mb = atof(optarg); break;
-      case 'T': c->timeout = atof(optarg); break;
-      case 'a': c->amp = optarg; break;
-      case 'C': c->channels_last = 1; break;
-      case 'j': c->cuda_graph = 1; break;
-      case 'V': c->devices = optarg; break;
-      case 'G': c->tensorboard = optarg; break;
-      case 'p': c->profile = optarg; break;
-      case 'q': c->profile_trace = optarg; break;
-      case 'g': c->tb_every = atoll(optarg) > 0 ? atoll(optarg) : -1; break; /* 0 means "not given" */
-      case 'h': return usage_train(stdout);
-      default:
-        if (!data_option(ch, &c->data)) return usage_train(stderr);
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "cuttle train: unexpected argument \"%s\"\n", argv[optind]);
-    return usage_train(stderr);
-  }
+/* Read argv into *c, over the defaults, strictly (options.h). Returns GO_ON, or the exit status
+ * after --help (0) or a usage error (2, said). given (ct_cli_run_options_n entries) marks the
+ * options on the command line. */
+static int parse_options(int argc, char **argv, train_config *c, unsigned char *given) {
+  *c = ct_cli_run_defaults();
+  int rc = ct_cli_parse("cuttle train", ct_cli_run_options, ct_cli_run_options_n, CT_OPT_TRAIN, argc, argv, c, given);
+  if (rc == 0) ct_cli_run_help(stdout, CT_OPT_TRAIN);
+  if (rc >= 0) return rc;
+  c->progress = !c->no_progress;
   return GO_ON;
 }
 
@@ -308,10 +120,6 @@ static int read_choices(train_config *c) {
   c->amp_dtype = CT_F32;
   if (c->amp && strcmp(c->amp, "bf16") == 0) c->amp_dtype = CT_BF16;
   else if (c->amp && strcmp(c->amp, "f16") == 0) c->amp_dtype = CT_F16;
-  else if (c->amp) {
-    fprintf(stderr, "cuttle: unknown --amp \"%s\": use bf16 (no scaler needed) or f16 (with a GradScaler)\n", c->amp);
-    return 2;
-  }
   if (c->devices) {
     if ((c->ndevs = ct_cli_device_list("cuttle", c->devices, c->devs, CT_CLI_MAX_DEVICES)) < 1) return 2;
     if (c->nproc > 0 || c->launched) {
@@ -323,11 +131,6 @@ static int read_choices(train_config *c) {
   c->profile_mode = CT_PROFILE_OFF;
   if (c->profile && strcmp(c->profile, "host") == 0) c->profile_mode = CT_PROFILE_HOST;
   else if (c->profile && strcmp(c->profile, "sync") == 0) c->profile_mode = CT_PROFILE_SYNC;
-  else if (c->profile) {
-    fprintf(stderr, "cuttle: unknown --profile \"%s\": use host (the host's time in each kernel call) or sync "
-                    "(each call waited for)\n", c->profile);
-    return 2;
-  }
   if (c->profile_trace && !c->profile) {
     fprintf(stderr, "cuttle: --profile-trace needs --profile host|sync (the trace holds the profiled calls)\n");
     return 2;
@@ -335,42 +138,22 @@ static int read_choices(train_config *c) {
   c->optim = (ct_optim_opts){.lr = c->lr, .weight_decay = c->weight_decay};
   if (strcmp(c->optimizer, "adam") == 0) c->optim.kind = CT_OPTIM_ADAM;
   else if (strcmp(c->optimizer, "adamw") == 0) c->optim.kind = CT_OPTIM_ADAMW;
-  else if (strcmp(c->optimizer, "sgd") == 0) c->optim.kind = CT_OPTIM_SGD, c->optim.momentum = 0.9;
-  else {
-    fprintf(stderr, "cuttle: unknown optimizer \"%s\": use adam, adamw or sgd\n", c->optimizer);
-    return 2;
-  }
+  else c->optim.kind = CT_OPTIM_SGD, c->optim.momentum = 0.9; /* the table's choices: sgd */
   /* the learning rate of each epoch, in closed form, so a resumed run continues the same curve */
   c->sched = (ct_sched_opts){.kind = CT_SCHED_CONSTANT, .step_size = 2, .gamma = 0.5, .t_max = c->epochs};
   if (strcmp(c->schedule, "step") == 0) c->sched.kind = CT_SCHED_STEP;
   else if (strcmp(c->schedule, "cosine") == 0) c->sched.kind = CT_SCHED_COSINE;
-  else if (strcmp(c->schedule, "constant") != 0) {
-    fprintf(stderr, "cuttle: unknown schedule \"%s\": use constant, step (halve every 2 epochs) or cosine\n", c->schedule);
-    return 2;
-  }
   return GO_ON;
 }
 
-/* The numbers' ranges, then the choices. GO_ON, or 2 after saying why. */
-static int check_options(train_config *c) {
-  if (c->epochs < 1 || c->batch < 1 || c->workers < 0 || !(c->lr > 0) || c->max_steps < 0 || c->save_every < 0) {
-    fprintf(stderr, "cuttle: --epochs, --batch-size must be >= 1, --workers, --max-steps, --save-every >= 0 and --lr > 0\n");
+/* The options that depend on each other (the table checked each one's range), then the choices.
+ * GO_ON, or 2 after saying why. */
+static int check_options(train_config *c, const unsigned char *given) {
+  const ct_cli_opt *tbe = ct_cli_opt_find(ct_cli_run_options, ct_cli_run_options_n, "tensorboard-every");
+  if ((given[tbe - ct_cli_run_options] && !c->tensorboard) || (c->tensorboard && !*c->tensorboard)) {
+    fprintf(stderr, "cuttle: --tensorboard-every N needs --tensorboard DIR; DIR must not be empty\n");
     return 2;
   }
-  if (c->accumulate < 1 || c->nproc < 0 || !(c->bucket_mb > 0) || !(c->timeout > 0) || isinf(c->bucket_mb) ||
-      isinf(c->timeout)) {
-    fprintf(stderr, "cuttle: --accumulate and --nproc must be >= 1, --bucket-mb and --timeout finite numbers > 0\n");
-    return 2;
-  }
-  if (c->save_every && !c->save) {
-    fprintf(stderr, "cuttle: --save-every needs --save FILE\n");
-    return 2;
-  }
-  if (c->tb_every < 0 || (c->tb_every && !c->tensorboard) || (c->tensorboard && !*c->tensorboard)) {
-    fprintf(stderr, "cuttle: --tensorboard-every N needs --tensorboard DIR and N >= 1; DIR must not be empty\n");
-    return 2;
-  }
-  if (!c->tb_every) c->tb_every = 10;
   int sync_profile = c->profile && strcmp(c->profile, "sync") == 0;
   if (c->cuda_graph && (c->accumulate > 1 || c->nproc > 0 || c->devices || (c->amp && strcmp(c->amp, "f16") == 0) ||
                         sync_profile)) {
@@ -413,15 +196,22 @@ static int launch(const train_config *c, int argc, char **orig) {
 #define WORLD_KEY "cuttle.world_size"
 #define BATCH_KEY "cuttle.batch_size"
 
+/* The test accuracy of the last epoch's end before the save ("%.17g"; "" before the first): what
+ * best.safetensors is chosen by, and what a resumed run compares its epochs with. */
+#define ACC_KEY "cuttle.test_acc"
+
 static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t epoch, int64_t position,
-                      int64_t batch, ct_generator *gen, ct_grad_scaler *scaler, const ct_cli_data_opts *data) {
-  char pos[32], world[32], bs[32], transform[512];
+                      int64_t batch, ct_generator *gen, ct_grad_scaler *scaler, const ct_cli_data_opts *data,
+                      const char *recipe, double acc) {
+  char pos[32], world[32], bs[32], transform[512], accs[40] = "";
   ct_cli_data_transform(data, transform, sizeof transform);
   snprintf(pos, sizeof pos, "%lld", (long long)position);
   snprintf(world, sizeof world, "%d", ct_dist_world_size());
   snprintf(bs, sizeof bs, "%lld", (long long)batch);
-  ct_metadata_kv extra[] = {{POS_KEY, pos}, {WORLD_KEY, world}, {BATCH_KEY, bs}, {CT_CLI_TRANSFORM_KEY, transform}};
-  ct_checkpoint_meta meta = {.epoch = epoch, .rng = *gen, .n_extra = 4, .extra = extra};
+  if (acc >= 0) snprintf(accs, sizeof accs, "%.17g", acc);
+  ct_metadata_kv extra[] = {{POS_KEY, pos},           {WORLD_KEY, world}, {BATCH_KEY, bs},
+                            {CT_CLI_TRANSFORM_KEY, transform}, {ACC_KEY, accs}, {CT_CLI_RECIPE_KEY, recipe}};
+  ct_checkpoint_meta meta = {.epoch = epoch, .rng = *gen, .n_extra = recipe ? 6 : 5, .extra = extra};
   ct_status s = scaler ? ct_grad_scaler_state_get(scaler, &meta.grad_scaler) : CT_OK;
   meta.has_grad_scaler = scaler != NULL;
   if (s == CT_OK) s = ct_checkpoint_save(path, m, o, &meta);
@@ -476,7 +266,6 @@ typedef struct {
   ct_cli_running running;   /* the epoch so far, for tb's per-step scalars */
   int64_t start_epoch, skip; /* where --resume continues: the epoch, and the batches of it done */
   int64_t global_batch;     /* per rank x ranks x --accumulate */
-  const char *stop_path;    /* where a stop by signal saves */
   struct sigaction old_int, old_term, old_usr1, old_usr2;
   /* What the per-step hook (--save-every, --max-steps, the ranks' agreement) needs: */
   int64_t epoch;        /* epochs completed: what a save in the middle of an epoch records */
@@ -488,6 +277,14 @@ typedef struct {
   double prof_since, prof_wall; /* --profile: when it last started, the seconds it has been on */
   int64_t prof_from, prof_steps; /* the step count then, and the steps it has been on for */
   ct_tensor *flags;     /* int64 (2): this rank's SIGINT and SIGTERM flags, summed over the ranks */
+  /* The run folder (run_dir.h), rank 0's: */
+  char dir[CT_CLI_RUN_PATH_MAX], last[CT_CLI_RUN_PATH_MAX], best[CT_CLI_RUN_PATH_MAX];
+  char *recipe;         /* the recipe's JSON, compact, for every checkpoint's metadata */
+  double acc;           /* the last epoch's test accuracy, -1 before one */
+  double best_acc;      /* best.safetensors's, -1 before one */
+  FILE *run_mf;         /* dir/metrics.jsonl */
+  int64_t log_seen;     /* metrics.jsonl's step lines: the epoch's images at the last line */
+  double log_loss, log_secs; /* and its loss sum and seconds then */
 } train_run;
 
 /* In a job: sum the ranks' signal flags, so that all of them see a signal any of them got at the
@@ -513,12 +310,36 @@ static int64_t global_step(train_run *r) {
   return r->step_base + r->steps;
 }
 
-static ct_status save_run(train_run *r, const char *path, int64_t position) {
+/* Save the run's state to the run folder's last.safetensors, and to --save when given. */
+static ct_status save_run(train_run *r, int64_t position) {
   if (!r->rank0) return CT_OK; /* only rank 0 writes */
-  ct_status s = save(path, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data);
-  if (s == CT_OK && r->c->save && strcmp(path, r->c->save) == 0) r->saved_steps = ct_optimizer_steps(r->opt);
+  ct_status s = save(r->last, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data,
+                     r->recipe, r->acc);
+  if (s == CT_OK && r->c->save)
+    s = save(r->c->save, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data, r->recipe,
+             r->acc);
+  if (s == CT_OK) r->saved_steps = ct_optimizer_steps(r->opt);
   if (s != CT_OK && r->world > 1) ct_cli_rank_abort(NULL); /* save() said why; the others would wait */
   return s;
+}
+
+/* After last.safetensors was saved at an epoch's end with a better accuracy than best's: make it
+ * best.safetensors too, as a second name of the same file (a hard link, renamed into place: no
+ * second write; the next save of last renames a new file over that name and leaves this one). A
+ * file system without hard links gets a copy through a save. 0, or 1 after saying why. */
+static int keep_best(train_run *r) {
+  if (!r->rank0 || !(r->acc > r->best_acc)) return 0;
+  char tmp[CT_CLI_RUN_PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", r->best, (long)getpid());
+  unlink(tmp);
+  if (link(r->last, tmp) != 0 || rename(tmp, r->best) != 0) {
+    unlink(tmp);
+    if (save(r->best, r->m, r->opt, r->epoch, 0, r->c->batch, &r->gen, r->scaler, &r->c->data, r->recipe, r->acc) !=
+        CT_OK)
+      return 1;
+  }
+  r->best_acc = r->acc;
+  return 0;
 }
 
 /* --profile: on from the end of the first step of the run (that step is the warm-up: cuDNN's
@@ -570,10 +391,36 @@ static void profile_report(train_run *r) {
   fflush(stdout);
 }
 
+/* One JSON line to the run folder's metrics.jsonl and to --metrics, flushed. */
+static void metrics_line(const train_run *r, const char *line) {
+  FILE *files[2] = {r->run_mf, r->mf};
+  for (int i = 0; i < 2; i++)
+    if (files[i]) fputs(line, files[i]), fflush(files[i]);
+}
+
+/* Every --log-every global steps, on rank 0: a line of the steps since the last one (or since the
+ * epoch began): their mean training loss (this rank's), images per second (all ranks) and the lr.
+ * Reading the loss waits for the device, so it happens only then. */
+static void log_step(train_run *r) {
+  int64_t step = global_step(r);
+  if (!r->rank0 || (!r->run_mf && !r->mf) || step % r->c->log_every != 0 || !r->running.loss_sum) return;
+  double sum = ct_item(r->running.loss_sum), secs = r->running.seconds;
+  int64_t seen = r->running.seen;
+  if (seen < r->log_seen) r->log_seen = 0, r->log_loss = 0, r->log_secs = 0; /* a new epoch */
+  int64_t n = seen - r->log_seen;
+  char line[512];
+  snprintf(line, sizeof line, "{\"step\": %lld, \"epoch\": %lld, \"train_loss\": %.6f, \"images_per_s\": %.1f, \"lr\": %.9g}\n",
+           (long long)step, (long long)r->epoch + 1, n ? (sum - r->log_loss) / (double)n : NAN,
+           secs > r->log_secs ? (double)(n * r->world) / (secs - r->log_secs) : 0.0, ct_optimizer_lr(r->opt));
+  metrics_line(r, line);
+  r->log_seen = seen, r->log_loss = sum, r->log_secs = secs;
+}
+
 static int after_step(void *ctx) {
   train_run *r = ctx;
   r->steps++;
   profile_on(r);
+  log_step(r);
   ct_cli_tb_step(r->tb, global_step(r), &r->running, ct_optimizer_lr(r->opt), r->scaler);
   agree(r);
   if (r->c->max_steps && r->steps >= r->c->max_steps) {
@@ -583,7 +430,7 @@ static int after_step(void *ctx) {
   /* After a signal the loop stops at once and the stop path saves; saving here too would only
    * delay the exit the scheduler is waiting for. */
   if (r->c->save_every && r->steps % r->c->save_every == 0 && !stop_signal(r)) {
-    ct_status s = save_run(r, r->c->save, r->position);
+    ct_status s = save_run(r, r->position);
     if (s != CT_OK) return s;
   }
   return 0;
@@ -681,7 +528,7 @@ static int resume(train_run *r) {
  * saying why, before anything else was written (a job ends). */
 static int open_tensorboard(train_run *r) {
   const train_config *c = r->c;
-  if (!c->tensorboard || !r->rank0) return 0;
+  if (!r->rank0) return 0;
   char lr[32], epochs[32], batch[32], global[32], ranks[32], acc[32], workers[32], seed[32], max_steps[32];
   snprintf(lr, sizeof lr, "%g", c->lr), snprintf(epochs, sizeof epochs, "%d", c->epochs);
   snprintf(batch, sizeof batch, "%lld", (long long)c->batch), snprintf(global, sizeof global, "%lld", (long long)r->global_batch);
@@ -694,11 +541,11 @@ static int open_tensorboard(train_run *r) {
       {"batch-size (per rank)", batch}, {"global batch", global}, {"ranks", ranks}, {"accumulate", acc},
       {"workers", workers}, {"seed", seed}, {"amp", c->amp ? c->amp : "none"},
       {"channels-last", c->channels_last ? "yes" : "no"}, {"cuda-graph", c->cuda_graph ? "yes" : "no"}, {"max-steps", c->max_steps ? max_steps : "-"},
-      {"resume", c->resume ? c->resume : "-"}, {"save", c->save ? c->save : "-"},
+      {"resume", c->resume ? c->resume : "-"}, {"save", c->save ? c->save : "-"}, {"run folder", r->dir},
       {"data", c->data.data ? c->data.data : "fashion-mnist"}, {"augment", c->data.augment ? "yes" : "no"},
       {"data-dir", c->data.data_dir ? c->data.data_dir : "(default)"}};
   int64_t start = global_step(r);
-  ct_cli_tb_opts o = {.dir = c->tensorboard, .every = c->tb_every, .start_step = start, .purge_step = start ? start + 1 : 0,
+  ct_cli_tb_opts o = {.dir = c->tensorboard ? c->tensorboard : r->dir, .every = c->tb_every, .start_step = start, .purge_step = start ? start + 1 : 0,
                       .world = r->world, .options = rows, .n_options = (int)(sizeof rows / sizeof rows[0])};
   if ((r->tb = ct_cli_tb_open(r->prog, &o))) return 0;
   if (r->world > 1) ct_cli_rank_abort(NULL); /* said why; the others would wait for rank 0 */
@@ -745,6 +592,12 @@ static int open_loader_and_metrics(train_run *r) {
   }
   if (r->rank0 && c->metrics && !(r->mf = fopen(c->metrics, "a"))) {
     fprintf(stderr, "cuttle: cannot open --metrics file %s\n", c->metrics);
+    if (r->world > 1) ct_cli_rank_abort(NULL);
+    return 1;
+  }
+  char path[CT_CLI_RUN_PATH_MAX];
+  if (r->rank0 && (ct_cli_run_path(r->dir, "metrics.jsonl", path, sizeof path) || !(r->run_mf = fopen(path, "a")))) {
+    fprintf(stderr, "cuttle: cannot open %s/metrics.jsonl\n", r->dir);
     if (r->world > 1) ct_cli_rank_abort(NULL);
     return 1;
   }
@@ -799,10 +652,13 @@ static int setup(train_run *r) {
 /* From here to release_signals, the first SIGINT or SIGTERM (in a job also SIGUSR1, SIGUSR2: what
  * mpirun forwards at once, ranks.c) stops the run after the current step (on_signal). */
 static void catch_signals(train_run *r) {
-  /* Where a stop by signal saves: --save, or a fixed name so that Ctrl-C never loses the run. */
-  r->stop_path = r->c->save ? r->c->save : "cuttle-interrupted.safetensors";
-  int w = snprintf(doomed_tmp, sizeof doomed_tmp, "%s.tmp.%ld", r->stop_path, (long)getpid());
-  if (w < 0 || (size_t)w >= sizeof doomed_tmp) doomed_tmp[0] = 0; /* never unlink a truncated name */
+  /* A stop by signal saves to last.safetensors (and --save), the temporary names of which a second
+   * signal removes. */
+  const char *paths[2] = {r->last, r->c->save};
+  for (int i = 0; i < 2; i++) {
+    int w = paths[i] ? snprintf(doomed_tmp[i], sizeof doomed_tmp[i], "%s.tmp.%ld", paths[i], (long)getpid()) : -1;
+    if (w < 0 || (size_t)w >= sizeof doomed_tmp[i]) doomed_tmp[i][0] = 0; /* never unlink a truncated name */
+  }
   if (ct_monitor_stats_path((int)getpid(), doomed_stats, sizeof doomed_stats) != CT_OK) doomed_stats[0] = 0;
   ct_clear_error();
   struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
@@ -830,6 +686,7 @@ static ct_status train_epoch(train_run *r, int64_t epoch, ct_cli_epoch_stats *es
   ct_optimizer_set_lr(r->opt, ct_sched_lr(&c->sched, c->lr, (int)epoch));
   ct_cli_tb_epoch_start(r->tb);
   ct_cli_epoch_opts eo = {.interrupted = r->world > 1 ? &agreed : &interrupted, .progress = c->progress && r->rank0,
+                          .plain = !isatty(STDERR_FILENO), .plain_every = c->progress_every,
                           .epoch = (int)epoch + 1, .epochs = c->epochs, .per_epoch = ct_dataset_len(r->train),
                           .publish = 1, .after_step = after_step, .ctx = r, .ddp = r->ddp,
                           .accumulate = c->accumulate, .skip = epoch == r->start_epoch ? r->skip : 0,
@@ -842,21 +699,20 @@ static ct_status train_epoch(train_run *r, int64_t epoch, ct_cli_epoch_stats *es
 /* A stop in the middle of an epoch, by signal (sig) or --max-steps: say so, and save where it
  * stopped. 0, or 1 when the save failed. */
 static int stop_and_save(train_run *r, int sig, int64_t epoch, const ct_cli_epoch_stats *es) {
-  const train_config *c = r->c;
+  const char *nl = r->c->progress && isatty(STDERR_FILENO) ? "\n" : ""; /* ends the live bar */
   if (r->rank0 && sig)
-    fprintf(stderr, "\n%s in epoch %lld after %lld images\n", sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted",
+    fprintf(stderr, "%s%s in epoch %lld after %lld images\n", nl, sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted",
             (long long)epoch + 1, (long long)(es->seen * r->world));
   else if (r->rank0)
-    fprintf(stderr, "\nstopped after %lld steps (--max-steps) in epoch %lld\n", (long long)r->steps, (long long)epoch + 1);
+    fprintf(stderr, "%sstopped after %lld steps (--max-steps) in epoch %lld\n", nl, (long long)r->steps, (long long)epoch + 1);
   /* What --tensorboard holds goes to its file first, so that a second signal during the save
    * loses none of it. */
   ct_cli_tb_close(r->tb);
   /* The checkpoint records the position in the epoch, where a resume with the same ranks and
    * batch size continues. A stop right after an epoch's save (the signal came during the
    * evaluation) has nothing new to save. */
-  const char *path = sig ? r->stop_path : c->save;
-  int fresh = c->save && path == c->save && r->saved_steps == ct_optimizer_steps(r->opt);
-  return path && !fresh && save_run(r, path, r->position) != CT_OK;
+  int fresh = r->saved_steps == ct_optimizer_steps(r->opt);
+  return !fresh && save_run(r, r->position) != CT_OK;
 }
 
 /* What an epoch's end reports. */
@@ -869,7 +725,7 @@ typedef struct {
 /* The epoch's line on stdout (rank 0) and its JSON line in --metrics. */
 static void report_epoch(const train_run *r, int64_t epoch, const epoch_report *e) {
   const train_config *c = r->c;
-  if (c->progress && r->rank0) fputc('\n', stderr);
+  if (c->progress && r->rank0 && isatty(STDERR_FILENO)) fputc('\n', stderr); /* ends the live bar */
   if (r->rank0) {
     printf("epoch %lld: train_loss %.4f  test_acc %.2f%%  %.0f images/s  %.1f s  (%s", (long long)epoch + 1, e->train_loss,
            100 * e->acc, e->ips, e->secs, r->devname);
@@ -877,20 +733,21 @@ static void report_epoch(const train_run *r, int64_t epoch, const epoch_report *
     printf(")\n");
     fflush(stdout);
   }
-  if (!r->mf) return;
-  fprintf(r->mf, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"test_loss\": %.6f, "
+  if (!r->mf && !r->run_mf) return;
+  char line[1024];
+  int k = snprintf(line, sizeof line, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6f, \"test_acc\": %.6f, \"test_loss\": %.6f, "
                  "\"test_correct\": %lld, \"test_total\": %lld, \"images_per_s\": %.1f, \"seconds\": %.3f, \"device\": \"%s\", "
                  "\"batch\": %lld, \"batch_per_rank\": %lld, \"world_size\": %d, \"accumulate\": %d, \"amp\": \"%s\", "
                  "\"channels_last\": %s",
           (long long)epoch + 1, (long long)e->step, e->train_loss, e->acc, e->test_loss, (long long)e->counts[0],
           (long long)e->counts[1], e->ips, e->secs, r->devname, (long long)r->global_batch, (long long)c->batch, r->world, c->accumulate, c->amp ? c->amp : "none",
           c->channels_last ? "true" : "false");
-  if (r->scaler) /* pytorch#55585: what the scaler did, in total */
-    fprintf(r->mf, ", \"grad_scale\": %g, \"steps_taken\": %lld, \"steps_skipped\": %lld",
-            ct_grad_scaler_scale_value(r->scaler), (long long)ct_grad_scaler_steps_taken(r->scaler),
-            (long long)ct_grad_scaler_steps_skipped(r->scaler));
-  fprintf(r->mf, "}\n");
-  fflush(r->mf);
+  if (r->scaler && k > 0 && (size_t)k < sizeof line) /* pytorch#55585: what the scaler did, in total */
+    k += snprintf(line + k, sizeof line - (size_t)k, ", \"grad_scale\": %g, \"steps_taken\": %lld, \"steps_skipped\": %lld",
+                  ct_grad_scaler_scale_value(r->scaler), (long long)ct_grad_scaler_steps_taken(r->scaler),
+                  (long long)ct_grad_scaler_steps_skipped(r->scaler));
+  if (k > 0 && (size_t)k < sizeof line - 2) snprintf(line + k, sizeof line - (size_t)k, "}\n");
+  metrics_line(r, line);
 }
 
 /* A whole epoch's end: the loss over all ranks, the test accuracy, the report, the save to --save.
@@ -918,7 +775,8 @@ static int end_epoch(train_run *r, int64_t epoch, const ct_cli_epoch_stats *es) 
   ct_cli_tb_epoch_end(r->tb, e.step, &(ct_cli_tb_epoch){.epoch = epoch + 1, .train_loss = e.train_loss,
                                                          .images_per_s = e.ips, .test_acc = e.acc, .test_loss = e.test_loss});
   r->epoch = epoch + 1;
-  return r->c->save && save_run(r, r->c->save, 0) != CT_OK;
+  r->acc = e.acc;
+  return save_run(r, 0) != CT_OK || keep_best(r);
 }
 
 /* One epoch: its training (unless a signal came during the last evaluation or save), then a stop
@@ -961,6 +819,8 @@ static int run_epochs(train_run *r) {
 static int finish(train_run *r, int status) {
   if (status == 1 && r->world > 1) ct_cli_rank_abort(NULL); /* said why above; the others would wait */
   if (r->mf) fclose(r->mf);
+  if (r->run_mf) fclose(r->run_mf);
+  free(r->recipe);
   ct_cli_tb_free(r->tb); /* closes it: what waits is written */
   ct_tensor_free(r->flags);
   ct_ddp_free(r->ddp);
@@ -984,129 +844,72 @@ static int finish(train_run *r, int status) {
 
 /* ---- the command */
 
+/* Rank 0: the run folder (run_dir.h), its config.json, and the recipe every checkpoint records.
+ * GO_ON, or 1 after saying why (a job ends). */
+static int open_run_dir(train_run *r) {
+  r->acc = -1, r->best_acc = -1;
+  if (!r->rank0) return GO_ON;
+  const train_config *c = r->c;
+  char *pretty = NULL;
+  int bad = ct_cli_run_dir_make(r->prog, c, r->dir, sizeof r->dir) ||
+            ct_cli_run_path(r->dir, "last.safetensors", r->last, sizeof r->last) ||
+            ct_cli_run_path(r->dir, "best.safetensors", r->best, sizeof r->best);
+  if (!bad) {
+    r->recipe = ct_cli_recipe_json(c, r->test, 0);
+    pretty = ct_cli_recipe_json(c, r->test, 1);
+    if (!r->recipe || !pretty) {
+      fprintf(stderr, "%s: cannot write the run's recipe: %s\n", r->prog, ct_last_error());
+      bad = 1;
+    }
+  }
+  bad = bad || ct_cli_run_write_config(r->prog, r->dir, pretty);
+  free(pretty);
+  if (bad) {
+    if (r->world > 1) ct_cli_rank_abort(NULL);
+    return 1;
+  }
+  /* A run continued in its folder keeps the best figure it had reached. */
+  ct_safetensors *f = access(r->best, F_OK) == 0 ? ct_safetensors_open(r->best) : NULL;
+  const char *acc = f ? ct_safetensors_metadata(f, ACC_KEY) : NULL;
+  if (acc && *acc) r->best_acc = atof(acc);
+  ct_safetensors_close(f);
+  ct_clear_error();
+  fprintf(stderr, "run folder: %s\n", r->dir);
+  return GO_ON;
+}
+
 int ct_cmd_train(int argc, char **argv) {
-  /* --nproc passes the command line on to the ranks as the user wrote it, before getopt_long
-   * reorders argv. */
+  /* --nproc passes the command line on to the ranks as the user wrote it. */
   char **orig = malloc(((size_t)argc + 1) * sizeof *orig);
-  if (!orig) {
+  unsigned char *given = calloc((size_t)ct_cli_run_options_n, 1);
+  if (!orig || !given) {
     fprintf(stderr, "cuttle: out of memory\n");
+    free(orig), free(given);
     return 1;
   }
   memcpy(orig, argv, ((size_t)argc + 1) * sizeof *orig);
   train_config c;
-  int status = parse_options(argc, argv, &c);
-  if (status == GO_ON) status = check_options(&c);
-  if (status == GO_ON) status = launch(&c, argc, orig);
+  int status = parse_options(argc, argv, &c, given);
+  if (status == GO_ON) status = check_options(&c, given);
+  if (status == GO_ON) {
+    /* the per-step TensorBoard scalars: every --tensorboard-every steps when given, else as
+     * --tensorboard always did (10), else (the run folder's own) every --log-every */
+    const ct_cli_opt *tbe = ct_cli_opt_find(ct_cli_run_options, ct_cli_run_options_n, "tensorboard-every");
+    if (!given[tbe - ct_cli_run_options] && !c.tensorboard) c.tb_every = c.log_every;
+    status = launch(&c, argc, orig);
+  }
   free(orig);
+  free(given);
   if (status != GO_ON) return status;
   train_run r = {.c = &c, .saved_steps = -1, .step_base = -1, .dp_ctx = {.group = 1, .scale = 1.0}};
   status = open_device_and_data(&r);
   if (status != GO_ON) return status;
-  status = setup(&r);
+  status = open_run_dir(&r);
+  if (status == GO_ON) status = setup(&r);
   if (status == 0) status = run_epochs(&r);
   if (status == 0 || status > 128) profile_report(&r);
+  if (r.rank0 && r.dir[0] && (status == 0 || status > 128))
+    fprintf(stderr, "run folder: %s (evaluate: cuttle eval --checkpoint %s)\n", r.dir,
+            access(r.best, F_OK) == 0 ? r.best : r.last);
   return finish(&r, status);
-}
-
-/* ---- cuttle eval */
-
-typedef struct {
-  const char *checkpoint, *model, *device;
-  double timeout;
-  ct_cli_data_opts data; /* the test split of --data (--augment is refused: it is for training) */
-} eval_config;
-
-/* Read argv into *c, over the defaults, and check it. GO_ON, or the exit status after --help (0)
- * or a usage error (2, said). */
-static int parse_eval_options(int argc, char **argv, eval_config *c) {
-  *c = (eval_config){.model = "cnn", .device = "auto", .timeout = 60};
-  static const struct option longopts[] = {{"checkpoint", 1, 0, 'c'}, {"model", 1, 0, 'm'}, {"device", 1, 0, 'd'},
-                                           DATA_LONGOPTS, {"seed", 1, 0, 's'}, {"timeout", 1, 0, 'T'},
-                                           {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-  int ch;
-  optind = 1;
-  while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    switch (ch) {
-      case 'c': c->checkpoint = optarg; break;
-      case 'm': c->model = optarg; break;
-      case 'd': c->device = optarg; break;
-      case 'T': c->timeout = atof(optarg); break;
-      case 's': c->data.seed = strtoull(optarg, NULL, 10); break;
-      default:
-        if (data_option(ch, &c->data)) break;
-        fprintf(ch == 'h' ? stdout : stderr,
-                "usage: cuttle eval --checkpoint FILE [--model mlp|cnn|resnet18|resnet34|resnet50] [--device auto|cpu|cuda:N|opencl:N] [--data-dir DIR]\n"
-                "                   [--data fashion-mnist|cifar10:DIR|cifar100:DIR|imagefolder:DIR] [--val-split F]\n"
-                "                   [--seed N] [--image-size H[,W]] [--gray] [--skip-bad-images] [--normalize M/S]\n"
-                "                   [--timeout S]\n"
-                "Evaluates on the test split (DIR/val or DIR/test, or --val-split's share drawn with --seed) with\n"
-                "the data options the model was trained with.\n"
-                DATA_HELP
-                "Under mpirun (mpirun -np N cuttle eval ...) each rank evaluates its shard of the test set and the\n"
-                "correct counts are summed over the ranks: the accuracy is exact, the one a single process reports.\n");
-        return ch == 'h' ? 0 : 2;
-    }
-  }
-  if (!c->checkpoint) {
-    fprintf(stderr, "cuttle eval: --checkpoint FILE is required\n");
-    return 2;
-  }
-  if (!(c->timeout > 0)) {
-    fprintf(stderr, "cuttle eval: --timeout must be > 0\n");
-    return 2;
-  }
-  if (c->data.augment) {
-    fprintf(stderr, "cuttle eval: --augment is for training; the test split is never augmented\n");
-    return 2;
-  }
-  if (ct_cli_data_check("cuttle eval", &c->data)) return 2;
-  return GO_ON;
-}
-
-int ct_cmd_eval(int argc, char **argv) {
-  eval_config c;
-  int parsed = parse_eval_options(argc, argv, &c);
-  if (parsed != GO_ON) return parsed;
-  int launched = ct_cli_under_launcher();
-  if (launched && ct_cli_rank_init("cuttle eval", c.timeout) != 0) return 1;
-  ct_device dev;
-  if (ct_cli_rank_device("cuttle eval", c.device, &dev) != CT_OK) {
-    if (ct_last_status() != CT_OK) fprintf(stderr, "cuttle eval: %s\n", ct_last_error());
-    if (ct_dist_world_size() > 1) ct_cli_rank_abort(NULL);
-    return 2;
-  }
-  ct_dataset *test = ct_cli_data_open("cuttle eval", &c.data, CT_SPLIT_TEST);
-  ct_module *m = test ? ct_cli_model_for("cuttle eval", c.model, test, dev, NULL) : NULL;
-  int status = 1;
-  /* In a job every rank must reach the sum in ct_cli_evaluate_counts, so a rank whose own part
-   * failed leaves at once and mpirun ends the others. */
-  if (!m || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
-    if (ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval");
-  } else {
-    ct_safetensors *f = ct_dist_rank() == 0 ? ct_safetensors_open(c.checkpoint) : NULL;
-    if (!f) ct_clear_error();
-    ct_cli_data_compare_saved("cuttle eval", &c.data, f, c.checkpoint);
-    ct_safetensors_close(f);
-    int64_t counts[2];
-    double acc = ct_cli_evaluate_counts(m, test, dev, 2, counts);
-    if (acc < 0 && ct_dist_world_size() > 1) ct_cli_rank_abort("cuttle eval: the evaluation failed");
-    if (acc >= 0) {
-      char name[32];
-      if (ct_dist_rank() == 0) {
-        printf("test_acc %.2f%% (%lld images, %s, %s; %lld correct", 100 * acc, (long long)counts[1], c.model,
-               ct_device_str(dev, name, sizeof name), (long long)counts[0]);
-        if (ct_dist_world_size() > 1) printf(", %d ranks", ct_dist_world_size());
-        printf(")\n");
-      }
-      status = 0;
-    }
-  }
-  if (status && m) fprintf(stderr, "cuttle eval: %s\n", ct_last_error()); /* without m: said above */
-  ct_dataset_free(test);
-  ct_module_free(m);
-  if (launched && ct_dist_finalize() != CT_OK && !status) {
-    fprintf(stderr, "cuttle eval: %s\n", ct_last_error());
-    status = 1;
-  }
-  return status;
 }

@@ -2,12 +2,15 @@
  * process exit status (0 ok, 1 failure, 2 usage). */
 #ifndef CUTTLE_COMMANDS_H
 #define CUTTLE_COMMANDS_H
+#include <stdio.h>
 #include "cuttle.h"
 int ct_cmd_train(int argc, char **argv);
 int ct_cmd_eval(int argc, char **argv);
 int ct_cmd_devices(int argc, char **argv);
 int ct_cmd_smi(int argc, char **argv);
 int ct_cmd_bench(int argc, char **argv); /* bench/bench.c */
+/* Every benchmark of `cuttle bench`, a line each ("<indent><name> <what it measures>"; bench.c). */
+void ct_bench_list(FILE *f, const char *indent);
 
 /* Read a --device argument (device_arg.c), for the CLI and the benchmarks alike: "auto" or a
  * registry name of a device that exists. A malformed name returns its status with ct_last_error()

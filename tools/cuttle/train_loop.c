@@ -92,11 +92,25 @@ double ct_cli_evaluate(ct_module *m, ct_dataset *ds, ct_device dev, int workers)
   return ct_cli_evaluate_counts(m, ds, dev, workers, NULL);
 }
 
+/* The progress of the epoch on stderr: a live bar redrawn in place (carriage returns) on a
+ * terminal; else (a log file, a pipe) one plain line each time, as tqdm and Lightning print when
+ * stderr is not a terminal. */
 static void progress(const ct_cli_epoch_opts *o, int64_t done, double img_s, double loss, double elapsed) {
   int64_t total = o->per_epoch;
   if (done > total) done = total; /* the distributed sampler pads the last batches of an epoch */
   int width = 30, fill = total ? (int)(width * done / total) : width;
   double eta = done ? elapsed * (double)(total - done) / (double)done : 0;
+  if (o->plain) {
+    fprintf(stderr, "epoch %d/%d: %lld/%lld images (%d%%)  %.0f img/s  loss %.4f  ", o->epoch, o->epochs,
+            (long long)done, (long long)total, total ? (int)(100 * done / total) : 100, img_s, loss);
+    if (o->global_batch > 0) fprintf(stderr, "batch %lld  ", (long long)o->global_batch);
+    if (o->scaler)
+      fprintf(stderr, "scale %g  skipped %lld  ", ct_grad_scaler_scale_value(o->scaler),
+              (long long)ct_grad_scaler_steps_skipped(o->scaler));
+    fprintf(stderr, "ETA %02d:%02d\n", (int)eta / 60, (int)eta % 60);
+    fflush(stderr);
+    return;
+  }
   fprintf(stderr, "\repoch %d/%d [", o->epoch, o->epochs);
   for (int i = 0; i < width; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
   fprintf(stderr, "] %3d%% %7.0f img/s  loss %.4f  ", total ? (int)(100 * done / total) : 100, img_s, loss);
@@ -268,7 +282,8 @@ ct_status ct_cli_train_epoch(ct_module *m, ct_optimizer *opt, ct_loader *loader,
       ct_clear_error(); /* a monitor that cannot write its file is no training error */
       last_publish = t;
     }
-    if (o->progress && (t - last_print > 0.25 || pos == nb)) {
+    double every = o->plain ? (o->plain_every > 0 ? o->plain_every : 10.0) : 0.25;
+    if (o->progress && (t - last_print > every || (pos == nb && !o->plain))) {
       loss_sum = read_sum(acc);
       progress(o, world * (skipped + seen), world * seen / (t - t0), loss_sum / seen, t - t0);
       last_print = t;

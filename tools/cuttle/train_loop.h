@@ -38,6 +38,8 @@ typedef struct {
 typedef struct {
   volatile sig_atomic_t *interrupted; /* stop after the current step when *interrupted; may be NULL */
   int progress;                       /* draw the progress line on stderr */
+  int plain;                          /* stderr is no terminal: a plain line every plain_every s */
+  double plain_every;                 /* seconds (0: 10) */
   int epoch, epochs;                  /* 1-based epoch and the total, for the progress line */
   int64_t per_epoch;                  /* images in an epoch, for the progress line */
   int publish;                        /* ct_monitor_publish every 2 s (for `cuttle smi --pid`) */
