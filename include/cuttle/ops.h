@@ -43,7 +43,13 @@ CT_API ct_tensor *ct_gt(ct_tensor *a, ct_tensor *b);
 CT_API ct_tensor *ct_ge(ct_tensor *a, ct_tensor *b);
 /* cond ? a : b elementwise, all three broadcast together; cond is converted to bool. */
 CT_API ct_tensor *ct_where(ct_tensor *cond, ct_tensor *a, ct_tensor *b);
-/* min(max(x, lo), hi); pass -INFINITY/INFINITY for no bound. Gradient 1 inside [lo, hi]. */
+/* torch.clamp(x, min=lo, max=hi): min(max(x, lo), hi) elementwise; pass -INFINITY/INFINITY for no
+ * bound. lo > hi is allowed and gives hi everywhere, as torch does (a NaN x stays NaN). x: any
+ * shape and dtype -> the same shape and dtype (the bounds are converted to x's dtype). Gradient
+ * where(lo <= x <= hi, grad, 0) (tools/autograd/derivatives.yaml, clamp), so 0 everywhere when
+ * lo > hi. The caller frees the result. Errors (NULL, ct_last_error() naming clamp): CT_EINVAL for
+ * a NULL x or a NaN bound (where torch would return NaN everywhere; pass an infinity for no
+ * bound), CT_ENOMEM. */
 CT_API ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi);
 
 /* ---- unary math (floating results; an integer input gives float32). ct_exp and ct_log of a half x
@@ -104,13 +110,39 @@ typedef struct {
 /* x: (N, Cin, H, W), w: (Cout, Cin/groups, kH, kW), b: (Cout) or NULL -> (N, Cout, Ho, Wo) with
  * Ho = (H + 2 pad - dil (kH - 1) - 1) / stride + 1. f32/f64. */
 CT_API ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *opts);
+/* Pooling options, torch.nn.functional.max_pool2d / avg_pool2d's arguments. Zero-initialized
+ * fields keep torch's defaults, so `(ct_pool2d_opts){.kernel = {2, 2}}` is MaxPool2d(2). */
 typedef struct {
-  int kernel[2];
-  int stride[2];  /* 0 = kernel */
-  int padding[2]; /* at most kernel/2 */
+  int kernel[2];   /* kernel_size, >= 1 */
+  int stride[2];   /* stride; 0 = kernel */
+  int padding[2];  /* padding (zeros for avg, -inf for max), 0 .. kernel/2 */
+  int dilation[2]; /* max pooling's dilation; 0 = 1. Avg pooling has none (must be 0 or 1) */
+  int ceil_mode;   /* ceil_mode: 0 = floor (torch's default), 1 = ceil */
+  int exclude_pad; /* avg pooling: 1 = torch's count_include_pad=False (divide by the window's
+                      elements inside the input); 0 = count_include_pad=True, torch's default */
+  int divisor_override; /* avg pooling's divisor_override: 0 = none (torch's None), else >= 1 */
 } ct_pool2d_opts;
-/* x: (N, C, H, W) -> (N, C, Ho, Wo); max pooling pads with -inf, avg pooling counts the padding
- * (count_include_pad=True, PyTorch's default). */
+/* torch.nn.functional.max_pool2d and avg_pool2d. x: (N, C, H, W) floating (float32, float64,
+ * float16, bfloat16; NCHW or channels_last, which gives a channels_last result) -> (N, C, Ho, Wo) of
+ * x's dtype, with torch's size rule (aten/src/ATen/native/Pool.h, pooling_output_shape_pad_lr):
+ *   Ho = floor_or_ceil((H + 2 pH - dH (kH - 1) - 1) / sH) + 1, and with ceil_mode, Ho - 1 when the
+ *   last window would start at or past H + pH (beyond the input and its left padding); Wo alike.
+ * Max pooling pads with -inf, keeps the first maximum of a window (row-major) and lets a NaN win;
+ * a window with no element inside the input gives -inf. Avg pooling (no dilation) sums the window's
+ * elements inside the input and divides as aten/src/ATen/native/cpu/AvgPoolKernel.cpp does:
+ *   divisor_override if set; else with count_include_pad (exclude_pad = 0) the window clipped to
+ *   the padded input [-pH, H + pH) (kH kW except for a ceil_mode window running past it); else
+ *   (exclude_pad = 1) the number of its elements inside the input. A window with none gives 0.
+ * Gradients flow to the chosen element (max; none from a window without one) or, divided by the
+ * divisor, to every element of the window inside the input (avg).
+ * The caller frees the result. Errors (NULL, ct_last_error() naming the op): CT_EINVAL for NULL x
+ * or opts, a kernel, stride or dilation below 1 (0 means the default where documented), padding
+ * outside 0 .. kernel/2 (torch's "pad should be smaller than or equal to half of kernel size", the
+ * tighter of its two checks, the other being half the dilated kernel), a dilation other than 1 for
+ * avg pooling, exclude_pad or divisor_override given to max pooling, a negative divisor_override,
+ * ceil_mode or exclude_pad other than 0 or 1; CT_ESHAPE for x not 4-D or an output size below 1
+ * (torch's "Output size is too small"); CT_EDTYPE for an integer x; CT_ENOMEM. The modules
+ * (ct_max_pool2d_new, ct_avg_pool2d_new) pass the options on as they are. */
 CT_API ct_tensor *ct_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 CT_API ct_tensor *ct_avg_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* Adaptive average pooling, torch.nn.functional.adaptive_avg_pool2d: x (N, C, H, W) floating ->
@@ -127,9 +159,9 @@ CT_API ct_tensor *ct_adaptive_avg_pool2d(ct_tensor *x, int64_t out_h, int64_t ou
  * the first element, a window whose maximum is 0 passes no gradient, a NaN propagates), but one
  * pass over x instead of three, and no relu(x) in memory. Sequential runs a ReLU followed by a
  * MaxPool2d through it. x: (N, C, H, W) floating -> (N, C, Ho, Wo) of x's dtype, sizes as
- * ct_max_pool2d's. Errors: CT_EINVAL for missing or bad options (NULL opts, kernel < 1, padding
- * beyond kernel/2), CT_ESHAPE for a non-4-D x or a kernel larger than the padded input, CT_EDTYPE
- * for an integer x. */
+ * ct_max_pool2d's, with all of ct_max_pool2d's options (dilation, ceil_mode). Errors: CT_EINVAL for
+ * missing or bad options (as ct_max_pool2d's, avg-only options included), CT_ESHAPE for a non-4-D x
+ * or an output size below 1, CT_EDTYPE for an integer x. */
 CT_API ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
 /* max_pool2d(relu(conv2d(x, w, b))) as one op, with the same values and gradients as the three in a
  * row. On the CPU, for a 2x2 window with stride 2 in float32, each image's conv output is pooled
@@ -137,7 +169,8 @@ CT_API ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts);
  * their largest tensors. Other cases and backends run the ops one by one. Sequential runs a
  * Conv2d, ReLU, MaxPool2d run through it.
  * x: (N, C, H, W), w: (O, C/groups, kH, kW), b: (O) or NULL, float32/float64 after promotion ->
- * (N, O, Hp, Wp): conv2d's (Ho, Wo) pooled as ct_max_pool2d sizes it. Errors: conv2d's (CT_ESHAPE,
+ * (N, O, Hp, Wp): conv2d's (Ho, Wo) pooled as ct_max_pool2d sizes it, with all of its options (the
+ * fused CPU path is taken only without dilation and ceil_mode). Errors: conv2d's (CT_ESHAPE,
  * CT_EINVAL, CT_EDTYPE, CT_EDEVICE, naming this op) and then ct_relu_max_pool2d's. */
 CT_API ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_conv2d_opts *conv_opts,
                                      const ct_pool2d_opts *pool_opts);

@@ -145,10 +145,23 @@ static ct_status bw_pool(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   return CT_OK;
 }
 
-/* Checks pooling's arguments for an input of shape xs and dtype dt (op names the caller in errors):
- * 1 with the options completed (stride 0 = kernel) and the output size, or 0 with the error set. */
-static int pool_check(const char *op, int ndim, const int64_t *xs, ct_dtype dt, const ct_pool2d_opts *opts, ct_pool2d_opts *out,
-                      int64_t *Ho_, int64_t *Wo_) {
+/* torch's pooling output size, aten/src/ATen/native/Pool.h (pooling_output_shape_pad_lr):
+ * floor_or_ceil((n + 2p - d (k - 1) - 1) / s) + 1 (div_rtn: rounded toward -inf, so an input
+ * smaller than the window gives 0 or less), and with ceil_mode one less when the last window would
+ * start at or past n + p (beyond the input and its left padding). */
+static int64_t pool_out_size(int64_t n, int64_t p, int64_t k, int64_t s, int64_t d, int ceil_mode) {
+  int64_t num = n + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= n + p) out--;
+  return out;
+}
+
+/* Checks pooling's arguments for an input of shape xs and dtype dt (op names the caller in errors;
+ * avg: average pooling, else max): 1 with the options completed (stride 0 = kernel, dilation 0 = 1)
+ * and the output size, or 0 with the error set. torch's checks (aten/src/ATen/native/Pool.h,
+ * pool2d_shape_check and pooling_output_shape; avg_pool2d's divisor_override != 0). */
+static int pool_check(const char *op, int avg, int ndim, const int64_t *xs, ct_dtype dt, const ct_pool2d_opts *opts,
+                      ct_pool2d_opts *out, int64_t *Ho_, int64_t *Wo_) {
   char sx[160];
   if (!opts)
     return ct__error(CT_EINVAL, "%s: pooling options are NULL; pass a kernel size >= 1, e.g. &(ct_pool2d_opts){.kernel = {2, 2}}",
@@ -161,20 +174,41 @@ static int pool_check(const char *op, int ndim, const int64_t *xs, ct_dtype dt, 
       return ct__error(CT_EINVAL, "%s: stride must be positive, got stride[%d] = %d (0 means the kernel size)", op, i,
                        o.stride[i]), 0;
     if (o.stride[i] == 0) o.stride[i] = o.kernel[i];
+    if (o.dilation[i] < 0)
+      return ct__error(CT_EINVAL, "%s: dilation must be positive, got dilation[%d] = %d (0 means 1)", op, i, o.dilation[i]), 0;
+    if (o.dilation[i] == 0) o.dilation[i] = 1;
+    if (avg && o.dilation[i] != 1)
+      return ct__error(CT_EINVAL, "%s: average pooling has no dilation (torch's avg_pool2d takes none), got dilation[%d] = %d",
+                       op, i, o.dilation[i]), 0;
+    /* torch checks pad <= ((k - 1) d + 1) / 2 (half the dilated kernel) and pad <= k / 2; the second
+     * is the tighter */
     if (o.padding[i] < 0 || o.padding[i] > o.kernel[i] / 2)
-      return ct__error(CT_EINVAL, "%s: padding must be between 0 and kernel/2 = %d, got padding[%d] = %d", op, o.kernel[i] / 2, i,
-                       o.padding[i]), 0;
+      return ct__error(CT_EINVAL, "%s: padding must be between 0 and kernel/2 = %d (at most half the kernel size, dilated or "
+                       "not, as torch), got padding[%d] = %d with kernel[%d] = %d and dilation[%d] = %d", op, o.kernel[i] / 2, i,
+                       o.padding[i], i, o.kernel[i], i, o.dilation[i]), 0;
   }
+  if (o.ceil_mode != 0 && o.ceil_mode != 1)
+    return ct__error(CT_EINVAL, "%s: ceil_mode must be 0 or 1, got %d", op, o.ceil_mode), 0;
+  if (o.exclude_pad != 0 && o.exclude_pad != 1)
+    return ct__error(CT_EINVAL, "%s: exclude_pad must be 0 (count_include_pad=True) or 1 (count_include_pad=False), got %d", op,
+                     o.exclude_pad), 0;
+  if (!avg && (o.exclude_pad || o.divisor_override))
+    return ct__error(CT_EINVAL, "%s: exclude_pad (count_include_pad) and divisor_override are average pooling's options; max "
+                     "pooling takes neither, got exclude_pad = %d, divisor_override = %d", op, o.exclude_pad,
+                     o.divisor_override), 0;
+  if (o.divisor_override < 0)
+    return ct__error(CT_EINVAL, "%s: divisor_override must be positive (0 means none), got %d", op, o.divisor_override), 0;
   if (ndim != 4)
     return ct__error(CT_ESHAPE, "%s: expected input (N, C, H, W), got %s", op, ct__shape_str(ndim, xs, sx, sizeof sx)), 0;
   if (!ct_dtype_is_floating(dt))
     return ct__error(CT_EDTYPE, "%s: needs a floating input, got %s (cast it first, e.g. ct_cast(x, CT_F32))", op,
                      ct_dtype_name(dt)), 0;
-  int64_t Ho = out_size(xs[2], o.padding[0], o.kernel[0], o.stride[0]);
-  int64_t Wo = out_size(xs[3], o.padding[1], o.kernel[1], o.stride[1]);
+  int64_t Ho = pool_out_size(xs[2], o.padding[0], o.kernel[0], o.stride[0], o.dilation[0], o.ceil_mode);
+  int64_t Wo = pool_out_size(xs[3], o.padding[1], o.kernel[1], o.stride[1], o.dilation[1], o.ceil_mode);
   if (Ho <= 0 || Wo <= 0)
-    return ct__error(CT_ESHAPE, "%s: input %s is smaller than the kernel (%d, %d) after padding", op,
-                     ct__shape_str(ndim, xs, sx, sizeof sx), o.kernel[0], o.kernel[1]), 0;
+    return ct__error(CT_ESHAPE, "%s: input %s is smaller than the kernel (%d, %d) (dilation (%d, %d)) after padding: output "
+                     "size (%lld, %lld) is too small", op, ct__shape_str(ndim, xs, sx, sizeof sx), o.kernel[0], o.kernel[1],
+                     o.dilation[0], o.dilation[1], (long long)Ho, (long long)Wo), 0;
   *out = o, *Ho_ = Ho, *Wo_ = Wo;
   return 1;
 }
@@ -183,7 +217,7 @@ static ct_tensor *pool(const char *op, ct_pool_kind kind, ct_tensor *x, const ct
   if (!x) return ct__null_arg(op, "x");
   ct_pool2d_opts o;
   int64_t Ho, Wo;
-  if (!pool_check(op, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
+  if (!pool_check(op, kind == CT_POOL_AVG, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   const ct_backend *be = x->storage->backend;
   if (ct_tensor_suggest_memory_format(x) == CT_CHANNELS_LAST) /* src/ops/memory_format.c */
     return ct__pool2d_channels_last(op, kind, x, &o, Ho, Wo);
@@ -258,7 +292,7 @@ ct_tensor *ct_relu_max_pool2d(ct_tensor *x, const ct_pool2d_opts *opts) {
   if (ct__supports(x->storage->backend, CT_K_pool2d_max_relu, x->dtype, CT_CONTIGUOUS_FORMAT)) return pool("relu_max_pool2d", CT_POOL_MAX_RELU, x, opts);
   ct_pool2d_opts o;
   int64_t Ho, Wo;
-  if (!pool_check("relu_max_pool2d", x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
+  if (!pool_check("relu_max_pool2d", 0, x->ndim, x->shape, x->dtype, opts, &o, &Ho, &Wo)) return NULL;
   ct_tensor *r = ct_relu(x), *y = r ? ct_max_pool2d(r, opts) : NULL; /* a backend without the fused kernel */
   ct_tensor_free(r);
   if (!y) ct__error_prefix("relu_max_pool2d");
@@ -276,10 +310,11 @@ ct_tensor *ct_conv2d_relu_max_pool2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, c
   if (!conv_check("conv2d_relu_max_pool2d", x, w, b, copts, &o, &Ho, &Wo, &dt)) return NULL;
   ct_pool2d_opts pc;
   int64_t Hp, Wp;
-  if (!pool_check("conv2d_relu_max_pool2d", 4, (int64_t[]){x->shape[0], O, Ho, Wo}, dt, popts, &pc, &Hp, &Wp)) return NULL;
+  if (!pool_check("conv2d_relu_max_pool2d", 0, 4, (int64_t[]){x->shape[0], O, Ho, Wo}, dt, popts, &pc, &Hp, &Wp)) return NULL;
   const ct_backend *be = x->storage->backend;
   int pool2x2 = popts && popts->kernel[0] == 2 && popts->kernel[1] == 2 && (popts->stride[0] == 0 || popts->stride[0] == 2) &&
-                (popts->stride[1] == 0 || popts->stride[1] == 2) && popts->padding[0] == 0 && popts->padding[1] == 0;
+                (popts->stride[1] == 0 || popts->stride[1] == 2) && popts->padding[0] == 0 && popts->padding[1] == 0 &&
+                pc.dilation[0] == 1 && pc.dilation[1] == 1 && !pc.ceil_mode; /* the fused kernels' windows */
   /* float32, or a half the backend's fused kernel takes as it is (ct__supports):
    * under autocast the conv output then stays out of memory too, and nothing is widened */
   int fused_dt = dt == CT_F32 || ((dt == CT_F16 || dt == CT_BF16) && ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT));

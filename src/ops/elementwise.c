@@ -271,7 +271,8 @@ static ct_status bw_clamp(ct_node *n, ct_tensor *g, ct_tensor **grads) {
 ct_tensor *ct_clamp(ct_tensor *x, double lo, double hi) {
   if (!x) return ct__null_arg("clamp", "x");
   if (isnan(lo) || isnan(hi)) CT_FAIL_NULL(CT_EINVAL, "clamp: bounds must not be NaN, got min %g max %g (pass -INFINITY or INFINITY for no bound)", lo, hi);
-  if (lo > hi) CT_FAIL_NULL(CT_EINVAL, "clamp: min %g is greater than max %g", lo, hi);
+  /* lo > hi is allowed, as in torch: min(max(x, lo), hi) is then hi everywhere (a NaN x stays NaN),
+   * and bw_clamp's mask lo <= x <= hi is empty, so the gradient is 0 everywhere. */
   ct_no_grad_begin();
   ct_tensor *l = ct_scalar(lo, x->dtype, x->device), *h = ct_scalar(hi, x->dtype, x->device);
   ct_tensor *t = ct_maximum(x, l), *out = ct_minimum(t, h);

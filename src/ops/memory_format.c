@@ -319,18 +319,13 @@ ct_tensor *ct__conv2d_channels_last(ct_tensor *x, ct_tensor *w, ct_tensor *b, co
 }
 
 /* ---- pooling. iv: kind, native (1: the backend's NHWC kernels, argmax int32 channels_last; 0:
- * NCHW kernels, argmax in the backend's own NCHW record), kernel, stride, padding, then x's shape. */
-static ct_pool2d_opts pool_opts_of(const ct_node *n) {
-  ct_pool2d_opts o = {.kernel = {(int)n->iv[2], (int)n->iv[3]},
-                      .stride = {(int)n->iv[4], (int)n->iv[5]},
-                      .padding = {(int)n->iv[6], (int)n->iv[7]}};
-  return o;
-}
-
+ * NCHW kernels, argmax in the backend's own NCHW record), kernel, stride, padding, then x's shape;
+ * extra: the completed options the backward passes on (a ct_pool2d_opts: with dilation, ceil_mode
+ * and avg pooling's options, which iv has no room for). */
 static ct_status bw_pool_cl(ct_node *n, ct_tensor *g, ct_tensor **grads) {
   ct_pool_kind kind = (ct_pool_kind)n->iv[0];
   int native = (int)n->iv[1];
-  ct_pool2d_opts o = pool_opts_of(n);
+  ct_pool2d_opts o = *(const ct_pool2d_opts *)n->extra;
   const ct_backend *be = g->storage->backend;
   const int64_t xs[4] = {n->iv[8], n->iv[9], n->iv[10], n->iv[11]};
   ct_tensor *am = n->saved[0];
@@ -381,7 +376,10 @@ ct_tensor *ct__pool2d_channels_last(const char *op, ct_pool_kind kind, ct_tensor
     const int64_t iv[12] = {kind, native, o->kernel[0], o->kernel[1], o->stride[0], o->stride[1], o->padding[0], o->padding[1],
                             x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
     memcpy(n->iv, iv, sizeof iv);
-    if (am) s = ct__save_detached(n, 0, am);
+    ct_pool2d_opts *e = ct__calloc(1, sizeof *e, "pooling's saved options");
+    if (!e) s = CT_ENOMEM;
+    else *e = *o, n->extra = e;
+    if (s == CT_OK && am) s = ct__save_detached(n, 0, am);
   }
   ct_tensor_free(am);
   if (s != CT_OK) return ct_tensor_free(y), NULL;

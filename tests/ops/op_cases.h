@@ -160,11 +160,68 @@ static void ref_conv(const oc_arr *in, oc_arr *out, const op_case *c) {
   oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, c->i[6] ? c->i[6] : 1, out);
 }
 
+/* ---- pooling with torch's options (dilation, ceil_mode, count_include_pad, divisor_override): a
+ * reference written from torch's code, not from cuttle's kernels. The output size is
+ * aten/src/ATen/native/Pool.h's pooling_output_shape_pad_lr; max pooling is cpu_max_pool
+ * (aten/src/ATen/native/cpu/MaxPoolKernel.cpp), average pooling cpu_avg_pool
+ * (aten/src/ATen/native/cpu/AvgPoolKernel.cpp), loop for loop. Options square: k, s, p, d. */
+static int64_t oc_torch_pool_out(int64_t in, int k, int s, int p, int d, int ceil_mode) {
+  int64_t num = in + p + p - (int64_t)d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t q = num / s;
+  if (num % s != 0 && num < 0) q--; /* div_rtn: toward -inf */
+  int64_t out = q + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out; /* the last pooling starts inside the image */
+  return out;
+}
+static void oc_ref_pool_torch(const oc_arr *x, int is_max, int k, int s, int p, int d, int ceil_mode, int count_include_pad,
+                              int divisor_override, oc_arr *out) {
+  int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+  int64_t Ho = oc_torch_pool_out(H, k, s, p, d, ceil_mode), Wo = oc_torch_pool_out(W, k, s, p, d, ceil_mode);
+  oc_alloc(out, 4, (int64_t[]){N, C, Ho, Wo});
+  for (int64_t nc = 0; nc < N * C; nc++)
+    for (int64_t oh = 0; oh < Ho; oh++)
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        const double *xp = x->v + nc * H * W;
+        double *o = &out->v[(nc * Ho + oh) * Wo + ow];
+        if (is_max) {
+          int64_t ih0 = oh * s - p, iw0 = ow * s - p;
+          int64_t ih1 = ih0 + (int64_t)(k - 1) * d + 1 < H ? ih0 + (int64_t)(k - 1) * d + 1 : H;
+          int64_t iw1 = iw0 + (int64_t)(k - 1) * d + 1 < W ? iw0 + (int64_t)(k - 1) * d + 1 : W;
+          while (ih0 < 0) ih0 += d;
+          while (iw0 < 0) iw0 += d;
+          double maxval = -INFINITY;
+          for (int64_t ih = ih0; ih < ih1; ih += d)
+            for (int64_t iw = iw0; iw < iw1; iw += d) {
+              double val = xp[ih * W + iw];
+              if (val > maxval || isnan(val)) maxval = val;
+            }
+          *o = maxval;
+          continue;
+        }
+        int64_t ih0 = oh * s - p, iw0 = ow * s - p;
+        int64_t ih1 = ih0 + k < H + p ? ih0 + k : H + p, iw1 = iw0 + k < W + p ? iw0 + k : W + p;
+        int64_t pool_size = (ih1 - ih0) * (iw1 - iw0);
+        if (ih0 < 0) ih0 = 0;
+        if (iw0 < 0) iw0 = 0;
+        if (ih1 > H) ih1 = H;
+        if (iw1 > W) iw1 = W;
+        if (ih0 >= ih1 || iw0 >= iw1) {
+          *o = 0;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t ih = ih0; ih < ih1; ih++)
+          for (int64_t iw = iw0; iw < iw1; iw++) sum += xp[ih * W + iw];
+        int64_t divide_factor = divisor_override ? divisor_override : count_include_pad ? pool_size : (ih1 - ih0) * (iw1 - iw0);
+        *o = sum / (double)divide_factor;
+      }
+}
+
 /* conv2d, relu and max_pool2d fused: x, w[, b]; i[0..1] conv stride, i[2..3] conv padding,
- * i[4] pool kernel (square, stride = kernel) */
+ * i[4] pool kernel (square, stride = kernel), i[5] the pooling's ceil_mode (not the fused kernels') */
 static ct_tensor *run_conv_pool(ct_tensor *const *in, const op_case *c) {
   ct_conv2d_opts co = {.stride = {c->i[0], c->i[1]}, .padding = {c->i[2], c->i[3]}};
-  ct_pool2d_opts po = {.kernel = {c->i[4], c->i[4]}};
+  ct_pool2d_opts po = {.kernel = {c->i[4], c->i[4]}, .ceil_mode = c->i[5]};
   return ct_conv2d_relu_max_pool2d(in[0], in[1], c->n_in > 2 ? in[2] : NULL, &co, &po);
 }
 static void ref_conv_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
@@ -172,8 +229,37 @@ static void ref_conv_pool(const oc_arr *in, oc_arr *out, const op_case *c) {
   oc_arr y = {0};
   oc_ref_conv2d(&in[0], &in[1], c->n_in > 2 ? &in[2] : NULL, st, &c->i[2], dil, 1, &y);
   for (int64_t j = 0; j < y.numel; j++) y.v[j] = oc_relu(y.v[j]);
-  oc_ref_pool(&y, k, k, pad, 1, out);
+  if (c->i[5]) oc_ref_pool_torch(&y, 1, k[0], k[0], 0, 1, 1, 1, 0, out);
+  else oc_ref_pool(&y, k, k, pad, 1, out);
   free(y.v);
+}
+
+/* pooling with options: i[0] 0 = avg, 1 = max, 2 = max of relu (ct_relu_max_pool2d), + 4: the input
+ * in channels_last first; i[1] kernel, i[2] stride (0 = kernel), i[3] padding, i[4] dilation (0 =
+ * 1), i[5] ceil_mode, i[6] exclude_pad (count_include_pad=False), i[7] divisor_override */
+static ct_tensor *run_pool_opts(ct_tensor *const *in, const op_case *c) {
+  int kind = c->i[0] & 3;
+  ct_pool2d_opts o = {.kernel = {c->i[1], c->i[1]}, .stride = {c->i[2], c->i[2]}, .padding = {c->i[3], c->i[3]},
+                      .dilation = {c->i[4], c->i[4]}, .ceil_mode = c->i[5], .exclude_pad = c->i[6], .divisor_override = c->i[7]};
+  ct_tensor *x = in[0], *xc = NULL;
+  if (c->i[0] & 4) { /* channels_last: the CPU's NHWC kernels, elsewhere the NCHW ones around copies */
+    xc = ct_contiguous_format(in[0], CT_CHANNELS_LAST);
+    if (!xc) return NULL;
+    x = xc;
+  }
+  ct_tensor *y = kind == 2 ? ct_relu_max_pool2d(x, &o) : kind == 1 ? ct_max_pool2d(x, &o) : ct_avg_pool2d(x, &o);
+  ct_tensor_free(xc);
+  return y;
+}
+static void ref_pool_opts(const oc_arr *in, oc_arr *out, const op_case *c) {
+  int kind = c->i[0] & 3, k = c->i[1], s = c->i[2] ? c->i[2] : k, d = c->i[4] ? c->i[4] : 1;
+  oc_arr r = in[0];
+  if (kind == 2) { /* max_pool2d(relu(x)) */
+    r.v = malloc((size_t)r.numel * sizeof *r.v);
+    for (int64_t j = 0; j < r.numel; j++) r.v[j] = oc_relu(in[0].v[j]);
+  }
+  oc_ref_pool_torch(&r, kind != 0, k, s, c->i[3], d, c->i[5], !c->i[6], c->i[7], out);
+  if (kind == 2) free(r.v);
 }
 
 /* adaptive average pooling to the output size (i[0], i[1]), windows as ATen's
@@ -378,6 +464,7 @@ static void ref_view(const oc_arr *in, oc_arr *out, const op_case *c) {
 #define CONV(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv, ref_conv, (1u << nin) - 1, .i = {__VA_ARGS__}}
 #define CONV_POOL(nm, x, w, b, nin, ...) {nm, nin, {x, w, b}, run_conv_pool, ref_conv_pool, (1u << nin) - 1, .i = {__VA_ARGS__}}
 #define POOL(nm, x, ...) {nm, 1, {x}, run_pool, ref_pool, 1, .i = {__VA_ARGS__}}
+#define POOLX(nm, x, ...) {nm, 1, {x}, run_pool_opts, ref_pool_opts, 1, .i = {__VA_ARGS__}}
 #define ADAPTIVE(nm, x, oh, ow) {nm, 1, {x}, run_adaptive, ref_adaptive, 1, .i = {oh, ow}}
 #define VIEW(nm, v, x, g, out) {nm, 1, {x}, run_view, ref_view, g, out, .i = {v}}
 
@@ -403,6 +490,8 @@ static const op_case op_cases[] = {
     {"where", 3, {IN(OC_BOOL, 3, 1), IN(OC_ANY, 3, 4), IN(OC_ANY, 4)}, run_where, ref_where, 6, .out = OC_OUT_SAME},
     {"clamp", 1, {IN(OC_ANY, 4, 5)}, run_clamp, ref_clamp, 1, .d = {-0.5, 0.7}},
     {"clamp_lower_only", 1, {IN(OC_ANY, 4, 5)}, run_clamp, ref_clamp, 1, .d = {-0.5, INFINITY}},
+    /* min above max: torch gives max everywhere (and a zero gradient) */
+    {"clamp_min_above_max", 1, {IN(OC_ANY, 4, 5)}, run_clamp, ref_clamp, 1, .d = {0.7, -0.5}},
     UN("neg", ct_neg, oc_neg, OC_ANY), UN("abs", ct_abs, fabs, OC_ANY), UN("exp", ct_exp, exp, OC_ANY),
     UN("log", ct_log, log, OC_POS), UN("sqrt", ct_sqrt, sqrt, OC_POS), UN("relu", ct_relu, oc_relu, OC_ANY),
     UN("sigmoid", ct_sigmoid, oc_sigmoid, OC_ANY), UN("tanh", ct_tanh, tanh, OC_ANY), UN("gelu", ct_gelu, oc_gelu, OC_ANY),
@@ -440,6 +529,8 @@ static const op_case op_cases[] = {
     CONV_POOL("conv2d_relu_max_pool2d_batch4", IN(OC_ANY, 4, 3, 10, 22), IN(OC_ANY, 8, 3, 3, 3), IN(OC_ANY, 8), 3, 1, 1, 1, 1, 2),
     CONV_POOL("conv2d_relu_max_pool2d_k3", IN(OC_ANY, 1, 2, 6, 6), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 1, 1, 3),
     CONV_POOL("conv2d_relu_max_pool2d_s2_nobias", IN(OC_ANY, 1, 2, 9, 9), IN(OC_ANY, 3, 2, 3, 3), IN0(OC_ANY), 2, 2, 2, 0, 0, 2),
+    /* ceil_mode on a 7 x 9 conv output: 4 x 5 windows, the last ones partial, so never the fused kernels */
+    CONV_POOL("conv2d_relu_max_pool2d_ceil", IN(OC_ANY, 1, 2, 7, 9), IN(OC_ANY, 3, 2, 3, 3), IN(OC_ANY, 3), 3, 1, 1, 1, 1, 2, 1),
     CONV("conv2d_groups2", IN(OC_ANY, 2, 4, 4, 4), IN(OC_ANY, 6, 2, 3, 3), IN(OC_ANY, 6), 3, 1, 1, 1, 1, 1, 1, 2),
     CONV("conv2d_depthwise_nobias", IN(OC_ANY, 1, 3, 5, 5), IN(OC_ANY, 3, 1, 3, 3), IN0(OC_ANY), 2, 1, 1, 0, 0, 1, 1, 3),
     CONV("conv2d_rect_stride21_nobias", IN(OC_ANY, 2, 2, 5, 6), IN(OC_ANY, 3, 2, 2, 3), IN0(OC_ANY), 2, 2, 1, 1, 0),
@@ -459,6 +550,32 @@ static const op_case op_cases[] = {
     ADAPTIVE("adaptive_avg_pool2d_10x10_to_3x3", IN(OC_ANY, 1, 2, 10, 10), 3, 3),
     ADAPTIVE("adaptive_avg_pool2d_7x5_to_4x2", IN(OC_ANY, 2, 1, 7, 5), 4, 2),
     POOL("avg_pool2d_k3_s2_pad1", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 3, 2, 2, 1, 1),
+    /* torch's options (ref_pool_opts: i = kind (+4 channels_last), k, s, p, dilation, ceil_mode,
+     * exclude_pad, divisor_override). ceil_mode with k 2, s 3, p 1: along H (5) the extra window
+     * would start in the right padding and the rule drops it; along W (6) it is kept, one element
+     * of input and one of padding (avg's divisor: 2 along W, count_include_pad) */
+    POOLX("max_pool2d_ceil_drop_and_keep", IN(OC_ANY, 1, 2, 5, 6), 1, 2, 3, 1, 0, 1),
+    POOLX("avg_pool2d_ceil_drop_and_keep", IN(OC_ANY, 1, 2, 5, 6), 0, 2, 3, 1, 0, 1),
+    /* k 3, s 2, no padding: the last window runs past the input (pool_size 2 x 3, not 9) */
+    POOLX("avg_pool2d_ceil_k3_s2", IN(OC_ANY, 2, 2, 6, 7), 0, 3, 2, 0, 0, 1),
+    POOLX("max_pool2d_ceil_k3_s2", IN(OC_ANY, 2, 2, 6, 7), 1, 3, 2, 0, 0, 1),
+    /* count_include_pad=False: the border windows divide by their elements inside the input */
+    POOLX("avg_pool2d_exclude_pad", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 2, 1, 0, 0, 1),
+    POOLX("avg_pool2d_exclude_pad_ceil", IN(OC_ANY, 1, 2, 6, 6), 0, 3, 2, 1, 0, 1, 1),
+    POOLX("avg_pool2d_divisor_override", IN(OC_ANY, 1, 2, 7, 6), 0, 3, 2, 1, 0, 0, 0, 5),
+    POOLX("avg_pool2d_divisor_override_ceil", IN(OC_ANY, 1, 2, 6, 6), 0, 3, 2, 1, 0, 1, 0, 4),
+    /* dilation 2 with padding: windows of 5 spanning 3 elements, overlapping */
+    POOLX("max_pool2d_dilation2_pad1", IN(OC_ANY, 1, 2, 7, 8), 1, 3, 1, 1, 2),
+    POOLX("max_pool2d_dilation2_s2_ceil", IN(OC_ANY, 2, 2, 8, 9), 1, 3, 2, 1, 2, 1),
+    POOLX("relu_max_pool2d_dilation2_ceil", IN(OC_ANY, 1, 2, 8, 9), 2, 3, 2, 1, 2, 1),
+    /* MaxPool2d(2) with ceil_mode on odd sizes: not the CPU's 2x2 fast path (it has no partial window) */
+    POOLX("max_pool2d_k2_ceil_odd", IN(OC_ANY, 1, 2, 7, 11), 1, 2, 0, 0, 0, 1),
+    /* channels_last inputs (the CPU's NHWC kernels; elsewhere NCHW kernels around copies) */
+    POOLX("max_pool2d_dilation2_ceil_channels_last", IN(OC_ANY, 2, 3, 8, 9), 5, 3, 2, 1, 2, 1),
+    POOLX("relu_max_pool2d_dilation2_channels_last", IN(OC_ANY, 1, 3, 7, 8), 6, 3, 1, 1, 2),
+    POOLX("avg_pool2d_exclude_pad_ceil_channels_last", IN(OC_ANY, 2, 3, 6, 7), 4, 3, 2, 1, 0, 1, 1),
+    POOLX("avg_pool2d_divisor_override_channels_last", IN(OC_ANY, 1, 3, 7, 6), 4, 3, 2, 1, 0, 1, 0, 7),
+    POOLX("avg_pool2d_ceil_drop_and_keep_channels_last", IN(OC_ANY, 1, 3, 5, 6), 4, 2, 3, 1, 0, 1),
     {"batch_norm_train", 3, {IN(OC_ANY, 4, 3, 2, 2), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 7, .i = {0}, .d = {0.1, 1e-5}},
     {"batch_norm_train_running_stats", 3, {IN(OC_ANY, 4, 3, 5), IN(OC_ANY, 3), IN(OC_POS, 3)}, run_bn, ref_bn, 0, .i = {1}, .d = {0.2, 1e-5}},
     {"batch_norm_eval", 5, {IN(OC_ANY, 2, 3, 4), IN(OC_ANY, 3), IN(OC_POS, 3), IN(OC_ANY, 3), IN(OC_ANY, 3)}, run_bn, ref_bn, 31,
@@ -641,12 +758,12 @@ static int oc_conv_pool_fused(const op_case *c, ct_device dev, ct_dtype dt) {
   const oc_input *x = &c->in[0], *w = &c->in[1];
   int64_t Ho = (x->shape[2] + 2 * c->i[2] - w->shape[2]) / (c->i[0] ? c->i[0] : 1) + 1;
   int64_t Wo = (x->shape[3] + 2 * c->i[3] - w->shape[3]) / (c->i[1] ? c->i[1] : 1) + 1;
-  return ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT) && c->i[4] == 2 && Ho >= 2 && Wo >= 2;
+  return ct__supports(be, CT_K_conv2d_relu_pool2x2, dt, CT_CONTIGUOUS_FORMAT) && c->i[4] == 2 && !c->i[5] && Ho >= 2 && Wo >= 2;
 }
 static ct_tensor *oc_conv_pool_c; /* the device's conv output in dt, as float64 */
 static ct_tensor *run_conv_pool_pooling_c(ct_tensor *const *in, const op_case *c) {
   ct_conv2d_opts co = {.stride = {c->i[0], c->i[1]}, .padding = {c->i[2], c->i[3]}};
-  ct_pool2d_opts po = {.kernel = {c->i[4], c->i[4]}};
+  ct_pool2d_opts po = {.kernel = {c->i[4], c->i[4]}, .ceil_mode = c->i[5]};
   ct_tensor *z = ct_conv2d(in[0], in[1], c->n_in > 2 ? in[2] : NULL, &co);
   ct_tensor *zd = z ? ct_detach(z) : NULL, *d = zd ? ct_sub(oc_conv_pool_c, zd) : NULL;
   ct_tensor *zc = d ? ct_add(z, d) : NULL, *out = zc ? ct_relu_max_pool2d(zc, &po) : NULL;

@@ -3,8 +3,8 @@
  * test_ops_cuda): set pk_dev, then run PK_TESTS. The rule is torch's (aten's max_pool2d kernels:
  * `val > max || isnan(val)` in row-major window order): the first element of a tie, the last NaN
  * of a window. The outputs (NaN where the CPU has NaN) and the gradient's placement must equal the
- * CPU's exactly, in float32 and float64, NCHW and channels_last. The op table's rows (op_cases.h)
- * have no NaN and no tie. */
+ * CPU's exactly, in float32 and float64, NCHW and channels_last, with and without torch's options
+ * (dilation, ceil_mode). The op table's rows (op_cases.h) have no NaN and no tie. */
 #ifndef CUTTLE_TESTS_POOL_KERNELS_H
 #define CUTTLE_TESTS_POOL_KERNELS_H
 #include <math.h>
@@ -84,5 +84,30 @@ static void test_max_pool_ties_and_nan_3x3s2(void **state) {
   pk_compare(v, sh, &o);
 }
 
-#define PK_TESTS cmocka_unit_test(test_max_pool_ties_and_nan_2x2), cmocka_unit_test(test_max_pool_ties_and_nan_3x3s2)
+/* torch's options on the device's kernels: dilation 2 with padding and ceil_mode (overlapping
+ * windows, the last ones past the input), with ties and NaNs; then windows with no element inside
+ * the input (kernel 2, dilation 3, padding 1 over 2 rows: rows -1 and 2), which give -inf and pass
+ * no gradient, as torch's values (its index there points outside the input plane) */
+static void test_max_pool_dilation_ceil(void **state) {
+  (void)state;
+  const double nan = NAN;
+  double v[126];
+  double c0[21] = {1, 1, 0, 5, nan, 2, 3, 3, -1, 7, 7, nan, 2, 9, 9, 4, 1, 1, nan, 1, 5};
+  for (int i = 0; i < 126; i++) v[i] = c0[(i * 5) % 21] * (i < 63 ? 1 : -0.5);
+  int64_t sh[4] = {1, 2, 7, 9};
+  ct_pool2d_opts o = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}, .ceil_mode = 1};
+  pk_compare(v, sh, &o);
+  ct_pool2d_opts o2 = {.kernel = {2, 3}, .stride = {1, 2}, .padding = {1, 1}, .dilation = {3, 1}, .ceil_mode = 1};
+  pk_compare(v, (int64_t[]){1, 2, 2, 9}, &o2);
+  double *y, *g;
+  int64_t n = pk_run(v, (int64_t[]){1, 2, 2, 9}, &o2, CT_F32, CT_CONTIGUOUS_FORMAT, pk_dev, &y, &g);
+  assert_int_equal(n, 2 * 1 * 5);
+  for (int64_t i = 0; i < n; i++) assert_true(isinf(y[i]) && y[i] < 0);
+  for (int i = 0; i < 36; i++) assert_true(g[i] == 0);
+  free(y), free(g);
+}
+
+#define PK_TESTS                                                                                         \
+  cmocka_unit_test(test_max_pool_ties_and_nan_2x2), cmocka_unit_test(test_max_pool_ties_and_nan_3x3s2), \
+      cmocka_unit_test(test_max_pool_dilation_ceil)
 #endif

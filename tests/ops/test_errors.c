@@ -67,6 +67,28 @@ static void test_shape_errors(void **state) {
   ct_assert_error_contains("kernel size");
   expect_fail(ct_conv2d_relu_max_pool2d(x, wb, NULL, NULL, &(ct_pool2d_opts){.kernel = {5, 5}}), CT_ESHAPE);
   expect_fail(ct_relu_max_pool2d(w3, &p2), CT_ESHAPE);
+  /* torch's pooling options: avg_pool2d has no dilation; padding at most half the kernel, dilated
+   * or not (torch: "pad should be smaller than or equal to half of kernel size"); divisor_override
+   * positive; the avg options refused by max pooling, never ignored */
+  expect_fail(ct_avg_pool2d(x, &(ct_pool2d_opts){.kernel = {2, 2}, .dilation = {2, 2}}), CT_EINVAL);
+  ct_assert_error_contains("avg_pool2d");
+  ct_assert_error_contains("dilation");
+  expect_fail(ct_max_pool2d(x, &(ct_pool2d_opts){.kernel = {3, 3}, .padding = {2, 2}, .dilation = {2, 2}}), CT_EINVAL);
+  ct_assert_error_contains("max_pool2d");
+  ct_assert_error_contains("padding");
+  ct_assert_error_contains("kernel/2 = 1");
+  expect_fail(ct_avg_pool2d(x, &(ct_pool2d_opts){.kernel = {2, 2}, .divisor_override = -3}), CT_EINVAL);
+  ct_assert_error_contains("divisor_override");
+  ct_assert_error_contains("-3");
+  expect_fail(ct_max_pool2d(x, &(ct_pool2d_opts){.kernel = {2, 2}, .exclude_pad = 1}), CT_EINVAL);
+  ct_assert_error_contains("count_include_pad");
+  expect_fail(ct_relu_max_pool2d(x, &(ct_pool2d_opts){.kernel = {2, 2}, .divisor_override = 4}), CT_EINVAL);
+  ct_assert_error_contains("relu_max_pool2d");
+  expect_fail(ct_conv2d_relu_max_pool2d(x, wb, NULL, NULL, &(ct_pool2d_opts){.kernel = {2, 2}, .exclude_pad = 1}), CT_EINVAL);
+  ct_assert_error_contains("conv2d_relu_max_pool2d");
+  /* a dilated kernel larger than the padded input; ceil_mode does not make room for it */
+  expect_fail(ct_max_pool2d(x, &(ct_pool2d_opts){.kernel = {3, 3}, .dilation = {4, 1}, .ceil_mode = 1}), CT_ESHAPE);
+  ct_assert_error_contains("too small");
   /* reductions and views */
   expect_fail(ct_sum(a, 1, (int[]){2}, 0), CT_ESHAPE);
   expect_fail(ct_max(a, -3, 0, NULL), CT_ESHAPE);
@@ -105,7 +127,22 @@ static void test_value_errors(void **state) {
   expect_fail(ct_cross_entropy(logits, tf, CT_REDUCTION_MEAN, 0), CT_EDTYPE);
   expect_fail(ct_index_select(logits, 1, target), CT_EINVAL);
   ct_assert_error_contains("index_select");
-  expect_fail(ct_clamp(logits, 1, -1), CT_EINVAL);
+  /* lo > hi is torch's clamp too: hi everywhere, gradient 0 (not a refusal) */
+  {
+    ct_tensor *lg = ct_detach(logits);
+    ct_assert_ok(ct_requires_grad_(lg, 1));
+    ct_tensor *c = ct_assert_nonnull(ct_clamp(lg, 1, -1));
+    float cv[12];
+    ct_assert_ok(ct_to_host(c, cv, sizeof cv, CT_F32));
+    for (int k = 0; k < 12; k++) assert_true(cv[k] == -1.0f);
+    ct_tensor *s = ct_assert_nonnull(ct_sum(c, 0, NULL, 0));
+    ct_assert_ok(ct_backward(s));
+    float gv[12];
+    ct_assert_ok(ct_to_host(ct_grad(lg), gv, sizeof gv, CT_F32));
+    for (int k = 0; k < 12; k++) assert_true(gv[k] == 0.0f);
+    ct_tensor_free(s), ct_tensor_free(c), ct_tensor_free(lg);
+  }
+  expect_fail(ct_clamp(logits, NAN, 1), CT_EINVAL);
   expect_fail(ct_dropout(logits, 1.5, 1, NULL), CT_EINVAL);
   ct_tensor *ti = ct_cast(logits, CT_I32);
   expect_fail(ct_mean(ti, 0, NULL, 0), CT_EDTYPE);

@@ -2,8 +2,11 @@
  * x: (N, C, H, W) contiguous -> y: (N, C, Ho, Wo). Max pooling records, per output, which input it
  * chose, for the backward (argmax, y's shape): for MaxPool2d(2) on float32, the most common pooling
  * of all, the position inside the 2x2 window (u8: 0 1 / 2 3), a byte instead of eight; otherwise
- * the flat index h W + w (int64). Average pooling divides by kH kW (count_include_pad=True,
- * PyTorch's default). Ties keep the first element in row-major window order; a NaN wins over
+ * the flat index h W + w (int64). Windows follow torch's rules (pool_window.h): dilation, ceil_mode
+ * windows running past the input; average pooling divides by kH kW (count_include_pad=True,
+ * PyTorch's default) or as pool_window.h's ct__pool_avg_divisor says for a window running past the
+ * padded input, count_include_pad=False or divisor_override; a window with no element inside the
+ * input gives -inf (max) or 0 (avg) and no gradient. Ties keep the first element in row-major window order; a NaN wins over
  * numbers and a later NaN over an earlier one, as in torch's CPU kernel. CT_POOL_MAX_RELU pools
  * relu(x) (a NaN passes, as in torch) and marks a window whose maximum is 0 with no winner
  * (position 4, or index -1), so that its backward passes nothing, as relu's would. */
@@ -11,12 +14,15 @@
 #include <string.h>
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/half.h"
+#include "backend/cpu/pool_window.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
 ct_dtype ct__cpu_pool2d_argmax_dtype(const ct_tensor *x, const ct_pool2d_opts *o) {
-  int window2 = o->kernel[0] == 2 && o->kernel[1] == 2 && o->stride[0] == 2 && o->stride[1] == 2;
+  /* MaxPool2d(2)'s whole windows: no dilation, and ceil_mode only where it adds no window */
+  int window2 = o->kernel[0] == 2 && o->kernel[1] == 2 && o->stride[0] == 2 && o->stride[1] == 2 && o->dilation[0] <= 1 &&
+                o->dilation[1] <= 1 && (!o->ceil_mode || (x->shape[2] % 2 == 0 && x->shape[3] % 2 == 0));
   return x->dtype == CT_F32 && window2 && o->padding[0] == 0 && o->padding[1] == 0 ? CT_U8 : CT_I64;
 }
 
@@ -144,6 +150,7 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
   ct_dtype dt = x->dtype;
   size_t es = ct_dtype_size(dt);
   int kh = o->kernel[0], kw = o->kernel[1], sh = o->stride[0], sw = o->stride[1], ph = o->padding[0], pw = o->padding[1];
+  int dh = o->dilation[0], dw = o->dilation[1];
   int f32 = dt == CT_F32, lp = ct__lp_tag(dt); /* halves: inlined conversions (half.h) */
   int relu = kind == CT_POOL_MAX_RELU;
   if (argmax && argmax->dtype == CT_U8) return maxpool2x2_f32(y, argmax, x, relu);
@@ -154,17 +161,18 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
       float *yp = (float *)ct__ptr(y) + p * Ho * Wo;
       int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
       for (int64_t ho = 0; ho < Ho; ho++) {
-        int64_t h0 = ho * sh - ph, h1 = h0 + kh;
-        if (h0 < 0) h0 = 0;
-        if (h1 > H) h1 = H;
+        ct__pool_span a = ct__pool_span_of(ho, H, kh, sh, ph, dh);
         for (int64_t wo = 0; wo < Wo; wo++) {
-          int64_t w0 = wo * sw - pw, w1 = w0 + kw;
-          if (w0 < 0) w0 = 0;
-          if (w1 > W) w1 = W;
-          int64_t bi = h0 * W + w0;
+          ct__pool_span b = ct__pool_span_of(wo, W, kw, sw, pw, dw);
+          if (a.lo >= a.hi || b.lo >= b.hi) { /* no element inside the input */
+            yp[ho * Wo + wo] = -INFINITY;
+            if (ap) ap[ho * Wo + wo] = -1;
+            continue;
+          }
+          int64_t bi = a.lo * W + b.lo;
           float best = relu && xp[bi] <= 0 ? 0.0f : xp[bi];
-          for (int64_t h = h0; h < h1; h++)
-            for (int64_t w = w0; w < w1; w++) {
+          for (int64_t h = a.lo; h < a.hi; h += a.step)
+            for (int64_t w = b.lo; w < b.hi; w += b.step) {
               float v = xp[h * W + w];
               if (relu) v = v <= 0 ? 0.0f : v; /* NaN passes */
               /* take v where it is larger or NaN (NaN propagates, as in torch), by masks on the bits:
@@ -190,30 +198,28 @@ ct_status ct__cpu_pool2d(ct_pool_kind kind, ct_tensor *y, ct_tensor *argmax, ct_
     const char *xp = (const char *)ct__ptr(x) + p * H * W * (int64_t)es;
     char *yp = (char *)ct__ptr(y) + p * Ho * Wo * (int64_t)es;
     int64_t *ap = argmax ? (int64_t *)ct__ptr(argmax) + p * Ho * Wo : NULL;
-    for (int64_t ho = 0; ho < Ho; ho++)
+    for (int64_t ho = 0; ho < Ho; ho++) {
+      ct__pool_span a = ct__pool_span_of(ho, H, kh, sh, ph, dh);
       for (int64_t wo = 0; wo < Wo; wo++) {
+        ct__pool_span b = ct__pool_span_of(wo, W, kw, sw, pw, dw);
         double best = kind == CT_POOL_AVG ? 0.0 : -INFINITY;
         int64_t best_i = -1;
-        for (int i = 0; i < kh; i++) {
-          int64_t h = ho * sh - ph + i;
-          if (h < 0 || h >= H) continue;
-          for (int j = 0; j < kw; j++) {
-            int64_t w = wo * sw - pw + j;
-            if (w < 0 || w >= W) continue;
+        for (int64_t h = a.lo; h < a.hi; h += a.step)
+          for (int64_t w = b.lo; w < b.hi; w += b.step) {
             const char *e = xp + (h * W + w) * (int64_t)es;
             double v = f32 ? *(const float *)e : lp ? ct__lp_load(e, lp) : ct__load(e, dt);
             if (relu && v <= 0) v = 0.0;
             if (kind == CT_POOL_AVG) best += v;
             else if (v > best || best_i < 0 || isnan(v)) best = v, best_i = h * W + w;
           }
-        }
-        if (kind == CT_POOL_AVG) best /= (double)(kh * kw);
+        if (kind == CT_POOL_AVG && a.lo < a.hi && b.lo < b.hi) best /= (double)ct__pool_avg_divisor(&a, &b, o);
         if (relu && best <= 0) best_i = -1;
         if (f32) ((float *)yp)[ho * Wo + wo] = (float)best;
         else if (lp) ct__lp_store(yp + (ho * Wo + wo) * (int64_t)es, lp, best);
         else ct__store(yp + (ho * Wo + wo) * (int64_t)es, dt, best);
         if (ap) ap[ho * Wo + wo] = best_i;
       }
+    }
   }
   return CT_OK;
 }
@@ -245,17 +251,14 @@ ct_status ct__cpu_pool2d_backward(ct_pool_kind kind, ct_tensor *gx, ct_tensor *g
         continue;
       }
       int64_t ho = q / Wo, wo = q % Wo;
-      g /= (double)(kh * kw);
-      for (int i = 0; i < kh; i++) {
-        int64_t h = ho * sh - ph + i;
-        if (h < 0 || h >= H) continue;
-        for (int j = 0; j < kw; j++) {
-          int64_t w = wo * sw - pw + j;
-          if (w < 0 || w >= W) continue;
+      ct__pool_span a = ct__pool_span_of(ho, H, kh, sh, ph, 1), b = ct__pool_span_of(wo, W, kw, sw, pw, 1);
+      if (a.lo >= a.hi || b.lo >= b.hi) continue; /* a window with nothing inside the input */
+      g /= (double)ct__pool_avg_divisor(&a, &b, o);
+      for (int64_t h = a.lo; h < a.hi; h++)
+        for (int64_t w = b.lo; w < b.hi; w++) {
           char *d = gxp + (h * W + w) * (int64_t)es;
           ct__store(d, dt, ct__load(d, dt) + g);
         }
-      }
     }
   }
   return CT_OK;

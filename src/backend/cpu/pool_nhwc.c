@@ -1,5 +1,6 @@
 /* src/backend/cpu/pool_nhwc.c: 2-D max and average pooling of channels_last (NHWC) tensors and
- * their backward, with pool.c's semantics: average pooling divides by kH kW (count_include_pad);
+ * their backward, with pool.c's semantics: torch's windows (pool_window.h: dilation, ceil_mode);
+ * average pooling divides by kH kW (count_include_pad) or pool_window.h's divisor;
  * max pooling keeps the first maximum in row-major window order, a NaN wins over numbers and a
  * later NaN over an earlier one; CT_POOL_MAX_RELU pools relu(x) (a NaN passes) and marks a window
  * whose maximum is 0 with argmax -1 (no gradient, as relu's). The argmax is int32 (the front-end
@@ -7,20 +8,24 @@
  * h W + w into x's plane; int32 so that the selects of a run of channels vectorize with the floats.
  * x: (N, C, H, W) stored (N, H, W, C) -> y: (N, C, Ho, Wo) stored (N, Ho, Wo, C). Each output pixel
  * works on a run of C channels at once, so the inner loops are contiguous in x, y and argmax. */
+#include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/pool_window.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
 typedef struct {
   int64_t N, C, H, W, Ho, Wo;
-  int kh, kw, sh, sw, ph, pw;
+  int kh, kw, sh, sw, ph, pw, dh, dw;
+  const ct_pool2d_opts *o;
 } pgeom;
 
 static pgeom geometry(const ct_tensor *x, const ct_tensor *y, const ct_pool2d_opts *o) {
   pgeom g = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2], y->shape[3],
-             o->kernel[0], o->kernel[1], o->stride[0], o->stride[1], o->padding[0], o->padding[1]};
+             o->kernel[0], o->kernel[1], o->stride[0], o->stride[1], o->padding[0], o->padding[1],
+             o->dilation[0], o->dilation[1], o};
   return g;
 }
 
@@ -74,13 +79,11 @@ DEFINE_MAX_RUN(double, f64)
         T *yr = y + q;                                                                                  \
         int32_t *ar = am ? am + q : NULL;                                                               \
         int first = 1;                                                                                  \
+        ct__pool_span a = ct__pool_span_of(ho, g->H, g->kh, g->sh, g->ph, g->dh);                       \
+        ct__pool_span b = ct__pool_span_of(wo, g->W, g->kw, g->sw, g->pw, g->dw);                       \
         for (int64_t c = 0; kind == CT_POOL_AVG && c < C; c++) yr[c] = 0;                               \
-        for (int i = 0; i < g->kh; i++) {                                                               \
-          int64_t h = ho * g->sh - g->ph + i;                                                           \
-          if (h < 0 || h >= g->H) continue;                                                             \
-          for (int j = 0; j < g->kw; j++) {                                                             \
-            int64_t w = wo * g->sw - g->pw + j;                                                         \
-            if (w < 0 || w >= g->W) continue;                                                           \
+        for (int64_t h = a.lo; h < a.hi; h += a.step)                                                   \
+          for (int64_t w = b.lo; w < b.hi; w += b.step) {                                               \
             const T *xr = x + ((n * g->H + h) * g->W + w) * C;                                          \
             int32_t idx = (int32_t)(h * g->W + w);                                                      \
             if (kind == CT_POOL_AVG) {                                                                  \
@@ -93,9 +96,10 @@ DEFINE_MAX_RUN(double, f64)
               max_run_##SUFFIX(yr, ar, xr, C, idx, relu);                                               \
             first = 0;                                                                                  \
           }                                                                                             \
-        }                                                                                               \
-        if (kind == CT_POOL_AVG)                                                                        \
-          for (int64_t c = 0; c < C; c++) yr[c] /= (T)(g->kh * g->kw);                                  \
+        if (kind == CT_POOL_AVG && a.lo < a.hi && b.lo < b.hi) /* else nothing inside the input: 0 */  \
+          for (int64_t c = 0; c < C; c++) yr[c] /= (T)ct__pool_avg_divisor(&a, &b, g->o);              \
+        if (kind != CT_POOL_AVG && first) /* nothing inside the input: -inf, no gradient */             \
+          for (int64_t c = 0; c < C; c++) yr[c] = -(T)INFINITY, ar[c] = -1;                             \
         for (int64_t c = 0; relu && c < C; c++)                                                         \
           if (yr[c] <= 0) ar[c] = -1;                                                                   \
       }                                                                                                 \
@@ -117,17 +121,15 @@ DEFINE_MAX_RUN(double, f64)
               if (ar[c] >= 0) gxn[ar[c] * C + c] += gr[c];                                              \
             continue;                                                                                   \
           }                                                                                             \
-          T inv = (T)1 / (T)(g->kh * g->kw);                                                            \
-          for (int i = 0; i < g->kh; i++) {                                                             \
-            int64_t h = ho * g->sh - g->ph + i;                                                         \
-            if (h < 0 || h >= g->H) continue;                                                           \
-            for (int j = 0; j < g->kw; j++) {                                                           \
-              int64_t w = wo * g->sw - g->pw + j;                                                       \
-              if (w < 0 || w >= g->W) continue;                                                         \
+          ct__pool_span a = ct__pool_span_of(ho, g->H, g->kh, g->sh, g->ph, 1);                         \
+          ct__pool_span b = ct__pool_span_of(wo, g->W, g->kw, g->sw, g->pw, 1);                         \
+          if (a.lo >= a.hi || b.lo >= b.hi) continue; /* nothing inside the input */                    \
+          T inv = (T)1 / (T)ct__pool_avg_divisor(&a, &b, g->o);                                         \
+          for (int64_t h = a.lo; h < a.hi; h++)                                                         \
+            for (int64_t w = b.lo; w < b.hi; w++) {                                                     \
               T *d = gxn + (h * g->W + w) * C;                                                          \
               for (int64_t c = 0; c < C; c++) d[c] += gr[c] * inv;                                      \
             }                                                                                           \
-          }                                                                                             \
         }                                                                                               \
     }                                                                                                   \
   }

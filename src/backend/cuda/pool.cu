@@ -3,11 +3,16 @@
  *
  * Own kernels rather than cuDNN: the vtable's backward gets (gy, argmax) and not x and y, which is
  * what cudnnPoolingBackward needs, and the argmax layout must match the CPU's.
- *   x: (N, C, H, W) -> y: (N, C, Ho, Wo), Ho = (H + 2 pH - kH) / sH + 1 (floor), same for Wo.
+ *   x: (N, C, H, W) -> y: (N, C, Ho, Wo), sized by the front-end (torch's rule, floor or ceil_mode).
  *   argmax: int64 of y's shape (may be NULL in the forward): the flat index h * W + w of the
- *   maximum within its (H, W) input plane, as torch's max_pool2d_with_indices. Max pooling pads
- *   with -inf and propagates NaN (as torch); average pooling counts the padding (the divisor is
- *   always kH * kW, count_include_pad=True).
+ *   maximum within its (H, W) input plane, as torch's max_pool2d_with_indices. Windows as the CPU's
+ *   (src/backend/cpu/pool_window.h): output o's holds start + i d, i < k, start = o s - p. Max
+ *   pooling pads with -inf, visits the elements inside the input (dilation d), propagates NaN (as
+ *   torch), and gives -inf and argmax -1 (no gradient) for a window with none; average pooling
+ *   (d = 1) divides as torch's cpu_avg_pool (aten/src/ATen/native/cpu/AvgPoolKernel.cpp):
+ *   divisor_override, else with count_include_pad the window clipped to the padded input
+ *   [-p, n + p) (kH kW but for a ceil_mode window past it), else its elements inside the input;
+ *   0 for a window with none.
  * Backward: max scatters gy into gx at argmax with atomicAdd (windows may overlap); average gathers,
  * for each input element, the gy of every window covering it (deterministic, no atomics).
  * Compute in float for float32/float16/bfloat16, double for float64. */
@@ -17,8 +22,26 @@
 
 typedef struct {
   int64_t N, C, H, W, Ho, Wo;
-  int kh, kw, sh, sw, ph, pw;
+  int kh, kw, sh, sw, ph, pw, dh, dw, exclude_pad, divisor;
 } pool_geom;
+
+/* One side of output o's window: [*lo, *hi) stepping by d holds its elements inside the input (none
+ * when lo >= hi); returns the window's length clipped to the padded input (count_include_pad's
+ * factor, for d = 1). */
+static __device__ __forceinline__ int64_t pool_side(int64_t o, int64_t n, int k, int s, int p, int d, int64_t *lo, int64_t *hi) {
+  int64_t start = o * s - p, end = start + (int64_t)d * (k - 1) + 1;
+  *lo = start < 0 ? start + (-start + d - 1) / d * d : start;
+  *hi = end < n ? end : n;
+  return (end < n + p ? end : n + p) - start;
+}
+
+/* average pooling's divisor for output (oh, ow); 0 where its window holds no input element */
+static __device__ __forceinline__ int64_t pool_divisor(int64_t oh, int64_t ow, const pool_geom &g) {
+  int64_t h0, h1, w0, w1;
+  int64_t ph = pool_side(oh, g.H, g.kh, g.sh, g.ph, 1, &h0, &h1), pw = pool_side(ow, g.W, g.kw, g.sw, g.pw, 1, &w0, &w1);
+  if (h0 >= h1 || w0 >= w1) return 0;
+  return g.divisor ? g.divisor : g.exclude_pad ? (h1 - h0) * (w1 - w0) : ph * pw;
+}
 
 /* ---- kernels */
 
@@ -29,14 +52,14 @@ __global__ void pool_fwd_kernel(S *__restrict__ y, int64_t *__restrict__ argmax,
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t ow = i % g.Wo, oh = (i / g.Wo) % g.Ho, nc = i / (g.Wo * g.Ho);
     const S *xp = x + nc * g.H * g.W;
-    int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
-    int64_t hs = h0 < 0 ? 0 : h0, ws = w0 < 0 ? 0 : w0;
-    int64_t he = h0 + g.kh < g.H ? h0 + g.kh : g.H, we = w0 + g.kw < g.W ? w0 + g.kw : g.W;
+    int64_t hs, he, ws, we;
     if (KIND == CT_POOL_MAX) {
+      pool_side(oh, g.H, g.kh, g.sh, g.ph, g.dh, &hs, &he);
+      pool_side(ow, g.W, g.kw, g.sw, g.pw, g.dw, &ws, &we);
       C best = -INFINITY;
-      int64_t bi = hs * g.W + ws;
-      for (int64_t h = hs; h < he; h++)
-        for (int64_t w = ws; w < we; w++) {
+      int64_t bi = hs < he && ws < we ? hs * g.W + ws : -1; /* -1: nothing inside the input, no gradient */
+      for (int64_t h = hs; h < he; h += g.dh)
+        for (int64_t w = ws; w < we; w += g.dw) {
           C v = ct_cast<C>(xp[h * g.W + w]);
           if (v > best || v != v) { /* a NaN wins, and a later NaN after it: the CPU's and torch's rule */
             best = v;
@@ -46,10 +69,13 @@ __global__ void pool_fwd_kernel(S *__restrict__ y, int64_t *__restrict__ argmax,
       y[i] = ct_cast<S>(best);
       if (argmax) argmax[i] = bi;
     } else {
+      pool_side(oh, g.H, g.kh, g.sh, g.ph, 1, &hs, &he);
+      pool_side(ow, g.W, g.kw, g.sw, g.pw, 1, &ws, &we);
       C s = 0;
       for (int64_t h = hs; h < he; h++)
         for (int64_t w = ws; w < we; w++) s += ct_cast<C>(xp[h * g.W + w]);
-      y[i] = ct_cast<S>(s / (C)(g.kh * g.kw));
+      int64_t dv = pool_divisor(oh, ow, g);
+      y[i] = ct_cast<S>(dv > 0 ? s / (C)dv : s);
     }
   }
 }
@@ -70,7 +96,7 @@ __global__ void maxpool_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy,
   }
 }
 
-/* one thread per gx element (n, c, h, w): the sum of gy / (kH kW) over the windows covering it */
+/* one thread per gx element (n, c, h, w): the sum of gy / divisor over the windows covering it */
 template <typename S, typename C>
 __global__ void avgpool_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy, pool_geom g) {
   int64_t n = g.N * g.C * g.H * g.W;
@@ -85,8 +111,8 @@ __global__ void avgpool_bwd_kernel(S *__restrict__ gx, const S *__restrict__ gy,
     const S *gp = gy + nc * g.Ho * g.Wo;
     C s = 0;
     for (int64_t oh = oh0; oh <= oh1; oh++)
-      for (int64_t ow = ow0; ow <= ow1; ow++) s += ct_cast<C>(gp[oh * g.Wo + ow]);
-    gx[i] = ct_cast<S>(s / (C)(g.kh * g.kw));
+      for (int64_t ow = ow0; ow <= ow1; ow++) s += ct_cast<C>(gp[oh * g.Wo + ow]) / (C)pool_divisor(oh, ow, g);
+    gx[i] = ct_cast<S>(s);
   }
 }
 
@@ -101,6 +127,8 @@ static ct_status make_geom(pool_geom *g, const ct_tensor *big, const ct_tensor *
   g->sh = o->stride[0] ? o->stride[0] : o->kernel[0];
   g->sw = o->stride[1] ? o->stride[1] : o->kernel[1];
   g->ph = o->padding[0], g->pw = o->padding[1];
+  g->dh = o->dilation[0] > 0 ? o->dilation[0] : 1, g->dw = o->dilation[1] > 0 ? o->dilation[1] : 1;
+  g->exclude_pad = o->exclude_pad != 0, g->divisor = o->divisor_override > 0 ? o->divisor_override : 0;
   if (g->kh <= 0 || g->kw <= 0 || g->sh <= 0 || g->sw <= 0)
     return ct__error(CT_EINVAL, "cuda: pool2d: kernel (%d, %d) and stride (%d, %d) must be positive", g->kh, g->kw, g->sh, g->sw);
   return CT_OK;

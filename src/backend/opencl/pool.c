@@ -1,20 +1,23 @@
 /* src/backend/opencl/pool.c: the launchers of 2-D max and average pooling, adaptive average
  * pooling, and their backward (kernels/pool.cl), with the CPU backend's semantics
- * (src/backend/cpu/pool.c's generic path).
+ * (src/backend/cpu/pool.c's generic path, torch's windows and divisors: dilation, ceil_mode,
+ * count_include_pad, divisor_override).
  * x: (N, C, H, W) -> y: (N, C, Ho, Wo), any floating dtype. Max pooling's argmax is int64, the
  * flat index h W + w into x's plane (the vtable's pool2d_argmax_dtype is NULL, which means that),
  * and -1 for a window CT_POOL_MAX_RELU passes no gradient through. The backward is a gather over
  * gx, so it needs no atomics and gives the same sums every run. */
 #include "backend/opencl/opencl_backend.h"
 
-/* kernels/pool.cl's pool_geom, field for field */
+/* kernels/pool.cl's pool_geom, field for field: the sizes, the window (dilation 0 means 1), and
+ * average pooling's divisor rule: exclude_pad (count_include_pad=False), divisor_override (0 none) */
 typedef struct {
-  cl_long H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
+  cl_long H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, exclude_pad, divisor;
 } pool_geom;
 
 static pool_geom geometry(const ct_tensor *x, const ct_tensor *y, const ct_pool2d_opts *o) {
   pool_geom g = {x->shape[2], x->shape[3], y->shape[2], y->shape[3], o->kernel[0], o->kernel[1],
-                 o->stride[0], o->stride[1], o->padding[0], o->padding[1]};
+                 o->stride[0], o->stride[1], o->padding[0], o->padding[1], o->dilation[0] > 0 ? o->dilation[0] : 1,
+                 o->dilation[1] > 0 ? o->dilation[1] : 1, o->exclude_pad != 0, o->divisor_override > 0 ? o->divisor_override : 0};
   return g;
 }
 
