@@ -56,11 +56,9 @@ static void bad_options_are_usage_errors(void **state) {
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --device tpu", cuttle), 2);
   assert_non_null(strstr(out, "bad device"));
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --optimizer lion", cuttle), 2);
-  assert_int_equal(ct_test_run(out, sizeof out, "%s train --save-every 10", cuttle), 2);
-  assert_non_null(strstr(out, "--save-every needs --save"));
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --max-steps -1", cuttle), 2);
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --weight-decay -0.1", cuttle), 2);
-  assert_non_null(strstr(out, "--weight-decay must be >= 0"));
+  assert_non_null(strstr(out, "--weight-decay: \"-0.1\" is out of range: it must be >= 0"));
   assert_int_equal(ct_test_run(out, sizeof out, "%s frobnicate", cuttle), 2);
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --data-dir /nonexistent/dir --model mlp", cuttle), 1);
   assert_non_null(strstr(out, "/nonexistent/dir"));

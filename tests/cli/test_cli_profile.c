@@ -62,7 +62,7 @@ static void bad_mode_and_nothing_profiled(void **state) {
   (void)state;
   static char out[1 << 14];
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --model mlp --max-steps 1 --profile everything", cuttle), 2);
-  assert_non_null(strstr(out, "unknown --profile \"everything\""));
+  assert_non_null(strstr(out, "--profile: unknown value \"everything\": use host or sync"));
   assert_int_equal(ct_test_run(out, sizeof out, "%s train --model mlp --device cpu --max-steps 1 --workers 0 --no-progress "
                                                 "--profile sync", cuttle), 0);
   assert_non_null(strstr(out, "no step after the first ran, nothing profiled"));

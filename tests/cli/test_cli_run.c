@@ -13,9 +13,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <stdint.h>
 #include <unistd.h>
-#include "../data/image_fixture.h"
 #include "testutil.h"
+#include "../data/image_fixture.h"
 
 static char cuttle[4096];
 static char *tmp;
@@ -53,7 +54,7 @@ static long slurp(const char *path, char *buf, long n) {
 }
 
 static int exists(const char *dir, const char *name) {
-  char p[8400];
+  char p[8800];
   snprintf(p, sizeof p, "%s/%s", dir, name);
   return access(p, F_OK) == 0;
 }
@@ -205,8 +206,9 @@ static void run_folder_and_eval_from_checkpoint(void **state) {
  * folder; --allow-overlap is the only way past it. */
 static void eval_refuses_a_leaking_split(void **state) {
   (void)state;
-  char out[32768];
-  const char *dir = path_in("run2");
+  char out[32768], dir[4200], copy[4200];
+  snprintf(dir, sizeof dir, "%s", path_in("run2"));
+  snprintf(copy, sizeof copy, "%s", path_in("flatcopy"));
   assert_int_equal(ct_test_run(out, sizeof out,
                                "%s train --model mlp --data imagefolder:%s --gray --val-split 0.25 --seed 3 --epochs 1 "
                                "--batch-size 4 --device cpu --no-progress --out %s",
@@ -223,20 +225,20 @@ static void eval_refuses_a_leaking_split(void **state) {
     assert_null(strstr(out, "test_acc"));
   }
   /* the same images in a copy of the folder elsewhere: the same split, accepted */
-  assert_int_equal(ct_test_run(out, sizeof out, "cp -r %s %s", flat, path_in("flatcopy")), 0);
+  assert_int_equal(ct_test_run(out, sizeof out, "cp -r %s %s", flat, copy), 0);
   assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/last.safetensors --data imagefolder:%s",
-                               cuttle, dir, path_in("flatcopy")),
+                               cuttle, dir, copy),
                    0);
   assert_non_null(strstr(out, "overrides the checkpoint's"));
   assert_non_null(strstr(out, "test_acc"));
   /* a folder with one more image: another split */
   uint8_t *px = img_make(99, 8, 8, 1);
   char extra[4400];
-  snprintf(extra, sizeof extra, "%s/dark/99.png", path_in("flatcopy"));
+  snprintf(extra, sizeof extra, "%s/dark/99.png", copy);
   assert_true(img_write_png(extra, px, 8, 8, 1));
   free(px);
   assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/last.safetensors --data imagefolder:%s",
-                               cuttle, dir, path_in("flatcopy")),
+                               cuttle, dir, copy),
                    2);
   assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/last.safetensors --val-split 0.5 "
                                                 "--allow-overlap",

@@ -111,8 +111,13 @@ static int configure(int argc, char **argv, ct_cli_run_config *c, ct_cli_recipe 
     ct_safetensors *f = ct_safetensors_open(c->checkpoint);
     const char *text = f ? ct_safetensors_metadata(f, CT_CLI_RECIPE_KEY) : NULL;
     if (!f) {
-      fprintf(stderr, "%s: %s\n", PROG, ct_last_error());
-      rc = 1;
+      /* a usage error in the options given comes first (exit 2); then the file's */
+      ct_cli_run_config given_only = *c;
+      given_only.data.seed = c->seed;
+      char why[1024];
+      snprintf(why, sizeof why, "%s", ct_last_error());
+      rc = ct_cli_data_check(PROG, &given_only.data) ? 2 : 1;
+      if (rc == 1) fprintf(stderr, "%s: %s\n", PROG, why);
     } else if (text) {
       if (ct_cli_recipe_parse(PROG, c->checkpoint, text, rec) != 0) rc = 1;
       else *has_recipe = 1, ct_cli_recipe_apply(PROG, rec, c, given);
@@ -121,6 +126,7 @@ static int configure(int argc, char **argv, ct_cli_run_config *c, ct_cli_recipe 
     ct_safetensors_close(f); /* the recipe is parsed: its strings live in rec */
   }
   free(given);
+  c->data.seed = c->seed; /* the --val-split draw's */
   if (rc < 0 && ct_cli_data_check(PROG, &c->data)) rc = 2;
   return rc;
 }

@@ -391,9 +391,10 @@ static void profile_report(train_run *r) {
   fflush(stdout);
 }
 
-/* One JSON line to the run folder's metrics.jsonl and to --metrics, flushed. */
-static void metrics_line(const train_run *r, const char *line) {
-  FILE *files[2] = {r->run_mf, r->mf};
+/* One JSON line to the run folder's metrics.jsonl and, for an epoch's line, to --metrics (which
+ * holds one line per epoch, as it always did), flushed. */
+static void metrics_line(const train_run *r, const char *line, int epoch_line) {
+  FILE *files[2] = {r->run_mf, epoch_line ? r->mf : NULL};
   for (int i = 0; i < 2; i++)
     if (files[i]) fputs(line, files[i]), fflush(files[i]);
 }
@@ -403,7 +404,7 @@ static void metrics_line(const train_run *r, const char *line) {
  * Reading the loss waits for the device, so it happens only then. */
 static void log_step(train_run *r) {
   int64_t step = global_step(r);
-  if (!r->rank0 || (!r->run_mf && !r->mf) || step % r->c->log_every != 0 || !r->running.loss_sum) return;
+  if (!r->rank0 || !r->run_mf || step % r->c->log_every != 0 || !r->running.loss_sum) return;
   double sum = ct_item(r->running.loss_sum), secs = r->running.seconds;
   int64_t seen = r->running.seen;
   if (seen < r->log_seen) r->log_seen = 0, r->log_loss = 0, r->log_secs = 0; /* a new epoch */
@@ -412,7 +413,7 @@ static void log_step(train_run *r) {
   snprintf(line, sizeof line, "{\"step\": %lld, \"epoch\": %lld, \"train_loss\": %.6f, \"images_per_s\": %.1f, \"lr\": %.9g}\n",
            (long long)step, (long long)r->epoch + 1, n ? (sum - r->log_loss) / (double)n : NAN,
            secs > r->log_secs ? (double)(n * r->world) / (secs - r->log_secs) : 0.0, ct_optimizer_lr(r->opt));
-  metrics_line(r, line);
+  metrics_line(r, line, 0);
   r->log_seen = seen, r->log_loss = sum, r->log_secs = secs;
 }
 
@@ -747,7 +748,7 @@ static void report_epoch(const train_run *r, int64_t epoch, const epoch_report *
                   ct_grad_scaler_scale_value(r->scaler), (long long)ct_grad_scaler_steps_taken(r->scaler),
                   (long long)ct_grad_scaler_steps_skipped(r->scaler));
   if (k > 0 && (size_t)k < sizeof line - 2) snprintf(line + k, sizeof line - (size_t)k, "}\n");
-  metrics_line(r, line);
+  metrics_line(r, line, 1);
 }
 
 /* A whole epoch's end: the loss over all ranks, the test accuracy, the report, the save to --save.

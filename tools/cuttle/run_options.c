@@ -90,7 +90,7 @@ const ct_cli_opt ct_cli_run_options[] = {
     {"resume", CT_OPT_STR, AT(resume), "FILE", NONE, T,
      "continue from a checkpoint; the --optimizer must be the one it was saved with"},
     {"metrics", CT_OPT_STR, AT(metrics), "FILE", NONE, T,
-     "also append the run's JSON lines (those of the run folder's metrics.jsonl) to FILE"},
+     "also append each epoch's JSON line (as in the run folder's metrics.jsonl) to FILE"},
     {"log-every", CT_OPT_I64, AT(log_every), "N", 1, BIG, T,
      "metrics.jsonl gets a line (and is flushed) every N optimizer steps, besides each epoch's line"},
     {"no-progress", CT_OPT_FLAG, AT(no_progress), NULL, NONE, T, "print no progress while an epoch runs"},
