@@ -26,6 +26,9 @@ if [ "${1:-}" = "--sanitize" ]; then
   ./scripts/python_env.sh build-asan
   cd build-asan
   # Leak checking is on by default with ASan on Linux; the OpenMP runtime's own threads are exempt.
+  # LeakSanitizer's own options (tests/lsan.supp, and intercept_tls_get_addr=0, without which its
+  # tracer can crash at exit on the threads of PoCL and its LLVM) are in each test's environment,
+  # tests/CMakeLists.txt.
   # Left out: the tests that train whole epochs through the CLI (train_e2e, test_cli_exercise,
   # test_cli_fmnist_png); the code they run is instrumented here by the smaller tests (test_loader,
   # test_imagefolder, test_cli_data, test_cli_amp, ...).
