@@ -1,4 +1,5 @@
-/* examples/tensor_cores_case1.c: the tensor-core exercise of the course notes, Case 1.
+/* examples/tensor_cores_case1.c: the tensor-core alignment exercise, Case 1: Linear layers whose sizes
+ * do or do not meet NVIDIA's multiple-of-8 rule.
  *
  *   PyTorch:  # Case 1 - 15 features, 3 class classification
  *             data = torch.randn(128, 15)

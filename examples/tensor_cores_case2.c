@@ -1,4 +1,5 @@
-/* examples/tensor_cores_case2.c: the tensor-core exercise of the course notes, Case 2.
+/* examples/tensor_cores_case2.c: the tensor-core alignment exercise, Case 2: Linear layers whose sizes
+ * do or do not meet NVIDIA's multiple-of-8 rule.
  *
  *   PyTorch:  # Case 2 - 15 features, 16 class classification
  *             data = torch.randn(123, 16)

@@ -1,4 +1,5 @@
-/* examples/tensor_cores_case3.c: the tensor-core exercise of the course notes, Case 3.
+/* examples/tensor_cores_case3.c: the tensor-core alignment exercise, Case 3: Linear layers whose sizes
+ * do or do not meet NVIDIA's multiple-of-8 rule.
  *
  *   PyTorch:  # Case 3 - Images and convolution
  *             data, mask = torch.randn(1024, 3, 26, 26), torch.randn(1024, 1, 26, 26)

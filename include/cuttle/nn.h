@@ -199,7 +199,7 @@ CT_API ct_module *ct_resnet_new(int depth, const ct_resnet_opts *opts, ct_device
 
 /* ---- tensor-core alignment
  *
- * The rule, as the course notes on tensor cores give it after NVIDIA ("Optimizing GPU performance
+ * The rule, as NVIDIA gives it ("Optimizing GPU performance
  * with Tensor Cores", and the Deep Learning Performance guide's matrix-multiplication and
  * convolution pages): a matrix multiply or convolution runs on tensor cores, or runs there without
  * padding, when its dimensions are multiples of 8 for float16 and bfloat16 and of 16 for 8-bit

@@ -216,10 +216,6 @@ static ct_status save(const char *path, ct_module *m, ct_optimizer *o, int64_t e
   meta.has_grad_scaler = scaler != NULL;
   if (s == CT_OK) s = ct_checkpoint_save(path, m, o, &meta);
   if (s != CT_OK) fprintf(stderr, "%s: could not save the checkpoint: %s\n", ct_cli_rank_prog(), ct_last_error());
-  else if (position)
-    fprintf(stderr, "saved %s (epoch %lld, batch %lld of epoch %lld)\n", path, (long long)epoch, (long long)position,
-            (long long)epoch + 1);
-  else fprintf(stderr, "saved %s (epoch %lld)\n", path, (long long)epoch);
   return s;
 }
 
@@ -310,15 +306,34 @@ static int64_t global_step(train_run *r) {
   return r->step_base + r->steps;
 }
 
-/* Save the run's state to the run folder's last.safetensors, and to --save when given. */
+/* Give the complete file `from` the name path too, atomically: a hard link under a temporary name,
+ * renamed over path (no second write; a later save renames a new file over `from` and leaves this
+ * one). 0, or -1 when the file system cannot (another one, no hard links): the caller saves. */
+static int second_name(const char *from, const char *path) {
+  char tmp[CT_CLI_RUN_PATH_MAX + 32];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
+  unlink(tmp);
+  if (link(from, tmp) == 0 && rename(tmp, path) == 0) return 0;
+  unlink(tmp);
+  return -1;
+}
+
+/* Save the run's state to --save when given and to the run folder's last.safetensors (the first
+ * written, the second a second name of it where the file system allows), and say so in one line. */
 static ct_status save_run(train_run *r, int64_t position) {
   if (!r->rank0) return CT_OK; /* only rank 0 writes */
-  ct_status s = save(r->last, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data,
-                     r->recipe, r->acc);
-  if (s == CT_OK && r->c->save)
-    s = save(r->c->save, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data, r->recipe,
-             r->acc);
-  if (s == CT_OK) r->saved_steps = ct_optimizer_steps(r->opt);
+  const char *first = r->c->save ? r->c->save : r->last;
+  ct_status s = save(first, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data, r->recipe,
+                     r->acc);
+  if (s == CT_OK && r->c->save && second_name(r->c->save, r->last) != 0)
+    s = save(r->last, r->m, r->opt, r->epoch, position, r->c->batch, &r->gen, r->scaler, &r->c->data, r->recipe, r->acc);
+  if (s == CT_OK) {
+    r->saved_steps = ct_optimizer_steps(r->opt);
+    fprintf(stderr, "saved %s%s%s (epoch %lld", first, r->c->save ? " and " : "", r->c->save ? r->last : "",
+            (long long)r->epoch);
+    if (position) fprintf(stderr, ", batch %lld of epoch %lld", (long long)position, (long long)r->epoch + 1);
+    fprintf(stderr, ")\n");
+  }
   if (s != CT_OK && r->world > 1) ct_cli_rank_abort(NULL); /* save() said why; the others would wait */
   return s;
 }
@@ -329,11 +344,7 @@ static ct_status save_run(train_run *r, int64_t position) {
  * file system without hard links gets a copy through a save. 0, or 1 after saying why. */
 static int keep_best(train_run *r) {
   if (!r->rank0 || !(r->acc > r->best_acc)) return 0;
-  char tmp[CT_CLI_RUN_PATH_MAX + 16];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", r->best, (long)getpid());
-  unlink(tmp);
-  if (link(r->last, tmp) != 0 || rename(tmp, r->best) != 0) {
-    unlink(tmp);
+  if (second_name(r->last, r->best) != 0) {
     if (save(r->best, r->m, r->opt, r->epoch, 0, r->c->batch, &r->gen, r->scaler, &r->c->data, r->recipe, r->acc) !=
         CT_OK)
       return 1;

@@ -114,16 +114,19 @@ static int read_option(const ct_cli_opt *o, const cJSON *it, ct_cli_run_config *
     default: break;
   }
   if (!cJSON_IsNumber(it)) return -1;
-  if (o->type == CT_OPT_INT) *(int *)p = (int)it->valuedouble;
-  else if (o->type == CT_OPT_I64) *(int64_t *)p = (int64_t)it->valuedouble;
-  else *(double *)p = it->valuedouble;
-  return 0;
+  /* through the parser of the command line, so a recorded value meets the option's type and range
+   * as a given one does (an integer too large for its type, a negative count, ...) */
+  char text[64];
+  snprintf(text, sizeof text, "%.17g", it->valuedouble);
+  return ct_cli_parse_value("cuttle", o, text, p) == 0 ? 0 : -1;
 }
 
-static int64_t num(const cJSON *obj, const char *key) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-  return cJSON_IsNumber(it) ? (int64_t)it->valuedouble : -1;
+/* A count or size the recipe records: an integer in [0, 2^40], else -1. */
+static int64_t count_of(const cJSON *it) {
+  double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+  return v >= 0 && v <= 1099511627776.0 && v == (double)(int64_t)v ? (int64_t)v : -1;
 }
+static int64_t num(const cJSON *obj, const char *key) { return count_of(cJSON_GetObjectItemCaseSensitive(obj, key)); }
 static const char *str(const cJSON *obj, const char *key) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
   return cJSON_IsString(it) ? it->valuestring : NULL;
@@ -151,8 +154,8 @@ int ct_cli_recipe_parse(const char *prog, const char *path, const char *text, ct
     out->in_channels = num(m, "in_channels"), out->num_classes = num(m, "num_classes");
     const cJSON *size = cJSON_GetObjectItemCaseSensitive(m, "image_size");
     if (cJSON_IsArray(size) && cJSON_GetArraySize(size) == 2) {
-      out->image_h = (int64_t)cJSON_GetArrayItem(size, 0)->valuedouble;
-      out->image_w = (int64_t)cJSON_GetArrayItem(size, 1)->valuedouble;
+      out->image_h = count_of(cJSON_GetArrayItem(size, 0));
+      out->image_w = count_of(cJSON_GetArrayItem(size, 1));
     }
     const char *digest = str(sp, "digest");
     if (digest && strlen(digest) < sizeof out->split.digest) {

@@ -487,7 +487,7 @@ consumer() {
 export -f consumer
 step consumer 60 ANY consumer
 
-# ---- the teaching texts' exercises, already measured on the H100 (docs/perf.md): after the new checks
+# ---- the exercises already measured on the H100 (docs/perf-history.md): after the new checks
 step bench_matmul_sweep 90 GPU bench_peer matmul-sweep
 step bench_norms 60 GPU bench_peer norms
 step bench_bandwidth 90 GPU bench_peer bandwidth
@@ -549,11 +549,11 @@ if [ -n "${CUTTLE_KIT_OPENCL_ICD:-}" ]; then
 fi
 
 # ---- 9. issue 19 on the GPU: torchvision's resnet18 on Fashion-MNIST with --augment against the
-# CPU's run of the same command, and the teaching text's mixed-precision exercise word for word on
+# CPU's run of the same command, and resnet50 under f16 autocast on CIFAR-10 (the README's command) on
 # CIFAR-10-format files written here (no CIFAR on the node: random pixels, so its accuracy means
 # nothing; the step proves the command runs on cuda:0 and measures it).
 # The CPU reached 92.07% after these 20 epochs (the cosine over 20) and issue 19's 93% only after
-# 60 (93.28%, docs/perf.md "resnet18 on Fashion-MNIST to its accuracy"), 2.6 hours there: too long
+# 60 (93.28%, docs/perf-history.md "resnet18 on Fashion-MNIST to its accuracy"), 2.6 hours there: too long
 # to make in the kit, so the reference is that recorded run, and cuda:0 passes within 1 point of it
 # (cuDNN's convolutions round differently, and one run's spread is about that much).
 resnet18_fmnist() {
