@@ -80,6 +80,18 @@ static int64_t window_out(int64_t n, int p, int64_t k, int s) {
   return (padded - k) / s + 1;
 }
 
+/* A pooling window's output size along dim d (0: H, 1: W), as ct_max_pool2d and ct_avg_pool2d
+ * compute it (torch's pooling_output_shape_pad_lr: dilation, and ceil_mode's rule that the last
+ * window must start inside the input or the left padding); -1 when the window does not fit. */
+static int64_t pool_window_out(int64_t n, const ct_pool2d_opts *o, int d) {
+  int64_t k = o->kernel[d], s = o->stride[d] ? o->stride[d] : k, p = o->padding[d], dil = o->dilation[d] ? o->dilation[d] : 1;
+  int64_t eff = dil * (k - 1) + 1;
+  if (window_out(n, (int)p, eff, (int)s) < 1) return -1;
+  int64_t out = (n + 2 * p - eff + (o->ceil_mode ? s - 1 : 0)) / s + 1;
+  if (o->ceil_mode && (out - 1) * s >= n + p) out--;
+  return out;
+}
+
 static void spatial_mismatch(walk *w, const char *path, const ct_module *m, const char *what) {
   char s[160];
   ct__error(CT_ESHAPE, "input (H, W) of shape %s is smaller than the %s after padding", ct__shape_str(w->ndim, w->shape, s, sizeof s),
@@ -144,8 +156,7 @@ static void visit(walk *w, const ct_module *m, const char *path) {
         w->shape[2] = m->out_size[0], w->shape[3] = m->out_size[1];
         return;
       }
-      int64_t ho = window_out(w->shape[2], m->pool.padding[0], m->pool.kernel[0], m->pool.stride[0]);
-      int64_t wo = window_out(w->shape[3], m->pool.padding[1], m->pool.kernel[1], m->pool.stride[1]);
+      int64_t ho = pool_window_out(w->shape[2], &m->pool, 0), wo = pool_window_out(w->shape[3], &m->pool, 1);
       if (ho <= 0 || wo <= 0) return spatial_mismatch(w, path, m, "pooling window");
       w->shape[2] = ho, w->shape[3] = wo;
       return;

@@ -128,6 +128,36 @@ static void test_conv_propagation(void **state) {
   ct_module_free(m);
 }
 
+/* A pooling layer's ceil_mode and dilation are carried as the op sizes its output: the walk's
+ * features at the Linear are the forward's. */
+static void test_pool_options_propagation(void **state) {
+  (void)state;
+  static const struct {
+    ct_pool2d_opts pool;
+    int64_t hw, features; /* input side, features after the pool (one channel) */
+  } cases[] = {
+      {{.kernel = {2, 2}, .ceil_mode = 1}, 5, 9},     /* floor would give 2 x 2 */
+      {{.kernel = {2, 2}, .dilation = {2, 2}}, 6, 4}, /* without dilation 3 x 3 */
+      {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = 1}, 6, 16}, /* floor: 3 x 3 */
+      {{.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = 1}, 5, 9}, /* the 4th window dropped */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ct_module *m = ct_assert_nonnull(ct_sequential_new(
+        3, (ct_module *[]){ct_max_pool2d_new(&cases[i].pool), ct_flatten_new(),
+                           ct_linear_new(cases[i].features, 8, 1, CT_DEVICE_CPU, NULL)}));
+    int64_t in[4] = {8, 1, cases[i].hw, cases[i].hw};
+    int n = -1;
+    ct_alignment_issue is[4];
+    ct_assert_ok(run(m, 4, in, CT_F16, is, &n));
+    /* and the forward agrees: the Linear takes what the pool gives */
+    ct_tensor *x = ct_assert_nonnull(ct_randn(4, in, 0, 1, CT_F32, CT_DEVICE_CPU, NULL));
+    ct_tensor *y = ct_assert_nonnull(ct_module_forward(m, x));
+    assert_int_equal(ct_tensor_shape(y)[1], 8);
+    ct_tensor_free(y), ct_tensor_free(x);
+    ct_module_free(m);
+  }
+}
+
 /* Nested Sequentials are named by path, as in state_dict names. */
 static void test_nested_paths(void **state) {
   (void)state;
@@ -262,6 +292,7 @@ int main(void) {
       cmocka_unit_test(test_multiples),        cmocka_unit_test(test_linear_issues), cmocka_unit_test(test_batch_once),
       cmocka_unit_test(test_conv_propagation), cmocka_unit_test(test_nested_paths),  cmocka_unit_test(test_mismatch),
       cmocka_unit_test(test_conv_mismatch),    cmocka_unit_test(test_forward_message), cmocka_unit_test(test_cap_and_count),
+      cmocka_unit_test(test_pool_options_propagation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
