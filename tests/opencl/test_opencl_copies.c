@@ -378,14 +378,6 @@ static void test_two_devices_at_once(void **state) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-/* LeakSanitizer's stop-the-world crashed twice in clean CI runs at the end of this test ("Tracer
- * caught signal 11", after all 8 cases passed), on one of the threads PoCL runs for two devices and
- * their copy queues; no other test hit it. Until that is understood, this one binary opts out of the
- * leak check (ASan and UBSan still run); the same copy paths are leak-checked by test_opencl_device,
- * test_fault_injection and test_loader. */
-int __lsan_is_turned_off(void) { return 1; }
-#endif
 
 int main(void) {
   if (!ct_test_require_opencl(2)) return 1;
