@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include "commands.h"
+#include "options.h"
 
 static const struct {
   const char *name;
@@ -123,17 +124,25 @@ int ct_bench_device(const char *s, ct_device *out) {
  * common options. */
 enum { MAX_OWN = 32, OPT_OWN = 0x100, OPT_COMMON = 0x200 };
 
-static int store(const ct_bench_opt *o, const char *arg) {
+/* One option's argument into its destination. Numbers are read by the CLI's strict parser
+ * (tools/cuttle/options.h): the whole argument, no overflow, a finite double; a malformed one is
+ * exit status 2 with a line naming the option and the value. prog: "cuttle bench <name>". */
+static int store(const char *prog, const ct_bench_opt *o, const char *arg) {
+  ct_cli_opt as = {.name = o->name, .min = 1, .max = 0}; /* no range: each benchmark checks its own */
   switch (o->kind) {
-    case CT_BENCH_STR: *(const char **)o->dst = arg; break;
-    case CT_BENCH_INT: *(int *)o->dst = atoi(arg); break;
-    case CT_BENCH_I64: *(int64_t *)o->dst = strtoll(arg, NULL, 10); break;
-    case CT_BENCH_SIZE: *(size_t *)o->dst = strtoull(arg, NULL, 10); break;
-    case CT_BENCH_DOUBLE: *(double *)o->dst = atof(arg); break;
-    case CT_BENCH_FLAG: *(int *)o->dst = o->value; break;
+    case CT_BENCH_STR: *(const char **)o->dst = arg; return 0;
+    case CT_BENCH_FLAG: *(int *)o->dst = o->value; return 0;
     case CT_BENCH_CALL: return o->call(arg, o->dst) ? 2 : 0;
+    case CT_BENCH_INT: as.type = CT_OPT_INT; break;
+    case CT_BENCH_I64: as.type = CT_OPT_I64; break;
+    case CT_BENCH_SIZE: as.type = CT_OPT_U64; break;
+    case CT_BENCH_DOUBLE: as.type = CT_OPT_F64; break;
   }
-  return 0;
+  if (o->kind != CT_BENCH_SIZE) return ct_cli_parse_value(prog, &as, arg, o->dst);
+  uint64_t v;
+  int rc = ct_cli_parse_value(prog, &as, arg, &v);
+  if (!rc) *(size_t *)o->dst = (size_t)v;
+  return rc;
 }
 
 int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, const ct_bench_opt *opts,
@@ -165,7 +174,9 @@ int ct_bench_parse(int argc, char **argv, unsigned common, ct_bench_common *c, c
     else if (v == (OPT_COMMON | CT_BENCH_CSV)) c->csv = optarg;
     else if (v == (OPT_COMMON | CT_BENCH_QUICK)) c->quick = 1;
     else if (v >= OPT_OWN && v < OPT_OWN + MAX_OWN) {
-      if (store(&opts[v - OPT_OWN], optarg)) return 2;
+      char prog[64];
+      snprintf(prog, sizeof prog, "cuttle bench %s", argv[0]);
+      if (store(prog, &opts[v - OPT_OWN], optarg)) return 2;
     } else return usage(stderr);
   }
   return CT_BENCH_GO_ON;

@@ -75,10 +75,10 @@ enum {
 /* How a benchmark's own option stores its argument in dst (zero: as a string). */
 typedef enum {
   CT_BENCH_STR = 0, /* const char *: the argument itself */
-  CT_BENCH_INT,    /* int: atoi */
-  CT_BENCH_I64,    /* int64_t: strtoll, base 10 */
-  CT_BENCH_SIZE,   /* size_t: strtoull, base 10 */
-  CT_BENCH_DOUBLE, /* double: atof */
+  CT_BENCH_INT,    /* int: a decimal integer, read strictly as every number (tools/cuttle/options.h) */
+  CT_BENCH_I64,    /* int64_t: a decimal integer */
+  CT_BENCH_SIZE,   /* size_t: a non-negative decimal integer */
+  CT_BENCH_DOUBLE, /* double: finite */
   CT_BENCH_FLAG,   /* int, the option takes no argument: set to value */
   CT_BENCH_CALL    /* call(argument, dst); nonzero ends the parse with status 2 (call said why) */
 } ct_bench_kind;

@@ -108,6 +108,9 @@ static void numbers_parse_strictly(void **state) {
       {"eval --val-split 0.5x --checkpoint x", "--val-split: not a number"},
       {"eval", "--checkpoint FILE is required"},
       {"train --tensorboard-every 5", "--tensorboard-every N needs --tensorboard DIR"},
+      /* the benchmarks' numbers go through the same parser */
+      {"bench train --limit 12x", "cuttle bench train: --limit: not an integer: \"12x\""},
+      {"bench overhead --iters 1e3", "--iters: not an integer: \"1e3\""},
   };
   char out[8192];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
