@@ -128,7 +128,8 @@ enum { MAX_OWN = 32, OPT_OWN = 0x100, OPT_COMMON = 0x200 };
  * (tools/cuttle/options.h): the whole argument, no overflow, a finite double; a malformed one is
  * exit status 2 with a line naming the option and the value. prog: "cuttle bench <name>". */
 static int store(const char *prog, const ct_bench_opt *o, const char *arg) {
-  ct_cli_opt as = {.name = o->name, .min = 1, .max = 0}; /* no range: each benchmark checks its own */
+  /* counts and sizes are >= 0 (each benchmark checks its own upper bounds); a double has no range */
+  ct_cli_opt as = {.name = o->name, .min = 0, .max = 9.2e18};
   switch (o->kind) {
     case CT_BENCH_STR: *(const char **)o->dst = arg; return 0;
     case CT_BENCH_FLAG: *(int *)o->dst = o->value; return 0;
@@ -136,7 +137,7 @@ static int store(const char *prog, const ct_bench_opt *o, const char *arg) {
     case CT_BENCH_INT: as.type = CT_OPT_INT; break;
     case CT_BENCH_I64: as.type = CT_OPT_I64; break;
     case CT_BENCH_SIZE: as.type = CT_OPT_U64; break;
-    case CT_BENCH_DOUBLE: as.type = CT_OPT_F64; break;
+    case CT_BENCH_DOUBLE: as.type = CT_OPT_F64, as.min = 1, as.max = 0; break;
   }
   if (o->kind != CT_BENCH_SIZE) return ct_cli_parse_value(prog, &as, arg, o->dst);
   uint64_t v;

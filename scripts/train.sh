@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 cuda=OFF
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
-  if [ -e /dev/nvidiactl ] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then cuda=AUTO; fi
+  # the driver: its kernel module, or its library where the module is loaded on first use
+  if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ] ||
+    /sbin/ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then cuda=AUTO; fi
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCUTTLE_CUDA=$cuda >/dev/null
 cmake --build build -j "$(nproc)" --target cuttle_cli

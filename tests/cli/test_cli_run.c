@@ -6,6 +6,7 @@
  * is plain lines when stderr is not a terminal; --version and --help say what was built. Runs the
  * built binary on small image folders it writes (no data set needed). */
 #define _GNU_SOURCE
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,7 @@ static void run_folder_and_eval_from_checkpoint(void **state) {
   assert_true(slurp(p, buf, sizeof buf) > 0);
   assert_non_null(strstr(buf, "{\"step\": 2, \"epoch\": 1, \"train_loss\": "));
   assert_non_null(strstr(buf, "{\"epoch\": 2, "));
+  assert_null(strstr(buf, "nan")); /* JSON has none */
   snprintf(p, sizeof p, "%s/config.json", dir);
   assert_true(slurp(p, buf, sizeof buf) > 0);
   assert_non_null(strstr(buf, "\"val_split\":\t0.25"));
@@ -193,7 +195,17 @@ static void run_folder_and_eval_from_checkpoint(void **state) {
   assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/last.safetensors", cuttle, dir), 0);
   read_acc(out, "test_acc", acc_eval, sizeof acc_eval);
   assert_string_equal(acc_eval, acc2);
-  assert_non_null(strstr(out, "(5 images, cnn")); /* floor(0.25 * 20) held out */
+  assert_non_null(strstr(out, "(10 images, cnn")); /* floor(0.25 * 40) held out */
+  /* and the count of right answers is the training run's epoch 2 count */
+  snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+  assert_true(slurp(p, buf, sizeof buf) > 0);
+  const char *ep2 = strstr(buf, "{\"epoch\": 2, ");
+  assert_non_null(ep2);
+  long long right = -1, counted = -1;
+  assert_int_equal(sscanf(strstr(ep2, "\"test_correct\": "), "\"test_correct\": %lld, \"test_total\": %lld", &right, &counted), 2);
+  char want[64];
+  snprintf(want, sizeof want, "(%lld images, cnn, cpu; %lld correct)", counted, right);
+  assert_non_null(strstr(out, want));
   assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/best.safetensors", cuttle, dir), 0);
   read_acc(out, "test_acc", acc_eval, sizeof acc_eval);
   assert_string_equal(acc_eval, atof(acc2 + 9) > atof(acc1 + 9) ? acc2 : acc1);
@@ -313,6 +325,9 @@ static void run_folder_after_sigint(void **state) {
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 130);
   assert_non_null(strstr(buf, "interrupted"));
+  /* the save came after the signal, where the epoch stood */
+  assert_non_null(strstr(strstr(buf, "interrupted"), "saved "));
+  assert_non_null(strstr(strstr(buf, "interrupted"), " of epoch "));
   assert_true(exists(dir, "last.safetensors") && exists(dir, "config.json"));
   char out[16384];
   assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/last.safetensors", cuttle, dir), 0);
@@ -351,12 +366,103 @@ static void damaged_checkpoint_is_caught(void **state) {
   assert_non_null(strstr(out, "checksum"));
 }
 
+/* --save FILE and the folder's last.safetensors: one save, one line, both readable; best stays the
+ * best epoch's file while later saves replace last; a folder that holds another run is refused,
+ * and --resume from it continues there. */
+static void save_last_best_and_reuse(void **state) {
+  (void)state;
+  char out[32768], dir[4200], save[4300], p[8800];
+  snprintf(dir, sizeof dir, "%s", path_in("run5"));
+  snprintf(save, sizeof save, "%s/mine.safetensors", tmp);
+  assert_int_equal(ct_test_run(out, sizeof out,
+                               "%s train --model mlp --data imagefolder:%s --gray --val-split 0.25 --seed 3 --epochs 3 "
+                               "--batch-size 4 --device cpu --no-progress --save %s --out %s",
+                               cuttle, flat, save, dir),
+                   0);
+  /* three epochs, three saves, a line each naming both files */
+  int lines = 0;
+  for (const char *q = out; (q = strstr(q, "saved ")); q++) lines++;
+  assert_int_equal(lines, 3);
+  char both[8800];
+  snprintf(both, sizeof both, "saved %s and %s/last.safetensors (epoch 3)", save, dir);
+  assert_non_null(strstr(out, both));
+  long n1, n2;
+  static char a[1 << 22], b[1 << 22];
+  snprintf(p, sizeof p, "%s/last.safetensors", dir);
+  n1 = slurp(save, a, sizeof a), n2 = slurp(p, b, sizeof b);
+  assert_true(n1 > 0 && n1 == n2 && memcmp(a, b, (size_t)n1) == 0);
+  /* best.safetensors holds the best epoch's accuracy, whatever came after it */
+  double acc[3], best = -1;
+  for (int e = 0; e < 3; e++) {
+    char key[32];
+    snprintf(key, sizeof key, "epoch %d: ", e + 1);
+    const char *l = strstr(out, key);
+    assert_non_null(l);
+    acc[e] = atof(strstr(l, "test_acc ") + 9);
+    if (acc[e] > best) best = acc[e];
+  }
+  assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s/best.safetensors", cuttle, dir), 0);
+  assert_true(fabs(atof(strstr(out, "test_acc ") + 9) - best) < 1e-9);
+  /* another run into the same folder is refused, and changes nothing there */
+  assert_int_equal(ct_test_run(out, sizeof out, "%s train --model cnn --data imagefolder:%s --gray --val-split 0.25 --seed 3 "
+                                                "--epochs 1 --batch-size 4 --device cpu --no-progress --out %s",
+                               cuttle, flat, dir),
+                   2);
+  assert_non_null(strstr(out, "holds another run"));
+  n2 = slurp(p, b, sizeof b);
+  assert_true(n1 == n2 && memcmp(a, b, (size_t)n1) == 0);
+}
+
+/* A checkpoint whose recorded recipe is malformed: eval says so, naming the file and the option,
+ * exit 1, no crash. */
+static void malformed_recipe_is_an_error(void **state) {
+  (void)state;
+  char out[16384], dir[4200], bad[4300];
+  snprintf(dir, sizeof dir, "%s", path_in("run6"));
+  assert_int_equal(ct_test_run(out, sizeof out,
+                               "%s train --model mlp --data imagefolder:%s --gray --val-split 0.25 --seed 3 --epochs 1 "
+                               "--batch-size 4 --device cpu --no-progress --out %s",
+                               cuttle, flat, dir),
+                   0);
+  char p[8800];
+  snprintf(p, sizeof p, "%s/last.safetensors", dir);
+  ct_safetensors *f = ct_assert_nonnull(ct_safetensors_open(p));
+  int n = ct_safetensors_count(f);
+  const char *names[64];
+  ct_tensor *ts[64];
+  assert_true(n > 0 && n <= 64);
+  for (int i = 0; i < n; i++) {
+    ct_safetensors_info info;
+    ct_assert_ok(ct_safetensors_info_at(f, i, &info));
+    names[i] = info.name;
+    ts[i] = ct_assert_nonnull(ct_safetensors_get(f, info.name, CT_DEVICE_CPU));
+  }
+  static const char *const recipes[] = {
+      "{\"options\": {\"model\": \"resnet19\"}, \"model\": {}}", /* not a model the option takes */
+      "{\"options\": {\"model\": \"mlp\", \"lr\": \"fast\"}, \"model\": {}}",
+      "{\"options\": {\"model\": \"mlp\"}, \"model\": {}}", /* no split: eval could not refuse a leak */
+      "[1, 2]",
+  };
+  static const char *const said[] = {"--model", "--lr", "\"split\"", "not a JSON object"};
+  snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
+  for (int r = 0; r < 4; r++) {
+    ct_metadata_kv meta[] = {{"cuttle.recipe", recipes[r]}};
+    ct_assert_ok(ct_safetensors_save(bad, n, names, ts, 1, meta));
+    assert_int_equal(ct_test_run(out, sizeof out, "%s eval --device cpu --checkpoint %s", cuttle, bad), 1);
+    assert_non_null(strstr(out, "the recorded recipe (metadata \"cuttle.recipe\") is malformed"));
+    assert_non_null(strstr(out, bad));
+    assert_non_null(strstr(out, said[r]));
+  }
+  for (int i = 0; i < n; i++) ct_tensor_free(ts[i]);
+  ct_safetensors_close(f);
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(cuttle, sizeof cuttle, "%s/cuttle", getenv("CUTTLE_BINARY_DIR") ? getenv("CUTTLE_BINARY_DIR") : ".");
   tmp = ct_test_tmpdir();
   snprintf(flat, sizeof flat, "%s/flat", tmp);
-  write_flat_folder(flat, 20);
+  write_flat_folder(flat, 40);
   return 0;
 }
 
@@ -373,6 +479,8 @@ int main(void) {
                                      cmocka_unit_test(eval_refuses_a_leaking_split),
                                      cmocka_unit_test(run_folder_after_max_steps),
                                      cmocka_unit_test(run_folder_after_sigint),
-                                     cmocka_unit_test(damaged_checkpoint_is_caught)};
+                                     cmocka_unit_test(damaged_checkpoint_is_caught),
+                                     cmocka_unit_test(save_last_best_and_reuse),
+                                     cmocka_unit_test(malformed_recipe_is_an_error)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

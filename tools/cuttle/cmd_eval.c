@@ -61,7 +61,8 @@ static int check_model_fits(const ct_cli_recipe *rec, const ct_cli_run_config *c
   if (rec->in_channels < 0 || (rec->in_channels == s[0] && rec->image_h == s[1] && rec->image_w == s[2] &&
                                rec->num_classes == classes))
     return 0;
-  fprintf(stderr, "%s: %s holds a %s for (%lld, %lld, %lld) images and %lld classes, but --data %s gives (%lld, %lld, "
+  if (ct_dist_rank() == 0)
+    fprintf(stderr, "%s: %s holds a %s for (%lld, %lld, %lld) images and %lld classes, but --data %s gives (%lld, %lld, "
                   "%lld) images and %d classes: leave out the data options to use the recorded ones (--data %s)\n",
           PROG, path, rec->cfg.model ? rec->cfg.model : "model", (long long)rec->in_channels, (long long)rec->image_h,
           (long long)rec->image_w, (long long)rec->num_classes, c->data.data ? c->data.data : "fashion-mnist",
@@ -96,7 +97,7 @@ static int check_split(const ct_cli_recipe *rec, const ct_cli_run_config *c, con
 }
 
 /* Read argv and the checkpoint's recipe into *c. GO_ON (-1), or the exit status. */
-static int configure(int argc, char **argv, ct_cli_run_config *c, ct_cli_recipe *rec, int *has_recipe) {
+static int configure(int argc, char **argv, ct_cli_run_config *c, ct_cli_recipe *rec, int *has_recipe, int *launched) {
   *c = ct_cli_run_defaults();
   unsigned char *given = calloc((size_t)ct_cli_run_options_n, 1);
   if (!given) return fprintf(stderr, "%s: out of memory\n", PROG), 1;
@@ -106,6 +107,9 @@ static int configure(int argc, char **argv, ct_cli_run_config *c, ct_cli_recipe 
     fprintf(stderr, "%s: --checkpoint FILE is required\n", PROG);
     rc = 2;
   }
+  /* Under mpirun, join the job first: the notes below are rank 0's alone. */
+  *launched = rc < 0 && ct_cli_under_launcher();
+  if (*launched && ct_cli_rank_init(PROG, c->timeout) != 0) *launched = 0, rc = 1;
   if (rc < 0) {
     /* Every rank reads the recipe: each builds the model and opens its shard of the data. */
     ct_safetensors *f = ct_safetensors_open(c->checkpoint);
@@ -157,14 +161,14 @@ static void explain_load_failure(const ct_cli_run_config *c, const ct_cli_recipe
 int ct_cmd_eval(int argc, char **argv) {
   ct_cli_run_config c;
   ct_cli_recipe rec = {0};
-  int has_recipe = 0;
-  int status = configure(argc, argv, &c, &rec, &has_recipe);
+  int has_recipe = 0, launched = 0;
+  int status = configure(argc, argv, &c, &rec, &has_recipe, &launched);
   if (status >= 0) {
     ct_cli_recipe_free(&rec);
+    if (launched && status == 1 && ct_dist_world_size() > 1) ct_cli_rank_abort(NULL);
+    if (launched) ct_dist_finalize(); /* a usage error: every rank saw the same one */
     return status;
   }
-  int launched = ct_cli_under_launcher();
-  if (launched && ct_cli_rank_init(PROG, c.timeout) != 0) return ct_cli_recipe_free(&rec), 1;
   ct_device dev;
   if (ct_cli_rank_device(PROG, c.device, &dev) != CT_OK) {
     if (ct_last_status() != CT_OK) fprintf(stderr, "%s: %s\n", PROG, ct_last_error());
@@ -178,9 +182,12 @@ int ct_cmd_eval(int argc, char **argv) {
   if (status == 0 && has_recipe) status = check_split(&rec, &c, test, c.checkpoint);
   ct_module *m = status == 0 ? ct_cli_model_for(PROG, c.model, test, dev, NULL) : NULL;
   if (status == 0) status = 1;
-  /* In a job every rank must reach the sum in ct_cli_evaluate_counts, so a rank whose own part
-   * failed leaves at once and mpirun ends the others. */
-  if (!m || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
+  /* A model that does not fit the data, or a split that is not the recorded one (status 2), is the
+   * same verdict on every rank: they leave the job together below. Otherwise, in a job every rank
+   * must reach the sum in ct_cli_evaluate_counts, so a rank whose own part failed leaves at once
+   * and mpirun ends the others. */
+  if (status == 2) {
+  } else if (!m || ct_checkpoint_load(c.checkpoint, m, NULL, NULL) != CT_OK) {
     if (m) explain_load_failure(&c, &rec, has_recipe);
     if (ct_dist_world_size() > 1) ct_cli_rank_abort(PROG);
   } else {

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "commands.h"
 #include "cuttle.h"
@@ -73,7 +74,7 @@ static volatile sig_atomic_t agreed;
 /* What a second signal removes before the process ends, filled in before the handler is installed:
  * the temporary name ct_safetensors_save gives a finished file just before renaming it (or writes
  * to, without O_TMPFILE), and this process's monitor stats file. Empty strings are skipped. */
-static char doomed_tmp[2][4200], doomed_stats[256]; /* last.safetensors's and --save's */
+static char doomed_tmp[3][4200], doomed_stats[256]; /* --save's, last.safetensors's and best's */
 
 static void on_signal(int sig) {
   if (!interrupted) {
@@ -82,8 +83,8 @@ static void on_signal(int sig) {
   }
   /* Only async-signal-safe calls from here on (POSIX signal-safety(7)): unlink, sigaction,
    * sigprocmask, raise. */
-  if (doomed_tmp[0][0]) unlink(doomed_tmp[0]);
-  if (doomed_tmp[1][0]) unlink(doomed_tmp[1]);
+  for (int i = 0; i < 3; i++)
+    if (doomed_tmp[i][0]) unlink(doomed_tmp[i]);
   if (doomed_stats[0]) unlink(doomed_stats);
   struct sigaction dfl = {.sa_handler = SIG_DFL};
   sigaction(sig, &dfl, NULL);
@@ -278,8 +279,10 @@ typedef struct {
   char *recipe;         /* the recipe's JSON, compact, for every checkpoint's metadata */
   double acc;           /* the last epoch's test accuracy, -1 before one */
   double best_acc;      /* best.safetensors's, -1 before one */
+  int dir_made;         /* this run made the folder */
   FILE *run_mf;         /* dir/metrics.jsonl */
-  int64_t log_seen;     /* metrics.jsonl's step lines: the epoch's images at the last line */
+  int64_t log_epoch;    /* metrics.jsonl's step lines: the epoch of the last line (-1 before one), */
+  int64_t log_seen;     /* the epoch's images then, */
   double log_loss, log_secs; /* and its loss sum and seconds then */
 } train_run;
 
@@ -310,6 +313,9 @@ static int64_t global_step(train_run *r) {
  * renamed over path (no second write; a later save renames a new file over `from` and leaves this
  * one). 0, or -1 when the file system cannot (another one, no hard links): the caller saves. */
 static int second_name(const char *from, const char *path) {
+  struct stat a, b;
+  if (stat(from, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    return 0; /* already one file under both names (--save names last.safetensors itself) */
   char tmp[CT_CLI_RUN_PATH_MAX + 32];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
   unlink(tmp);
@@ -418,14 +424,15 @@ static void log_step(train_run *r) {
   if (!r->rank0 || !r->run_mf || step % r->c->log_every != 0 || !r->running.loss_sum) return;
   double sum = ct_item(r->running.loss_sum), secs = r->running.seconds;
   int64_t seen = r->running.seen;
-  if (seen < r->log_seen) r->log_seen = 0, r->log_loss = 0, r->log_secs = 0; /* a new epoch */
+  if (r->log_epoch != r->epoch) r->log_seen = 0, r->log_loss = 0, r->log_secs = 0; /* the epoch's first line */
   int64_t n = seen - r->log_seen;
-  char line[512];
-  snprintf(line, sizeof line, "{\"step\": %lld, \"epoch\": %lld, \"train_loss\": %.6f, \"images_per_s\": %.1f, \"lr\": %.9g}\n",
-           (long long)step, (long long)r->epoch + 1, n ? (sum - r->log_loss) / (double)n : NAN,
+  char line[512], loss[40] = "null"; /* JSON has no NaN: no image since the last line */
+  if (n > 0) snprintf(loss, sizeof loss, "%.6f", (sum - r->log_loss) / (double)n);
+  snprintf(line, sizeof line, "{\"step\": %lld, \"epoch\": %lld, \"train_loss\": %s, \"images_per_s\": %.1f, \"lr\": %.9g}\n",
+           (long long)step, (long long)r->epoch + 1, loss,
            secs > r->log_secs ? (double)(n * r->world) / (secs - r->log_secs) : 0.0, ct_optimizer_lr(r->opt));
   metrics_line(r, line, 0);
-  r->log_seen = seen, r->log_loss = sum, r->log_secs = secs;
+  r->log_epoch = r->epoch, r->log_seen = seen, r->log_loss = sum, r->log_secs = secs;
 }
 
 static int after_step(void *ctx) {
@@ -666,9 +673,9 @@ static int setup(train_run *r) {
 static void catch_signals(train_run *r) {
   /* A stop by signal saves to last.safetensors (and --save), the temporary names of which a second
    * signal removes. */
-  const char *paths[2] = {r->last, r->c->save};
-  for (int i = 0; i < 2; i++) {
-    int w = paths[i] ? snprintf(doomed_tmp[i], sizeof doomed_tmp[i], "%s.tmp.%ld", paths[i], (long)getpid()) : -1;
+  const char *paths[3] = {r->c->save, r->last, r->best}; /* last and best are "" on the ranks that do not save */
+  for (int i = 0; i < 3; i++) {
+    int w = paths[i] && *paths[i] ? snprintf(doomed_tmp[i], sizeof doomed_tmp[i], "%s.tmp.%ld", paths[i], (long)getpid()) : -1;
     if (w < 0 || (size_t)w >= sizeof doomed_tmp[i]) doomed_tmp[i][0] = 0; /* never unlink a truncated name */
   }
   if (ct_monitor_stats_path((int)getpid(), doomed_stats, sizeof doomed_stats) != CT_OK) doomed_stats[0] = 0;
@@ -856,38 +863,49 @@ static int finish(train_run *r, int status) {
 
 /* ---- the command */
 
-/* Rank 0: the run folder (run_dir.h), its config.json, and the recipe every checkpoint records.
- * GO_ON, or 1 after saying why (a job ends). */
+/* Rank 0: the run folder (run_dir.h) and the recipe every checkpoint records (config.json is
+ * written once setup has succeeded: write_config). GO_ON, or the exit status after saying why (a
+ * job ends). */
 static int open_run_dir(train_run *r) {
   r->acc = -1, r->best_acc = -1;
   if (!r->rank0) return GO_ON;
   const train_config *c = r->c;
-  char *pretty = NULL;
-  int bad = ct_cli_run_dir_make(r->prog, c, r->dir, sizeof r->dir) ||
-            ct_cli_run_path(r->dir, "last.safetensors", r->last, sizeof r->last) ||
-            ct_cli_run_path(r->dir, "best.safetensors", r->best, sizeof r->best);
-  if (!bad) {
-    r->recipe = ct_cli_recipe_json(c, r->test, 0);
-    pretty = ct_cli_recipe_json(c, r->test, 1);
-    if (!r->recipe || !pretty) {
-      fprintf(stderr, "%s: cannot write the run's recipe: %s\n", r->prog, ct_last_error());
-      bad = 1;
-    }
+  int continuing = 0, rc = ct_cli_run_dir_make(r->prog, c, r->dir, sizeof r->dir, &r->dir_made, &continuing);
+  if (!rc && (ct_cli_run_path(r->dir, "last.safetensors", r->last, sizeof r->last) ||
+              ct_cli_run_path(r->dir, "best.safetensors", r->best, sizeof r->best))) {
+    fprintf(stderr, "%s: the run folder's name is too long: %s\n", r->prog, r->dir);
+    rc = 2;
   }
-  bad = bad || ct_cli_run_write_config(r->prog, r->dir, pretty);
-  free(pretty);
-  if (bad) {
+  if (!rc && !(r->recipe = ct_cli_recipe_json(c, r->test, 0))) {
+    fprintf(stderr, "%s: cannot make the run's recipe: %s\n", r->prog, ct_last_error());
+    rc = 1;
+  }
+  if (rc) {
+    if (r->dir_made) ct_cli_run_dir_discard(r->dir);
+    r->dir[0] = 0;
     if (r->world > 1) ct_cli_rank_abort(NULL);
-    return 1;
+    return rc;
   }
-  /* A run continued in its folder keeps the best figure it had reached. */
-  ct_safetensors *f = access(r->best, F_OK) == 0 ? ct_safetensors_open(r->best) : NULL;
+  /* A run continued in its own folder keeps the best figure it had reached. */
+  ct_safetensors *f = continuing && access(r->best, F_OK) == 0 ? ct_safetensors_open(r->best) : NULL;
   const char *acc = f ? ct_safetensors_metadata(f, ACC_KEY) : NULL;
   if (acc && *acc) r->best_acc = atof(acc);
   ct_safetensors_close(f);
   ct_clear_error();
   fprintf(stderr, "run folder: %s\n", r->dir);
   return GO_ON;
+}
+
+/* Rank 0, once setup has succeeded: the recipe as the folder's config.json. 0, or 1 after saying
+ * why. */
+static int write_config(train_run *r) {
+  if (!r->rank0) return 0;
+  char *pretty = ct_cli_recipe_json(r->c, r->test, 1);
+  int bad = !pretty || ct_cli_run_write_config(r->prog, r->dir, pretty);
+  if (!pretty) fprintf(stderr, "%s: cannot make the run's recipe: %s\n", r->prog, ct_last_error());
+  free(pretty);
+  if (bad && r->world > 1) ct_cli_rank_abort(NULL);
+  return bad;
 }
 
 int ct_cmd_train(int argc, char **argv) {
@@ -913,11 +931,14 @@ int ct_cmd_train(int argc, char **argv) {
   free(orig);
   free(given);
   if (status != GO_ON) return status;
-  train_run r = {.c = &c, .saved_steps = -1, .step_base = -1, .dp_ctx = {.group = 1, .scale = 1.0}};
+  train_run r = {.c = &c, .saved_steps = -1, .step_base = -1, .log_epoch = -1, .dp_ctx = {.group = 1, .scale = 1.0}};
   status = open_device_and_data(&r);
   if (status != GO_ON) return status;
   status = open_run_dir(&r);
   if (status == GO_ON) status = setup(&r);
+  if (status == 0) status = write_config(&r);
+  /* a folder this run made and never began to use goes again */
+  if (status == 1 && r.rank0 && r.dir_made && r.dir[0]) ct_cli_run_dir_discard(r.dir), r.dir[0] = 0;
   if (status == 0) status = run_epochs(&r);
   if (status == 0 || status > 128) profile_report(&r);
   if (r.rank0 && r.dir[0] && (status == 0 || status > 128))

@@ -2,6 +2,7 @@
  * (options.h). */
 #include "options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -54,9 +55,11 @@ int ct_cli_parse_value(const char *prog, const ct_cli_opt *o, const char *s, voi
       return 0;
     case CT_OPT_FLAG: *(int *)out = 1; return 0;
     case CT_OPT_F64: {
+      /* Python's float(): decimal digits, an exponent, inf and nan (refused below); no leading
+       * space and no hexadecimal float, which strtod would take */
       double v = strtod(s, &end);
-      if (end == s || *end || *s == ' ' || *s == '\t') return refuse(prog, o, "not a number:", s);
-      if (!isfinite(v) || errno == ERANGE) return refuse(prog, o, "not a finite number:", s);
+      if (end == s || *end || isspace((unsigned char)*s) || strpbrk(s, "xX")) return refuse(prog, o, "not a number:", s);
+      if (!isfinite(v) || (errno == ERANGE && fabs(v) == HUGE_VAL)) return refuse(prog, o, "not a finite number:", s);
       if (!in_range(o, v)) return out_of_range(prog, o, s);
       *(double *)out = v;
       return 0;

@@ -11,10 +11,11 @@
 #include "cli_commit.h"
 #include "cuttle/datasets.h"
 #include "cuttle/dist.h"
+#include "core/internal.h"
 
 int ct_cli_split_identify(const ct_cli_run_config *c, const ct_dataset *test, ct_cli_split_id *out) {
   XXH3_state_t *st = XXH3_createState();
-  if (!st) return ct_clear_error(), -1;
+  if (!st) return ct__error(CT_ENOMEM, "out of memory for a hash state"), -1;
   XXH3_64bits_reset(st);
   int64_t n = ct_dataset_len(test), s[3];
   const int64_t *labels = ct_dataset_labels(test);
@@ -87,38 +88,39 @@ char *ct_cli_recipe_json(const ct_cli_run_config *c, const ct_dataset *test, int
     if (ct_cli_run_options[i].flags & CT_OPT_RECIPE) ok = add_option(o, &ct_cli_run_options[i], c);
   char *text = ok ? (pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
   cJSON_Delete(root);
-  if (!text) ct_clear_error();
+  if (!text) ct__error(CT_ENOMEM, "out of memory writing the recipe's JSON");
   return text;
 }
 
-/* The recorded value of option o from the JSON item it into r->cfg. 0, or -1 when its type is
- * wrong. */
-static int read_option(const ct_cli_opt *o, const cJSON *it, ct_cli_run_config *cfg) {
-  char *p = (char *)cfg + o->offset;
+/* The recorded value of option o from the JSON item it into cfg (defaults: the defaults), through
+ * the parser of the command line, so that a recorded value meets the option's type, range and
+ * choices as a given one does. A string may be null only where its default is (no --data-dir, say,
+ * but always a --model). 0, or -1 when the value is not one the option takes. */
+static int read_option(const ct_cli_opt *o, const cJSON *it, ct_cli_run_config *cfg, const ct_cli_run_config *defaults) {
+  char *p = (char *)cfg + o->offset, text[64];
+  const char *s = text;
   switch (o->type) {
     case CT_OPT_STR:
-      if (cJSON_IsNull(it)) return *(const char **)p = NULL, 0;
+      if (cJSON_IsNull(it)) {
+        if (*(const char *const *)((const char *)defaults + o->offset)) return -1;
+        return *(const char **)p = NULL, 0;
+      }
       if (!cJSON_IsString(it)) return -1;
-      *(const char **)p = it->valuestring;
-      return 0;
+      s = it->valuestring;
+      break;
     case CT_OPT_FLAG:
       if (!cJSON_IsBool(it)) return -1;
       *(int *)p = cJSON_IsTrue(it);
       return 0;
-    case CT_OPT_U64: {
-      char *end;
-      if (!cJSON_IsString(it) || !*it->valuestring) return -1;
-      *(uint64_t *)p = strtoull(it->valuestring, &end, 10);
-      return *end ? -1 : 0;
-    }
-    default: break;
+    case CT_OPT_U64: /* a string: 64 bits do not fit a JSON number */
+      if (!cJSON_IsString(it)) return -1;
+      s = it->valuestring;
+      break;
+    default:
+      if (!cJSON_IsNumber(it)) return -1;
+      snprintf(text, sizeof text, "%.17g", it->valuedouble);
   }
-  if (!cJSON_IsNumber(it)) return -1;
-  /* through the parser of the command line, so a recorded value meets the option's type and range
-   * as a given one does (an integer too large for its type, a negative count, ...) */
-  char text[64];
-  snprintf(text, sizeof text, "%.17g", it->valuedouble);
-  return ct_cli_parse_value("cuttle", o, text, p) == 0 ? 0 : -1;
+  return ct_cli_parse_value("cuttle", o, s, p) == 0 ? 0 : -1;
 }
 
 /* A count or size the recipe records: an integer in [0, 2^40], else -1. */
@@ -144,7 +146,8 @@ int ct_cli_recipe_parse(const char *prog, const char *path, const char *text, ct
     const ct_cli_opt *o = &ct_cli_run_options[i];
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(opts, o->name);
     if (!it || !(o->flags & CT_OPT_RECIPE)) continue;
-    if (read_option(o, it, &out->cfg) != 0) bad = "a value of the wrong type for --", bad_option = o->name;
+    ct_cli_run_config defaults = ct_cli_run_defaults();
+    if (read_option(o, it, &out->cfg, &defaults) != 0) bad = "a value the option does not take for --", bad_option = o->name;
     out->has[i] = 1;
   }
   if (!bad) {
@@ -157,8 +160,13 @@ int ct_cli_recipe_parse(const char *prog, const char *path, const char *text, ct
       out->image_h = count_of(cJSON_GetArrayItem(size, 0));
       out->image_w = count_of(cJSON_GetArrayItem(size, 1));
     }
+    /* the held-out split's identity: without it eval could not refuse an overlapping split */
     const char *digest = str(sp, "digest");
-    if (digest && strlen(digest) < sizeof out->split.digest) {
+    if (!cJSON_IsObject(opts) || !cJSON_IsObject(m) || !out->cfg.model)
+      bad = "no \"options\" or \"model\" object";
+    else if (!digest || strlen(digest) != 24 || strncmp(digest, "xxh3_64:", 8) != 0 || num(sp, "test_images") < 0)
+      bad = "no well-formed \"split\" (\"digest\": \"xxh3_64:<16 hex digits>\", \"test_images\")";
+    else {
       strcpy(out->split.digest, digest);
       out->split.images = num(sp, "test_images");
       out->has_split = 1;
@@ -179,10 +187,26 @@ void ct_cli_recipe_free(ct_cli_recipe *r) {
   r->json = NULL, r->has = NULL;
 }
 
+/* The kind of a --data value: the part before ':' ("fashion-mnist" when NULL). */
+static size_t kind_len(const char *d) { return d ? strcspn(d, ":") : 0; }
+static int same_kind(const char *a, const char *b) {
+  const char *x = a ? a : "fashion-mnist", *y = b ? b : "fashion-mnist";
+  return kind_len(x) == kind_len(y) && strncmp(x, y, kind_len(x)) == 0;
+}
+
 void ct_cli_recipe_apply(const char *prog, const ct_cli_recipe *r, ct_cli_run_config *c, const unsigned char *given) {
+  /* --data given as another kind of data set than the recorded one: the recorded options of that
+   * kind (Fashion-MNIST's --data-dir, an image folder's --image-size, --gray, --val-split,
+   * --skip-bad-images) do not carry over to it */
+  const ct_cli_opt *d = ct_cli_opt_find(ct_cli_run_options, ct_cli_run_options_n, "data");
+  int other_kind = given[d - ct_cli_run_options] && !same_kind(c->data.data, r->cfg.data.data);
+  static const char *const kind_specific[] = {"data-dir", "image-size", "gray", "val-split", "skip-bad-images", NULL};
   for (int i = 0; i < ct_cli_run_options_n; i++) {
     const ct_cli_opt *o = &ct_cli_run_options[i];
     if (!(o->flags & (CT_OPT_MODEL | CT_OPT_DATA)) || !(o->flags & CT_OPT_EVAL)) continue;
+    int specific = 0;
+    for (const char *const *k = kind_specific; *k; k++) specific |= strcmp(*k, o->name) == 0;
+    if (other_kind && specific) continue;
     char a[64], b[64];
     const char *now = ct_cli_opt_str(o, c, a, sizeof a), *saved = ct_cli_opt_str(o, &r->cfg, b, sizeof b);
     if (!given[i]) {

@@ -1,6 +1,7 @@
 /* tools/cuttle/run_dir.c: the run folder of `cuttle train` (run_dir.h). */
 #include "run_dir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,21 +51,34 @@ static void data_name(const ct_cli_run_config *c, char *out, size_t n) {
       *s = '_';
 }
 
-int ct_cli_run_dir_make(const char *prog, const ct_cli_run_config *c, char *dir, size_t n) {
+/* 1 when a and b name the same existing folder. */
+static int same_dir(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The folder of --resume's file into out ("." for a bare name). */
+static void resume_dir(const char *resume, char *out, size_t n) {
+  const char *slash = strrchr(resume, '/');
+  if (!slash) snprintf(out, n, ".");
+  else snprintf(out, n, "%.*s", (int)(slash == resume ? 1 : slash - resume), resume);
+}
+
+int ct_cli_run_dir_make(const char *prog, const ct_cli_run_config *c, char *dir, size_t n, int *made, int *continuing) {
   int err = 0;
-  dir[0] = 0;
+  char cfg[CT_CLI_RUN_PATH_MAX], from[CT_CLI_RUN_PATH_MAX] = "";
+  dir[0] = 0, *made = 0, *continuing = 0;
+  if (c->resume) resume_dir(c->resume, from, sizeof from);
   if (c->out) {
-    if (snprintf(dir, n, "%s", c->out) >= (int)n) err = ENAMETOOLONG;
-    else err = make_dirs(dir);
-  } else if (c->resume && strrchr(c->resume, '/')) {
-    /* --resume runs/X/last.safetensors: continue in runs/X when it is a run folder */
-    char cfg[CT_CLI_RUN_PATH_MAX];
-    int len = (int)(strrchr(c->resume, '/') - c->resume);
-    snprintf(dir, n, "%.*s", len, c->resume);
-    if (ct_cli_run_path(dir, "config.json", cfg, sizeof cfg) == 0 && access(cfg, F_OK) == 0) return 0;
-    dir[0] = 0;
-  }
-  if (!c->out && !dir[0]) {
+    if (snprintf(dir, n, "%s", c->out) >= (int)n) {
+      fprintf(stderr, "%s: --out: the name is too long: %s\n", prog, c->out);
+      return 2;
+    }
+    *made = access(dir, F_OK) != 0;
+    err = make_dirs(dir);
+  } else if (from[0] && ct_cli_run_path(from, "config.json", cfg, sizeof cfg) == 0 && access(cfg, F_OK) == 0) {
+    snprintf(dir, n, "%s", from); /* --resume runs/X/last.safetensors: continue in runs/X */
+  } else {
     char data[300], stamp[32];
     time_t now = time(NULL);
     struct tm tm;
@@ -79,7 +93,10 @@ int ct_cli_run_dir_make(const char *prog, const ct_cli_run_config *c, char *dir,
           err = ENAMETOOLONG;
           break;
         }
-        if (mkdir(dir, 0777) == 0) break; /* a name of its own: two runs started in the same second differ */
+        if (mkdir(dir, 0777) == 0) { /* a name of its own: two runs started in the same second differ */
+          *made = 1;
+          break;
+        }
         if (errno != EEXIST) {
           err = errno;
           break;
@@ -88,11 +105,26 @@ int ct_cli_run_dir_make(const char *prog, const ct_cli_run_config *c, char *dir,
     }
   }
   if (err) {
-    fprintf(stderr, "%s: cannot make the run folder %s: %s\n", prog, c->out ? c->out : dir[0] ? dir : "runs",
-            strerror(err));
+    fprintf(stderr, "%s: cannot make the run folder %s: %s\n", prog, dir[0] ? dir : "runs", strerror(err));
     return 1;
   }
+  *continuing = from[0] && same_dir(from, dir);
+  if (!*made && !*continuing && ct_cli_run_path(dir, "config.json", cfg, sizeof cfg) == 0 && access(cfg, F_OK) == 0) {
+    fprintf(stderr, "%s: %s holds another run (its config.json): choose another --out, or continue that run with "
+                    "--resume %s/last.safetensors\n", prog, dir, dir);
+    return 2;
+  }
   return 0;
+}
+
+void ct_cli_run_dir_discard(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char p[CT_CLI_RUN_PATH_MAX];
+  while (d && (e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.' && ct_cli_run_path(dir, e->d_name, p, sizeof p) == 0) unlink(p);
+  if (d) closedir(d);
+  rmdir(dir);
 }
 
 int ct_cli_run_write_config(const char *prog, const char *dir, const char *text) {

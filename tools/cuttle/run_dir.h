@@ -20,9 +20,17 @@
 
 /* Choose and make the run folder of c into dir (n bytes): --out, the folder of --resume's file
  * when it holds a config.json, or a new runs/<model>-<data>-<YYYYmmdd>-<HHMMSS>[-K] (K from 2
- * when that name is taken). Parents are made as `mkdir -p` makes them. 0, or 1 after printing
- * why, prefixed with prog. */
-int ct_cli_run_dir_make(const char *prog, const ct_cli_run_config *c, char *dir, size_t n);
+ * when that name is taken). Parents are made as `mkdir -p` makes them. *made: 1 when this call
+ * created the folder (ct_cli_run_dir_discard may remove it); *continuing: 1 when --resume's file
+ * lies in it (the run goes on in its own folder, keeping its best figure). A folder that holds
+ * another run (a config.json, and --resume is not from it) is refused: a run never mixes its files
+ * with another's. 0; 2 for that refusal or a name too long; 1 when the folder cannot be made; each
+ * after printing why, prefixed with prog. */
+int ct_cli_run_dir_make(const char *prog, const ct_cli_run_config *c, char *dir, size_t n, int *made, int *continuing);
+
+/* Remove a folder ct_cli_run_dir_make made, with the files a run that failed before it began left
+ * in it (its metrics.jsonl and TensorBoard events; nothing below a subfolder). */
+void ct_cli_run_dir_discard(const char *dir);
 
 /* dir/name into out (n bytes). 0, or -1 when it does not fit. */
 int ct_cli_run_path(const char *dir, const char *name, char *out, size_t n);
