@@ -7,15 +7,15 @@
  * by device: a CUDA or OpenCL region follows torch's CUDA lists, a CPU region its CPU lists.
  *  - lower precision (the region's dtype, float16 or bfloat16): ct_matmul (batched too),
  *    ct_linear, ct_conv2d, ct_conv2d_relu_max_pool2d;
- *  - float32 on every device: ct_cross_entropy, ct_mse_loss (torch's cross_entropy_loss, nll_loss,
- *    mse_loss);
+ *  - float32 on every device: ct_cross_entropy, ct_cross_entropy_ex, ct_mse_loss (torch's
+ *    cross_entropy_loss, nll_loss, mse_loss);
  *  - float32 in CUDA and OpenCL regions only: ct_softmax, ct_log_softmax, ct_sum (torch's
  *    fp32_set_opt_dtype list), ct_norm (fp32_append_dtype), ct_exp, ct_log, ct_layer_norm (the fp32
  *    list). torch's CPU lists leave them out, so in a CPU region they run in their inputs' dtype;
  *  - the widest input type: ct_add, ct_cat and ct_where with mixed inputs (float32 when any
  *    floating input is float32, or when float16 meets bfloat16);
  *  - every other op runs in its inputs' dtype, with the ordinary promotion (ct_promote_types).
- *    That includes ct_mean, the activations, the pools, and ct_batch_norm, which is in none of
+ *    That includes ct_mean, the activations, the pools, ct_embedding, ct_topk, and ct_batch_norm, which is in none of
  *    torch's lists: a half input with float32 weight, bias and running statistics gives a half
  *    output, normalized in float32, and float32 gradients for the float32 weight and bias (torch's
  *    mixed-type batch norm; ct_batch_norm in cuttle/ops.h).

@@ -152,6 +152,17 @@ CT_API int ct_module_named_tensors(ct_module *m, int with_buffers, ct_named_tens
 /* Total number of parameter elements; -1 with CT_EINVAL for NULL. ct_module_train and
  * ct_module_print set CT_EINVAL for a NULL argument. */
 CT_API int64_t ct_module_num_params(ct_module *m);
+/* torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm, norm_type): the norm of all of m's
+ * parameter gradients together, total = (sum over every element g of |g|^p)^(1/p) (p = INFINITY:
+ * max |g|), computed in float32 (float64 for float64 gradients), then every gradient multiplied in
+ * place by min(1, max_norm / (total + 1e-6)). Parameters without a gradient are skipped. The
+ * total stays on the gradients' device, nothing is read back (no synchronization), and a
+ * non-finite total scales as torch's does (error_if_nonfinite=False). Returns the total as a new
+ * 0-dim tensor (float32 or float64, on the gradients' device; a CPU 0 when no parameter has a
+ * gradient), which the caller frees. Errors (NULL, ct_last_error() naming ct_clip_grad_norm_):
+ * CT_EINVAL for a NULL m, a max_norm negative, NaN or infinite, or a norm_type not > 0;
+ * CT_EDEVICE for gradients on different devices; CT_ENOMEM. */
+CT_API ct_tensor *ct_clip_grad_norm_(ct_module *m, double max_norm, double norm_type);
 /* Print the module tree in PyTorch's repr style. */
 CT_API void ct_module_print(ct_module *m, FILE *f);
 

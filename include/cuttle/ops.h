@@ -228,12 +228,59 @@ CT_API ct_tensor *ct_dropout(ct_tensor *x, double p, int training, ct_generator 
 CT_API ct_tensor *ct_softmax(ct_tensor *x, int dim);
 CT_API ct_tensor *ct_log_softmax(ct_tensor *x, int dim);
 
+/* ---- attention */
+/* torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+ * scale): out = softmax(q k^T scale + mask) v, per batch and head. q: (B, H, Tq, D), k: (B, H, Tk,
+ * D), v: (B, H, Tk, Dv), one floating dtype -> out (B, H, Tq, Dv) of that dtype. attn_mask: NULL,
+ * bool (true: the query may attend to the key; false: its score is -inf) or additive of q's dtype,
+ * broadcasting to (B, H, Tq, Tk). is_causal: 1 masks key j > query i (torch's top-left tril of
+ * ones(Tq, Tk)); not with attn_mask. dropout_p in [0, 1): the probabilities' dropout, drawn from the
+ * default generator (ct_manual_seed), whenever p > 0 (torch's op has no training flag: pass 0 in
+ * eval). scale: 0 for torch's default 1 / sqrt(D), else any finite value. A row whose keys are all
+ * masked gives NaN, as softmax does. On a backend with the fused kernels (the CPU: float32 and
+ * float64, the halves widened to float32 and rounded once) the op runs FlashAttention-2's tiled
+ * algorithm (Dao 2023) forward and backward, keeping q, k, v, out and (B, H, Tq) log-sum-exps for
+ * the backward: memory O(B H T), never the (Tq, Tk) scores; on the others (and when attn_mask
+ * requires grad) it is composed of matmul, softmax and dropout (torch's math reference, memory
+ * O(B H Tq Tk)), with the same values to rounding and, for the same generator state, the same
+ * dropped elements. Differentiable in q, k and v (and, composed, a float mask). On autocast's
+ * lower-precision list (torch's CUDA and CPU lists). The caller frees the result. Errors (NULL,
+ * ct_last_error() naming scaled_dot_product_attention): CT_EINVAL for a NULL q, k or v, attn_mask
+ * with is_causal, is_causal not 0 or 1, dropout_p outside [0, 1), a scale NaN or infinite;
+ * CT_ESHAPE for shapes that do not fit (q, k, v not 4-D, other B or H, k's D not q's, v's Tk not
+ * k's) or a mask that does not broadcast to (B, H, Tq, Tk); CT_EDTYPE for integer or mixed dtypes
+ * or a mask neither bool nor q's dtype; CT_EDEVICE for tensors on different devices. */
+CT_API ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor *attn_mask,
+                                                  double dropout_p, int is_causal, double scale);
+
 /* ---- losses */
 typedef enum { CT_REDUCTION_MEAN = 0, CT_REDUCTION_SUM, CT_REDUCTION_NONE } ct_reduction;
 /* logits: (N, C) floating; target: (N) int64 class indices in [0, C). label_smoothing in [0, 1)
  * as in torch.nn.functional.cross_entropy. Errors: CT_EINVAL for a class index out of range or an
  * unknown reduction, CT_EDTYPE for integer logits or a floating target. */
 CT_API ct_tensor *ct_cross_entropy(ct_tensor *logits, ct_tensor *target, ct_reduction reduction, double label_smoothing);
+/* torch's default ignore_index (-100), which ct_cross_entropy passes: a target of -100 is ignored. */
+#define CT_IGNORE_INDEX_DEFAULT (-100)
+/* torch.nn.functional.cross_entropy(logits, target, weight, ignore_index=ignore_index,
+ * reduction=reduction, label_smoothing=label_smoothing), with the formulas of
+ * aten/src/ATen/native/LossNLL.cpp (nll_loss and cross_entropy_loss_label_smoothing): with w the
+ * class weights (1 without), m_i = 0 where target[i] == ignore_index (else 1), eps the smoothing,
+ *   loss_i = (1 - eps) (-w[y_i] m_i log p[i, y_i]) + (eps / C) (-m_i sum_c w_c log p[i, c]);
+ * the mean divides the summed loss by sum_i w[y_i] m_i (so it is NaN when every target is ignored,
+ * as in torch), the sum does not, and none returns loss_i (0 for an ignored sample).
+ * logits: (N, C) floating; target: (N) int64 or int32, each a class in [0, C) or ignore_index;
+ * weight: (C) floating (cast to the logits' dtype) or NULL. float16/bfloat16 logits compute in
+ * float32 and round once; the op is on autocast's float32 list (torch's nll_loss). On the CPU the
+ * targets are checked and, when none is ignored, the mask's ops are skipped; a device's targets
+ * are not read (that would synchronize). Differentiable in logits (weight is a constant, as in
+ * torch, whose nll_loss has no weight gradient). The caller frees the result, a 0-dim tensor, or
+ * (N) for CT_REDUCTION_NONE, of the logits' dtype. Errors (NULL, ct_last_error() naming
+ * cross_entropy): CT_EINVAL for a NULL logits or target, a CPU target outside [0, C) that is not
+ * ignore_index, label_smoothing outside [0, 1] or an unknown reduction; CT_ESHAPE for logits not
+ * (N, C), a target not (N) or a weight not (C); CT_EDTYPE for integer logits or weight, or a
+ * target not int64/int32; CT_EDEVICE for tensors on different devices. */
+CT_API ct_tensor *ct_cross_entropy_ex(ct_tensor *logits, ct_tensor *target, ct_tensor *weight, int64_t ignore_index,
+                                      ct_reduction reduction, double label_smoothing);
 CT_API ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction);
 
 /* ---- joining and indexing */
@@ -243,6 +290,47 @@ CT_API ct_tensor *ct_stack(int n, ct_tensor *const *ts, int dim);
 CT_API ct_tensor *ct_index_select(ct_tensor *x, int dim, ct_tensor *index);
 /* out[i][j] = x[index[i][j]][j] for dim 0, etc. (torch.gather); index int64 of x's ndim. */
 CT_API ct_tensor *ct_gather(ct_tensor *x, int dim, ct_tensor *index);
+/* ct_embedding's padding_idx for no padding row (torch's padding_idx=None). */
+#define CT_NO_PADDING_IDX INT64_MIN
+/* Embedding lookup, torch.nn.functional.embedding(indices, weight, padding_idx): out[..., :] =
+ * weight[indices[...], :]. weight: (V, D) floating (num_embeddings V, embedding_dim D), any
+ * strides; indices: int64 or int32 of any shape (*) -> out (*, D) of weight's dtype, contiguous.
+ * padding_idx: CT_NO_PADDING_IDX, or a row in [-V, V) (negative counts from the end, as torch)
+ * whose gradient stays zero (its values are returned as they are). Differentiable in weight: the
+ * gradient adds each output row's gradient into its row of a zero (V, D) tensor (the backends'
+ * index_add kernel: deterministic on the CPU and on OpenCL), accumulating in float32 for a half
+ * weight. Not in autocast's lists (torch's neither): it runs in weight's dtype. Every index is
+ * checked: a CPU tensor in place, a device's by its minimum and maximum, reduced there and read
+ * back (a synchronization), so no backend reads out of bounds. The caller frees the result.
+ * Errors (NULL, ct_last_error() naming embedding): CT_EINVAL for a NULL argument, an index outside
+ * [0, V) (naming it) or a padding_idx outside [-V, V); CT_ESHAPE for a weight that is not 2-D;
+ * CT_EDTYPE for an integer weight or indices that are not int64/int32; CT_EDEVICE for weight and
+ * indices on different devices. */
+CT_API ct_tensor *ct_embedding(ct_tensor *weight, ct_tensor *indices, int64_t padding_idx);
+/* torch.topk(x, k, dim, largest, sorted=True): the k largest (largest = 1) or smallest (0)
+ * elements of x along dim, in order (largest first, or smallest first), ties to the lower index.
+ * x: floating, any shape (a 0-dim x has one element) -> values of x's shape with dim's size k,
+ * differentiable in x (the gradient goes to the picked elements); *indices (may be NULL) receives
+ * their int64 positions along dim, which the caller frees. Composed of argmax, eq and where, so
+ * every backend runs it: k rounds over x, O(k numel) work, for sampling's small k. A NaN ranks
+ * above every number for the largest (torch's order); for the smallest it ranks with +inf, by
+ * index, where torch puts it after +inf. The caller
+ * frees the values. Errors (NULL, ct_last_error() naming topk): CT_EINVAL for a NULL x or k
+ * outside [0, size of dim]; CT_ESHAPE for dim out of range; CT_EDTYPE for an integer x. */
+CT_API ct_tensor *ct_topk(ct_tensor *x, int64_t k, int dim, int largest, ct_tensor **indices);
+/* torch.multinomial(probs, num_samples, replacement, generator): num_samples class indices drawn
+ * from each row of probs with probability probs[c] / sum(probs) (rows need not sum to 1), without
+ * replacement (0: distinct indices, each later one from the classes left) or with (1).
+ * probs: (C) or (N, C) floating, weights >= 0 -> int64 (num_samples) or (N, num_samples). By the
+ * Gumbel-max trick (argmax of log p + Gumbel noise; its top-k without replacement), from gen's
+ * Philox stream (NULL: the default generator): the same draws for the same seed on one backend,
+ * torch's distribution but not its bits. No gradient. CPU rows are checked as torch checks them; a
+ * device's are not read (that would synchronize). The caller frees the result. Errors (NULL,
+ * ct_last_error() naming multinomial): CT_EINVAL for a NULL probs, num_samples < 1 (or > C
+ * without replacement), replacement not 0 or 1, or, on the CPU, a weight that is negative, NaN
+ * or infinite, a row summing to 0, or fewer non-zero weights than num_samples without
+ * replacement; CT_ESHAPE for probs not (C) or (N, C) or with C = 0; CT_EDTYPE for integer probs. */
+CT_API ct_tensor *ct_multinomial(ct_tensor *probs, int64_t num_samples, int replacement, ct_generator *gen);
 
 /* ---- in-place helpers for optimizers and initializers (no autograd) */
 CT_API ct_status ct_fill_(ct_tensor *t, double value);

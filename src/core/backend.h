@@ -54,6 +54,14 @@ typedef struct {
   int first_step; /* the momentum buffer starts as the gradient */
   const ct_tensor *step; /* as ct_adam_args.step: when set, first_step is t == 1, read on the device */
 } ct_sgd_args;
+/* The fused attention kernels' scalars (kernels.def's attention): the score scale (1/sqrt(D) by
+ * default), the causal mask, and dropout's probability with the Philox key and counter it draws. */
+typedef struct {
+  double scale;
+  int causal;
+  double dropout_p; /* 0: no dropout (seed and offset unused) */
+  uint64_t seed, offset;
+} ct_attention_args;
 
 /* The kernel ids (CT_K_<name>), one per line of core/kernels.def, then the capabilities that are
  * no kernel of their own but a variant of one that a backend may take: CT_K_pool2d_max_relu, pool2d

@@ -145,7 +145,7 @@ static const int64_t s23[2] = {2, 3}, s_neg[2] = {2, -3}, s_over[2] = {INT64_MAX
 
 static struct {
   char *dir;
-  ct_tensor *a, *b, *i64, *i64t, *x4i, *w4i, *lab, *labf, *x4, *w4, *b3, *fake, *r1, *scalar, *f64;
+  ct_tensor *a, *b, *i64, *i64t, *x4i, *w4i, *lab, *labf, *x4, *w4, *b3, *fake, *r1, *scalar, *f64, *neg3;
   ct_module *lin, *seq;
   ct_optimizer *opt;
   ct_dataset *ds;
@@ -175,6 +175,7 @@ static int setup(void **state) {
   F.b3 = ct_randn(1, (int64_t[]){3}, 0, 1, CT_F32, CT_DEVICE_CPU, &g);
   F.r1 = ct_randn(1, (int64_t[]){4}, 0, 1, CT_F32, CT_DEVICE_CPU, &g);
   F.scalar = ct_scalar(2, CT_F32, CT_DEVICE_CPU);
+  F.neg3 = ct_full(1, (int64_t[]){3}, -1, CT_F32, CT_DEVICE_CPU);
   /* A CPU tensor relabelled as living on cuda:7, for the device checks of ops with several inputs
    * (it never reaches a kernel: those checks come first). teardown restores its device. */
   F.fake = ct_randn(2, s23, 0, 1, CT_F32, CT_DEVICE_CPU, &g);
@@ -194,7 +195,7 @@ static int setup(void **state) {
   F.snap = ct_monitor_snapshot_new(NULL);
   static const uint8_t idx_bytes[] = {0, 0, 8, 1, 0, 0, 0, 2, 7, 9};
   ct_status is = ct_idx_parse(idx_bytes, sizeof idx_bytes, "fixture", &F.idx);
-  if (!F.dir || !F.a || !F.b || !F.f64 || !F.i64 || !F.i64t || !F.x4i || !F.w4i || !F.lab || !F.labf || !F.x4 || !F.w4 || !F.b3 || !F.r1 || !F.scalar ||
+  if (!F.dir || !F.a || !F.b || !F.f64 || !F.i64 || !F.i64t || !F.x4i || !F.w4i || !F.lab || !F.labf || !F.x4 || !F.w4 || !F.b3 || !F.r1 || !F.scalar || !F.neg3 ||
       !F.fake || !F.lin || !F.seq || !F.opt || !F.ds || !F.loader || !F.st || !F.stream || !F.ev || !F.snap || is != CT_OK) {
     fprintf(stderr, "setup failed: %s\n", ct_last_error());
     return -1;
@@ -216,7 +217,7 @@ static int clamp_gives_hi(ct_tensor *x, double lo, double hi) {
 static int teardown(void **state) {
   (void)state;
   if (F.fake) F.fake->device = CT_DEVICE_CPU;
-  ct_tensor *ts[] = {F.a, F.b, F.f64, F.i64, F.i64t, F.x4i, F.w4i, F.lab, F.labf, F.x4, F.w4, F.b3, F.r1, F.scalar, F.fake};
+  ct_tensor *ts[] = {F.a, F.b, F.f64, F.i64, F.i64t, F.x4i, F.w4i, F.lab, F.labf, F.x4, F.w4, F.b3, F.r1, F.scalar, F.fake, F.neg3};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ct_tensor_free(ts[i]);
   ct_loader_free(F.loader);
   ct_dataset_free(F.ds);
@@ -717,6 +718,13 @@ static void test_ops(void **state) {
   TA(ct_log_softmax, CT_EDTYPE, "int64", ct_log_softmax(F.i64, 0));
 
   /* losses */
+  TN(ct_cross_entropy_ex, CT_EINVAL, "cross_entropy", ct_cross_entropy_ex(NULL, F.lab, NULL, -100, CT_REDUCTION_MEAN, 0));
+  TN(ct_cross_entropy_ex, CT_EINVAL, "cross_entropy", ct_cross_entropy_ex(F.a, NULL, NULL, -100, CT_REDUCTION_MEAN, 0));
+  TN(ct_cross_entropy_ex, CT_ESHAPE, "weight", ct_cross_entropy_ex(F.a, F.lab, F.r1, -100, CT_REDUCTION_MEAN, 0));
+  TN(ct_cross_entropy_ex, CT_EDTYPE, "weight", ct_cross_entropy_ex(F.a, F.lab, F.lab, -100, CT_REDUCTION_MEAN, 0));
+  TN(ct_cross_entropy_ex, CT_EDEVICE, "cross_entropy", ct_cross_entropy_ex(F.a, F.lab, F.fake, -100, CT_REDUCTION_MEAN, 0));
+  TN(ct_cross_entropy_ex, CT_EINVAL, "reduction", ct_cross_entropy_ex(F.a, F.lab, NULL, -100, (ct_reduction)3, 0));
+  TN(ct_cross_entropy_ex, CT_EINVAL, "label_smoothing", ct_cross_entropy_ex(F.a, F.lab, NULL, -100, CT_REDUCTION_MEAN, -0.5));
   T(ct_cross_entropy, CT_EINVAL, ct_cross_entropy(NULL, F.lab, CT_REDUCTION_MEAN, 0));
   T(ct_cross_entropy, CT_EINVAL, ct_cross_entropy(F.a, NULL, CT_REDUCTION_MEAN, 0));
   T(ct_cross_entropy, CT_EDTYPE, ct_cross_entropy(F.a, F.labf, CT_REDUCTION_MEAN, 0));
@@ -752,6 +760,38 @@ static void test_ops(void **state) {
   T(ct_stack, CT_ESHAPE, ct_stack(2, shapes, 0));
   T(ct_stack, CT_ESHAPE, ct_stack(2, two, 4));
   T(ct_stack, CT_EDEVICE, ct_stack(2, mixed, 0));
+  T(ct_scaled_dot_product_attention, CT_EINVAL, ct_scaled_dot_product_attention(NULL, F.x4, F.x4, NULL, 0, 0, 0));
+  T(ct_scaled_dot_product_attention, CT_EINVAL, ct_scaled_dot_product_attention(F.x4, NULL, F.x4, NULL, 0, 0, 0));
+  T(ct_scaled_dot_product_attention, CT_EINVAL, ct_scaled_dot_product_attention(F.x4, F.x4, NULL, NULL, 0, 0, 0));
+  T(ct_scaled_dot_product_attention, CT_ESHAPE, ct_scaled_dot_product_attention(F.a, F.a, F.a, NULL, 0, 0, 0));
+  T(ct_scaled_dot_product_attention, CT_EDTYPE, ct_scaled_dot_product_attention(F.x4i, F.x4i, F.x4i, NULL, 0, 0, 0));
+  TA(ct_scaled_dot_product_attention, CT_EDTYPE, "attn_mask", ct_scaled_dot_product_attention(F.x4, F.x4, F.x4, F.x4i, 0, 0, 0));
+  TA(ct_scaled_dot_product_attention, CT_ESHAPE, "attn_mask", ct_scaled_dot_product_attention(F.x4, F.x4, F.x4, F.a, 0, 0, 0));
+  TA(ct_scaled_dot_product_attention, CT_EINVAL, "dropout_p", ct_scaled_dot_product_attention(F.x4, F.x4, F.x4, NULL, -0.1, 0, 0));
+  TA(ct_scaled_dot_product_attention, CT_EINVAL, "dropout_p", ct_scaled_dot_product_attention(F.x4, F.x4, F.x4, NULL, NAN, 0, 0));
+  TA(ct_scaled_dot_product_attention, CT_EINVAL, "scale", ct_scaled_dot_product_attention(F.x4, F.x4, F.x4, NULL, 0, 0, INFINITY));
+  TA(ct_scaled_dot_product_attention, CT_EINVAL, "is_causal", ct_scaled_dot_product_attention(F.x4, F.x4, F.x4, NULL, 0, -1, 0));
+  T(ct_scaled_dot_product_attention, CT_EDEVICE, ct_scaled_dot_product_attention(F.x4, F.fake, F.x4, NULL, 0, 0, 0));
+  T(ct_embedding, CT_EINVAL, ct_embedding(NULL, F.lab, CT_NO_PADDING_IDX));
+  T(ct_embedding, CT_EINVAL, ct_embedding(F.a, NULL, CT_NO_PADDING_IDX));
+  TA(ct_embedding, CT_EDTYPE, "float32", ct_embedding(F.a, F.labf, CT_NO_PADDING_IDX)); /* torch: Expected ... Long, Int */
+  TA(ct_embedding, CT_EDTYPE, "int64", ct_embedding(F.i64, F.lab, CT_NO_PADDING_IDX));
+  T(ct_embedding, CT_ESHAPE, ct_embedding(F.r1, F.lab, CT_NO_PADDING_IDX));
+  TA(ct_embedding, CT_EINVAL, "padding_idx", ct_embedding(F.a, F.lab, 2));
+  TA(ct_embedding, CT_EINVAL, "padding_idx", ct_embedding(F.a, F.lab, INT64_MAX));
+  TA(ct_embedding, CT_EINVAL, "out of range", ct_embedding(F.a, F.i64t, CT_NO_PADDING_IDX)); /* F.a has 2 rows, F.i64t holds values up to 2 */
+  T(ct_embedding, CT_EDEVICE, ct_embedding(F.fake, F.lab, CT_NO_PADDING_IDX));
+  T(ct_topk, CT_EINVAL, ct_topk(NULL, 1, 0, 1, NULL));
+  TA(ct_topk, CT_EINVAL, "k = 4", ct_topk(F.a, 4, 1, 1, NULL));
+  TA(ct_topk, CT_EINVAL, "k = -1", ct_topk(F.a, -1, 1, 1, NULL));
+  T(ct_topk, CT_ESHAPE, ct_topk(F.a, 1, 2, 1, NULL));
+  T(ct_topk, CT_EDTYPE, ct_topk(F.i64, 1, 1, 1, NULL));
+  T(ct_multinomial, CT_EINVAL, ct_multinomial(NULL, 1, 1, NULL));
+  TA(ct_multinomial, CT_EINVAL, "num_samples", ct_multinomial(F.b3, 0, 1, NULL));
+  TA(ct_multinomial, CT_EINVAL, "replacement", ct_multinomial(F.b3, 1, 2, NULL));
+  TA(ct_multinomial, CT_EINVAL, ">= 0", ct_multinomial(F.neg3, 1, 1, NULL));
+  T(ct_multinomial, CT_ESHAPE, ct_multinomial(F.x4, 1, 1, NULL));
+  T(ct_multinomial, CT_EDTYPE, ct_multinomial(F.lab, 1, 1, NULL));
   T(ct_index_select, CT_EINVAL, ct_index_select(NULL, 0, F.lab));
   T(ct_index_select, CT_EINVAL, ct_index_select(F.a, 0, NULL));
   TA(ct_index_select, CT_EDTYPE, "float32", ct_index_select(F.a, 0, F.labf)); /* torch: Expected dtype int32/int64 */
@@ -896,6 +936,11 @@ static void test_nn_optim(void **state) {
   S(ct_module_named_tensors, CT_EINVAL, ct_module_named_tensors(F.lin, 1, nt, -1));
   N(ct_module_named_tensors, ct_module_named_tensors(F.lin, 1, NULL, 0) == 2);
   V(ct_module_num_params, CT_EINVAL, ct_module_num_params(NULL) == -1);
+  T(ct_clip_grad_norm_, CT_EINVAL, ct_clip_grad_norm_(NULL, 1, 2));
+  TA(ct_clip_grad_norm_, CT_EINVAL, "max_norm", ct_clip_grad_norm_(F.lin, -1, 2));
+  TA(ct_clip_grad_norm_, CT_EINVAL, "max_norm", ct_clip_grad_norm_(F.lin, INFINITY, 2));
+  TA(ct_clip_grad_norm_, CT_EINVAL, "norm_type", ct_clip_grad_norm_(F.lin, 1, 0));
+  TA(ct_clip_grad_norm_, CT_EINVAL, "norm_type", ct_clip_grad_norm_(F.lin, 1, NAN));
   V(ct_module_print, CT_EINVAL, DO(ct_module_print(NULL, stderr)));
   V(ct_module_print, CT_EINVAL, DO(ct_module_print(F.lin, NULL)));
   /* the layers of issue 19 */

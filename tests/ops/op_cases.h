@@ -375,6 +375,73 @@ static void ref_ce(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_cro
 static ct_tensor *run_mse(ct_tensor *const *in, const op_case *c) { return ct_mse_loss(in[0], in[1], (ct_reduction)c->i[0]); }
 static void ref_mse(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_mse(&in[0], &in[1], c->i[0], out); }
 
+/* cross_entropy_ex: i[0] reduction, i[1] ignore_index, i[2] 1 = class weights in[2]; d[0] smoothing */
+static ct_tensor *run_ce_ex(ct_tensor *const *in, const op_case *c) {
+  return ct_cross_entropy_ex(in[0], in[1], c->i[2] ? in[2] : NULL, c->i[1], (ct_reduction)c->i[0], c->d[0]);
+}
+static void ref_ce_ex(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_ref_cross_entropy_ex(&in[0], &in[1], c->i[2] ? &in[2] : NULL, c->i[1], c->i[0], c->d[0], out);
+}
+
+/* embedding: i[0] 1 = padding_idx i[1] */
+static ct_tensor *run_embedding(ct_tensor *const *in, const op_case *c) {
+  return ct_embedding(in[0], in[1], c->i[0] ? c->i[1] : CT_NO_PADDING_IDX);
+}
+static void ref_embedding(const oc_arr *in, oc_arr *out, const op_case *c) { (void)c; oc_ref_embedding(&in[0], &in[1], out); }
+
+/* topk: i[0] k, i[1] dim, i[2] largest, i[3] 1 = the indices */
+static ct_tensor *run_topk(ct_tensor *const *in, const op_case *c) {
+  ct_tensor *idx = NULL, *v = ct_topk(in[0], c->i[0], c->i[1], c->i[2], &idx);
+  if (!c->i[3]) return ct_tensor_free(idx), v;
+  return ct_tensor_free(v), idx;
+}
+static void ref_topk(const oc_arr *in, oc_arr *out, const op_case *c) { oc_ref_topk(&in[0], c->i[0], c->i[1], c->i[2], c->i[3], out); }
+
+/* multinomial on one-hot rows (1 at each row's maximum of x, 0 elsewhere): every draw must be that
+ * class, whatever the noise; i[0] num_samples (with replacement) */
+static ct_tensor *run_multinomial(ct_tensor *const *in, const op_case *c) {
+  ct_tensor *m = ct_max(in[0], 1, 1, NULL), *hot = m ? ct_eq(in[0], m) : NULL, *p = hot ? ct_cast(hot, ct_tensor_dtype(in[0])) : NULL;
+  ct_tensor *r = p ? ct_multinomial(p, c->i[0], 1, NULL) : NULL;
+  ct_tensor_free(m), ct_tensor_free(hot), ct_tensor_free(p);
+  return r;
+}
+static void ref_multinomial(const oc_arr *in, oc_arr *out, const op_case *c) {
+  int64_t N = in[0].shape[0], C = in[0].shape[1];
+  oc_alloc(out, 2, (int64_t[]){N, c->i[0]});
+  for (int64_t i = 0; i < N; i++) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < C; k++)
+      if (in[0].v[i * C + k] > in[0].v[i * C + best]) best = k;
+    for (int64_t j = 0; j < c->i[0]; j++) out->v[i * c->i[0] + j] = (double)best;
+  }
+}
+
+/* scaled_dot_product_attention: i[0] 0 no mask, 1 is_causal, 2 bool mask in[3] (with key 0 always
+ * attended, so that no row is all masked), 3 additive mask in[3]; d[0] scale (0: 1/sqrt(D)) */
+static ct_tensor *run_sdpa(ct_tensor *const *in, const op_case *c) {
+  ct_tensor *mask = NULL;
+  if (c->i[0] == 2) {
+    int64_t Tk = ct_tensor_shape(in[1])[2];
+    ct_tensor *col = ct_arange(0, (double)Tk, 1, CT_I64, ct_tensor_device(in[0])), *zero = ct_scalar(0, CT_I64, ct_tensor_device(in[0]));
+    ct_tensor *first = col && zero ? ct_eq(col, zero) : NULL, *no = ct_scalar(0, CT_BOOL, ct_tensor_device(in[0]));
+    ct_tensor *m1 = first && no ? ct_ne(in[3], no) : NULL; /* in[3] bool */
+    ct_tensor *fi = first ? ct_cast(first, CT_I64) : NULL, *mi = m1 ? ct_cast(m1, CT_I64) : NULL;
+    ct_tensor *sum = fi && mi ? ct_add(fi, mi) : NULL;
+    mask = sum ? ct_ne(sum, zero) : NULL;
+    ct_tensor_free(col), ct_tensor_free(zero), ct_tensor_free(first), ct_tensor_free(no), ct_tensor_free(m1);
+    ct_tensor_free(fi), ct_tensor_free(mi), ct_tensor_free(sum);
+    if (!mask) return NULL;
+  } else if (c->i[0] == 3) {
+    mask = ct_tensor_retain(in[3]);
+  }
+  ct_tensor *r = ct_scaled_dot_product_attention(in[0], in[1], in[2], mask, 0, c->i[0] == 1, c->d[0]);
+  ct_tensor_free(mask);
+  return r;
+}
+static void ref_sdpa(const oc_arr *in, oc_arr *out, const op_case *c) {
+  oc_ref_sdpa(&in[0], &in[1], &in[2], c->i[0], c->i[0] >= 2 ? &in[3] : NULL, c->d[0], out);
+}
+
 /* joining: i[0] dim, i[1] 1 = stack */
 static ct_tensor *run_join(ct_tensor *const *in, const op_case *c) {
   return c->i[1] ? ct_stack(c->n_in, in, c->i[0]) : ct_cat(c->n_in, in, c->i[0]);
@@ -603,6 +670,23 @@ static const op_case op_cases[] = {
     {"cross_entropy_none", 2, {IN(OC_ANY, 5, 4), IDX(4, 5)}, run_ce, ref_ce, 1, .i = {2}},
     {"cross_entropy_smoothing", 2, {IN(OC_ANY, 5, 4), IDX(4, 5)}, run_ce, ref_ce, 1, .i = {0}, .d = {0.1}},
     {"cross_entropy_smoothing_none", 2, {IN(OC_ANY, 3, 6), IDX(6, 3)}, run_ce, ref_ce, 1, .i = {2}, .d = {0.25}},
+    /* class weights and ignore_index (class 1, which the drawn targets hit), torch's mean over the weights */
+    {"cross_entropy_ex_weight_ignore_mean", 3, {IN(OC_ANY, 9, 4), IDX(4, 9), IN(OC_POS, 4)}, run_ce_ex, ref_ce_ex, 1, .i = {0, 1, 1}},
+    {"cross_entropy_ex_weight_ignore_sum", 3, {IN(OC_ANY, 9, 4), IDX(4, 9), IN(OC_POS, 4)}, run_ce_ex, ref_ce_ex, 1, .i = {1, 1, 1}},
+    {"cross_entropy_ex_weight_ignore_none", 3, {IN(OC_ANY, 9, 4), IDX(4, 9), IN(OC_POS, 4)}, run_ce_ex, ref_ce_ex, 1, .i = {2, 1, 1}},
+    {"cross_entropy_ex_weight_smoothing", 3, {IN(OC_ANY, 7, 5), IDX(5, 7), IN(OC_POS, 5)}, run_ce_ex, ref_ce_ex, 1,
+     .i = {0, -100, 1}, .d = {0.2}},
+    {"cross_entropy_ex_ignore_smoothing", 2, {IN(OC_ANY, 8, 3), IDX(3, 8)}, run_ce_ex, ref_ce_ex, 1, .i = {0, 2, 0}, .d = {0.1}},
+    {"cross_entropy_ex_ignore_mean", 2, {IN(OC_ANY, 8, 3), IDX(3, 8)}, run_ce_ex, ref_ce_ex, 1, .i = {0, 0, 0}},
+    {"scaled_dot_product_attention", 3, {IN(OC_ANY, 2, 2, 5, 3), IN(OC_ANY, 2, 2, 6, 3), IN(OC_ANY, 2, 2, 6, 4)}, run_sdpa,
+     ref_sdpa, 7, .i = {0}},
+    {"scaled_dot_product_attention_causal", 3, {IN(OC_ANY, 1, 3, 7, 4), IN(OC_ANY, 1, 3, 7, 4), IN(OC_ANY, 1, 3, 7, 2)},
+     run_sdpa, ref_sdpa, 7, .i = {1}},
+    {"scaled_dot_product_attention_bool_mask", 4,
+     {IN(OC_ANY, 2, 1, 4, 3), IN(OC_ANY, 2, 1, 5, 3), IN(OC_ANY, 2, 1, 5, 3), IN(OC_BOOL, 4, 5)}, run_sdpa, ref_sdpa, 7, .i = {2}},
+    {"scaled_dot_product_attention_float_mask_scale", 4,
+     {IN(OC_ANY, 2, 2, 3, 4), IN(OC_ANY, 2, 2, 5, 4), IN(OC_ANY, 2, 2, 5, 2), IN(OC_ANY, 1, 2, 3, 5)}, run_sdpa, ref_sdpa, 7,
+     .i = {3}, .d = {0.3}},
     {"mse_loss_mean", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4)}, run_mse, ref_mse, 3, .i = {0}},
     {"mse_loss_sum", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4)}, run_mse, ref_mse, 3, .i = {1}},
     {"mse_loss_none", 2, {IN(OC_ANY, 3, 4), IN(OC_ANY, 3, 4)}, run_mse, ref_mse, 3, .i = {2}},
@@ -612,6 +696,16 @@ static const op_case op_cases[] = {
     {"stack_dim_neg1", 3, {IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 3), IN(OC_ANY, 2, 3)}, run_join, ref_join, 7, .i = {-1, 1}},
     {"index_select_dim0", 2, {IN(OC_ANY, 5, 3), IDX(5, 4)}, run_index, ref_index, 1, .i = {0, 0}},
     {"index_select_dim1", 2, {IN(OC_ANY, 2, 5, 3), IDX(5, 7)}, run_index, ref_index, 1, .i = {1, 0}},
+    {"embedding", 2, {IN(OC_ANY, 7, 3), IDX(7, 2, 5)}, run_embedding, ref_embedding, 1, .i = {0}},
+    {"embedding_1d_indices", 2, {IN(OC_ANY, 5, 4), IDX(5, 9)}, run_embedding, ref_embedding, 1, .i = {0}},
+    /* padding_idx changes the gradient only (its row gets none: test_ops_cpu checks it), not the values */
+    {"embedding_padding_idx", 2, {IN(OC_ANY, 4, 3), IDX(4, 3, 4)}, run_embedding, ref_embedding, 0, .i = {1, -2}},
+    {"multinomial_one_hot_rows", 1, {IN(OC_ANY, 4, 9)}, run_multinomial, ref_multinomial, 0, .out = OC_OUT_I64, .i = {5}},
+    {"topk_largest_dim1", 1, {IN(OC_ANY, 3, 7)}, run_topk, ref_topk, 1, .i = {3, 1, 1, 0}},
+    {"topk_largest_dim1_indices", 1, {IN(OC_ANY, 3, 7)}, run_topk, ref_topk, 0, .out = OC_OUT_I64, .i = {3, 1, 1, 1}},
+    {"topk_smallest_dim0", 1, {IN(OC_ANY, 5, 2, 3)}, run_topk, ref_topk, 1, .i = {2, 0, 0, 0}},
+    {"topk_smallest_dim0_indices", 1, {IN(OC_ANY, 5, 2, 3)}, run_topk, ref_topk, 0, .out = OC_OUT_I64, .i = {2, 0, 0, 1}},
+    {"topk_all_sorted", 1, {IN(OC_ANY, 2, 6)}, run_topk, ref_topk, 1, .i = {6, -1, 1, 0}},
     {"gather_dim1", 2, {IN(OC_ANY, 3, 4), IDX(4, 3, 5)}, run_index, ref_index, 1, .i = {1, 1}},
     {"gather_dim0", 2, {IN(OC_ANY, 3, 4), IDX(3, 2, 4)}, run_index, ref_index, 1, .i = {0, 1}},
     VIEW("reshape", V_RESHAPE, IN(OC_ANY, 2, 3, 4), 1, 0),

@@ -327,6 +327,110 @@ static void oc_ref_cross_entropy(const oc_arr *x, const oc_arr *t, int reduction
   free(l);
 }
 
+/* torch's cross_entropy with class weights w (NULL: ones), ignore_index and label smoothing ls,
+ * written from the formula of aten/src/ATen/native/LossNLL.cpp: the mean divides by the summed
+ * weights of the samples not ignored. */
+static void oc_ref_cross_entropy_ex(const oc_arr *x, const oc_arr *t, const oc_arr *w, int64_t ignore, int reduction,
+                                    double ls, oc_arr *out) {
+  int64_t N = x->shape[0], C = x->shape[1];
+  double *l = calloc((size_t)N, sizeof(double)), den = 0;
+  for (int64_t i = 0; i < N; i++) {
+    int64_t y = (int64_t)t->v[i];
+    if (y == ignore) continue;
+    double s = 0, all = 0;
+    for (int64_t c = 0; c < C; c++) s += exp(x->v[i * C + c]);
+    for (int64_t c = 0; c < C; c++) all += -(w ? w->v[c] : 1.0) * (x->v[i * C + c] - log(s));
+    double wy = w ? w->v[y] : 1.0;
+    l[i] = (1 - ls) * wy * -(x->v[i * C + y] - log(s)) + ls * all / (double)C;
+    den += wy;
+  }
+  if (reduction == 0) {
+    oc_alloc(out, 0, NULL);
+    for (int64_t i = 0; i < N; i++) out->v[0] += l[i];
+    out->v[0] /= den;
+  } else oc_ref_reduction(l, N, reduction, out);
+  free(l);
+}
+
+/* torch.nn.functional.embedding: out[(*), :] = w[idx[(*)], :] */
+static void oc_ref_embedding(const oc_arr *w, const oc_arr *idx, oc_arr *out) {
+  int64_t D = w->shape[1], shape[OC_MAX_DIMS];
+  memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
+  shape[idx->ndim] = D;
+  oc_alloc(out, idx->ndim + 1, shape);
+  for (int64_t i = 0; i < idx->numel; i++)
+    for (int64_t d = 0; d < D; d++) out->v[i * D + d] = w->v[(int64_t)idx->v[i] * D + d];
+}
+
+/* torch.topk along dim (values, or their positions when want_idx): each line's elements ranked by
+ * a selection that keeps the first of equal values. */
+static void oc_ref_topk(const oc_arr *x, int64_t k, int dim, int largest, int want_idx, oc_arr *out) {
+  int nd = x->ndim, d = dim < 0 ? dim + nd : dim;
+  int64_t shape[OC_MAX_DIMS], idx[OC_MAX_DIMS], n = x->shape[d];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[d] = k;
+  oc_alloc(out, nd, shape);
+  char *taken = calloc((size_t)n, 1);
+  for (int64_t i = 0; i < out->numel; i++) {
+    oc_unravel(nd, shape, i, idx);
+    if (idx[d] != 0) continue; /* each line once, from its first output */
+    memset(taken, 0, (size_t)n);
+    for (int64_t j = 0; j < k; j++) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < n; e++) {
+        if (taken[e]) continue;
+        idx[d] = e;
+        double v = x->v[oc_ravel(nd, x->shape, idx)];
+        idx[d] = best;
+        double b = best < 0 ? 0 : x->v[oc_ravel(nd, x->shape, idx)];
+        if (best < 0 || (largest ? v > b : v < b)) best = e;
+      }
+      taken[best] = 1;
+      idx[d] = best;
+      double v = x->v[oc_ravel(nd, x->shape, idx)];
+      idx[d] = j;
+      out->v[oc_ravel(nd, shape, idx)] = want_idx ? (double)best : v;
+    }
+    idx[d] = 0;
+  }
+  free(taken);
+}
+
+/* torch's scaled_dot_product_attention, math form, in double: q (B, H, Tq, D), k (B, H, Tk, D),
+ * v (B, H, Tk, Dv); mask_kind 0 none, 1 causal (key j <= query i), 2 bool mask m (true: attend;
+ * key 0 always attends, as the runner makes it), 3 additive mask m; m broadcasts from its trailing
+ * dims (Tq, Tk) or (1, H, Tq, Tk). */
+static void oc_ref_sdpa(const oc_arr *q, const oc_arr *k, const oc_arr *v, int mask_kind, const oc_arr *m, double scale,
+                        oc_arr *out) {
+  int64_t B = q->shape[0], H = q->shape[1], Tq = q->shape[2], D = q->shape[3], Tk = k->shape[2], Dv = v->shape[3];
+  if (scale == 0) scale = 1 / sqrt((double)D);
+  oc_alloc(out, 4, (int64_t[]){B, H, Tq, Dv});
+  double *s = calloc((size_t)Tk, sizeof(double));
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t i = 0; i < Tq; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < Tk; j++) {
+          double acc = 0;
+          for (int64_t d = 0; d < D; d++) acc += q->v[((b * H + h) * Tq + i) * D + d] * k->v[((b * H + h) * Tk + j) * D + d];
+          acc *= scale;
+          int64_t mi = m && m->ndim == 4 ? (h * Tq + i) * Tk + j : i * Tk + j;
+          if (mask_kind == 1 && j > i) acc = -INFINITY;
+          if (mask_kind == 2 && !(m->v[mi] != 0 || j == 0)) acc = -INFINITY;
+          if (mask_kind == 3) acc += m->v[mi];
+          s[j] = acc;
+          if (acc > mx) mx = acc;
+        }
+        for (int64_t j = 0; j < Tk; j++) s[j] = exp(s[j] - mx), sum += s[j];
+        for (int64_t d = 0; d < Dv; d++) {
+          double acc = 0;
+          for (int64_t j = 0; j < Tk; j++) acc += s[j] / sum * v->v[((b * H + h) * Tk + j) * Dv + d];
+          out->v[((b * H + h) * Tq + i) * Dv + d] = acc;
+        }
+      }
+  free(s);
+}
+
 static void oc_ref_mse(const oc_arr *a, const oc_arr *b, int reduction, oc_arr *out) {
   double *l = calloc((size_t)a->numel, sizeof(double));
   for (int64_t i = 0; i < a->numel; i++) l[i] = (a->v[i] - b->v[i]) * (a->v[i] - b->v[i]);

@@ -82,6 +82,7 @@ static int cpu_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
   int half = dt == CT_F16 || dt == CT_BF16;
   switch (k) {
     case CT_K_conv2d:
+    case CT_K_attention: /* float32 and float64 (attention.c): the front-end widens the halves */
       return !half;
     case CT_K_pool2d_max_relu:
       return 1;
