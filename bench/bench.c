@@ -33,6 +33,7 @@ static const struct {
     {"conv-format", ct_bench_conv_format, "the cnn's conv layers, NCHW vs channels_last (NHWC), fwd and fwd+bwd, per device"},
     {"memory", ct_bench_memory, "peak bytes of one resnet18 training step (allocator and RSS), optionally vs PyTorch"},
     {"decode", ct_bench_decode, "image-folder PNG/JPEG decode throughput: images/s per reader and per loader worker"},
+    {"attention", ct_bench_attention, "attention fwd+bwd, T = 128..4096: fused vs composed, ms and peak bytes, optionally vs PyTorch"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 

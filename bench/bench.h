@@ -25,6 +25,7 @@ int ct_bench_amp_memory(int argc, char **argv);
 int ct_bench_conv_format(int argc, char **argv);
 int ct_bench_memory(int argc, char **argv);
 int ct_bench_decode(int argc, char **argv);
+int ct_bench_attention(int argc, char **argv);
 
 /* Seconds on the monotonic clock. */
 double ct_bench_now(void);

@@ -30,7 +30,7 @@ static void every_command_has_help(void **state) {
                                      "bench matmul-sweep", "bench norms", "bench bandwidth", "bench train",
                                      "bench two-devices", "bench data-parallel", "bench amp-memory",
                                      "bench conv-format", "bench allreduce", "bench ddp-overlap", "bench memory",
-                                     "bench decode"};
+                                     "bench decode", "bench attention"};
   char out[16384];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int rc = ct_test_run(out, sizeof out, "%s %s --help", cuttle, cmds[i]);

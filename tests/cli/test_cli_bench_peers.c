@@ -1,5 +1,5 @@
 /* tests/cli/test_cli_bench_peers.c: the PyTorch peers of `cuttle bench gemm`, `matmul-sweep`,
- * `norms` and `bandwidth` (--pytorch [--python PATH] [--script FILE]) as a user runs them, with
+ * `norms`, `bandwidth` and `attention` (--pytorch [--python PATH] [--script FILE]) as a user runs them, with
  * --quick: PyTorch's columns hold numbers beside cuttle's on the CPU (the test's Python,
  * $CUTTLE_PYTHON: the build folder's venv with Debian's PyTorch 1.13, scripts/python_env.sh);
  * bandwidth on opencl:0 (PoCL) says "no PyTorch peer on opencl" in PyTorch's cells and exits 0;
@@ -109,15 +109,17 @@ static int expect(int got, int want) {
   return got;
 }
 
-/* ---- the four benchmarks beside PyTorch */
+/* ---- the five benchmarks beside PyTorch */
 
-/* The four benchmarks' commands of this test, without --pytorch and its options: on the CPU
+/* The five benchmarks' commands of this test, without --pytorch and its options: on the CPU
  * (bandwidth on PoCL's opencl:0), --quick and small, each writing the CSV. */
-static const char *const benches[4] = {
+enum { NBENCH = 5 };
+static const char *const benches[NBENCH] = {
     "bench gemm --device cpu --quick",
     "bench matmul-sweep --device cpu --quick --max-n 64",
     "bench norms --device cpu --quick --count 20",
     "bench bandwidth --device opencl:0 --quick --max-size 16384",
+    "bench attention --device cpu --quick --batch 1 --heads 8 --threads 1",
 };
 
 static void gemm_beside_pytorch(void **state) {
@@ -178,13 +180,32 @@ static void bandwidth_on_opencl_has_no_peer(void **state) {
   assert_null(strstr(out, "failed"));
 }
 
+/* Attention's three ways at T = 128 and 256: times and peak bytes of each, and the checksums of the
+ * same inputs on every side (PyTorch's beside cuttle's; their agreement is read, not its speed). */
+static void attention_beside_pytorch(void **state) {
+  (void)state;
+  table t;
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s %s --csv %s --pytorch --python '%s'", cuttle, benches[4], csv,
+                                      ct_test_python()), 0), 0);
+  read_csv(&t);
+  static const char *const cols[6] = {"fused ms", "composed ms", "PyTorch ms", "fused peak bytes", "composed peak bytes",
+                                      "PyTorch peak bytes"};
+  for (int k = 0; k < 6; k++) assert_int_equal(all_numbers(&t, cols[k]), 2); /* T = 128, 256 */
+  all_numbers(&t, "fused / PyTorch (ms)");
+  assert_non_null(strstr(out, "--sizes 128,256")); /* the peer got cuttle's lengths */
+  assert_non_null(strstr(out, "PyTorch sum(dq*r)"));
+  assert_non_null(strstr(out, "PyTorch's peak bytes: "));
+  assert_null(strstr(out, "failed"));
+}
+
 /* A Python that is not there, a script that is not there, and a peer that fails with a message:
  * cuttle's rows print, PyTorch's cells read "failed", the reason is printed, exit status 1. */
 static void a_failed_peer_leaves_cuttles_rows(void **state) {
   (void)state;
-  static const char *const figure[4] = {"ct_matmul GFLOP/s", "CPU ms", "median ms", "H2D pageable"};
-  static const char *const pycol[4] = {"PyTorch GFLOP/s", "PyTorch CPU ms", "PyTorch median ms", "PyTorch H2D pageable"};
-  for (int b = 0; b < 4; b++) {
+  static const char *const figure[NBENCH] = {"ct_matmul GFLOP/s", "CPU ms", "median ms", "H2D pageable", "fused ms"};
+  static const char *const pycol[NBENCH] = {"PyTorch GFLOP/s", "PyTorch CPU ms", "PyTorch median ms",
+                                            "PyTorch H2D pageable", "PyTorch ms"};
+  for (int b = 0; b < NBENCH; b++) {
     table t;
     /* an interpreter that is not there: the shell's "not found" is the reason */
     assert_int_equal(expect(ct_test_run(out, sizeof out, "%s %s --csv %s --pytorch --python /nonexistent/python3", cuttle,
@@ -218,8 +239,8 @@ static void a_failed_peer_leaves_cuttles_rows(void **state) {
  * the new options. */
 static void bad_options_exit_2(void **state) {
   (void)state;
-  static const char *const names[4] = {"gemm", "matmul-sweep", "norms", "bandwidth"};
-  for (int b = 0; b < 4; b++) {
+  static const char *const names[NBENCH] = {"gemm", "matmul-sweep", "norms", "bandwidth", "attention"};
+  for (int b = 0; b < NBENCH; b++) {
     assert_int_equal(expect(ct_test_run(out, sizeof out, "%s bench %s --pytorch --frobnicate", cuttle, names[b]), 2), 2);
     assert_int_equal(expect(ct_test_run(out, sizeof out, "%s bench %s --pytorch --python", cuttle, names[b]), 2), 2);
     assert_int_equal(expect(ct_test_run(out, sizeof out, "%s bench %s --help", cuttle, names[b]), 0), 0);
@@ -266,6 +287,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_beside_pytorch),          cmocka_unit_test(matmul_sweep_beside_pytorch),
       cmocka_unit_test(norms_beside_pytorch),         cmocka_unit_test(bandwidth_on_opencl_has_no_peer),
+      cmocka_unit_test(attention_beside_pytorch),
       cmocka_unit_test(a_failed_peer_leaves_cuttles_rows), cmocka_unit_test(bad_options_exit_2)};
   return cmocka_run_group_tests_name("cli bench peers", tests, setup, teardown);
 }

@@ -139,7 +139,8 @@ static void version_and_help(void **state) {
   assert_int_equal(ct_test_run(out, sizeof out, "%s --help", cuttle), 0);
   static const char *const names[] = {"train", "eval", "devices", "smi", "bench", "gemm", "overhead", "matmul-sweep",
                                       "norms", "bandwidth", "two-devices", "data-parallel", "amp-memory",
-                                      "ddp-overlap", "allreduce", "conv-format", "memory", "decode"};
+                                      "ddp-overlap", "allreduce", "conv-format", "memory", "decode",
+                                      "attention"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char want[64];
     snprintf(want, sizeof want, "\n  %s ", names[i]);
