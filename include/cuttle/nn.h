@@ -59,6 +59,36 @@ CT_API ct_module *ct_avg_pool2d_new(const ct_pool2d_opts *opts);
 CT_API ct_module *ct_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w);
 CT_API ct_module *ct_flatten_new(void); /* flattens dims 1..-1 */
 CT_API ct_module *ct_dropout_new(double p);
+/* torch.nn.MultiheadAttention(embed_dim, num_heads, dropout, bias, batch_first=batch_first), with
+ * its parameter names (state_dict keys): in_proj_weight (3E, E), in_proj_bias (3E) when bias, and
+ * the child out_proj, a Linear(E, E) (out_proj.weight, out_proj.bias). Initialization as torch's
+ * _reset_parameters: xavier_uniform_ on in_proj_weight, zero biases, out_proj.weight as Linear's.
+ * ct_module_forward(m, x) is self-attention (query = key = value = x, no mask);
+ * ct_multihead_attention_forward takes the rest. gen NULL: the default generator. The caller frees
+ * m. Errors (NULL): CT_EINVAL for embed_dim not divisible by num_heads (or either below 1), dropout
+ * outside [0, 1), bias or batch_first not 0 or 1; CT_EDEVICE; CT_ENOMEM. */
+CT_API ct_module *ct_multihead_attention_new(int64_t embed_dim, int64_t num_heads, double dropout, int bias, int batch_first,
+                                             ct_device dev, ct_generator *gen);
+/* MultiheadAttention's forward with need_weights=False (torch's fast path's result): query (N, L, E)
+ * with batch_first (else (L, N, E)), key and value (N, S, E) -> (N, L, E) (or (L, N, E)), the
+ * heads through ct_scaled_dot_product_attention (fused on the CPU), dropout on the attention
+ * weights only in training mode. attn_mask: NULL, (L, S) or (N * num_heads, L, S), bool with torch's
+ * MultiheadAttention meaning (true: NOT allowed to attend) or float (added). is_causal: 1 applies
+ * the causal mask itself (torch takes it as a hint beside an explicit mask); not with attn_mask.
+ * Returns a new tensor; the caller frees it. Errors (NULL, naming ct_multihead_attention_forward):
+ * CT_EINVAL for a NULL argument or an m not made by ct_multihead_attention_new; CT_ESHAPE for an
+ * input that is not 3-D with E features; then ct_scaled_dot_product_attention's errors. */
+CT_API ct_tensor *ct_multihead_attention_forward(ct_module *m, ct_tensor *query, ct_tensor *key, ct_tensor *value,
+                                                 ct_tensor *attn_mask, int is_causal);
+
+/* torch.nn.Embedding(num_embeddings, embedding_dim, padding_idx): a "weight" (num_embeddings,
+ * embedding_dim) float32 parameter drawn from N(0, 1) (torch's reset_parameters), its padding row
+ * (CT_NO_PADDING_IDX for none, negative counts from the end) zeroed; the forward is ct_embedding:
+ * int64/int32 indices (*) -> (*, embedding_dim), the padding row getting no gradient. gen NULL: the
+ * default generator. Errors (NULL): CT_EINVAL for sizes below 1 or a padding_idx outside
+ * [-num_embeddings, num_embeddings); CT_EDEVICE for a device that does not exist; CT_ENOMEM. */
+CT_API ct_module *ct_embedding_new(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, ct_device dev,
+                                   ct_generator *gen);
 /* torch.nn.Identity: forward returns its input (one more reference, which the caller frees). */
 CT_API ct_module *ct_identity_new(void);
 /* Takes ownership of the n modules (they are freed with the Sequential). Its children are named

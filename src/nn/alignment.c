@@ -183,6 +183,10 @@ static void visit(walk *w, const ct_module *m, const char *path) {
         visit(w, m->children[i], p);
       }
       return;
+    case CT_M_EMBEDDING: /* indices (*) -> (*, embedding_dim) */
+      if (w->known && w->ndim < CT_MAX_DIMS) w->shape[w->ndim++] = m->out;
+      else w->known = 0;
+      return;
     case CT_M_USER: /* a forward cuttle cannot follow: its layers' sizes are checked, not the shapes between them */
       if (w->known && w->ndim >= 1) batch(w, path, m, w->shape[0]);
       w->known = 0;

@@ -199,6 +199,33 @@ ct_module *ct_layernorm_new(int ndim, const int64_t *normalized_shape, double ep
   return m;
 }
 
+ct_module *ct_embedding_new(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, ct_device dev, ct_generator *gen) {
+  const char *op = "ct_embedding_new";
+  if (num_embeddings < 1 || embedding_dim < 1)
+    CT_FAIL_NULL(CT_EINVAL, "%s: num_embeddings and embedding_dim must be >= 1, got %lld and %lld", op, (long long)num_embeddings,
+                 (long long)embedding_dim);
+  if (padding_idx != CT_NO_PADDING_IDX && (padding_idx < -num_embeddings || padding_idx >= num_embeddings))
+    CT_FAIL_NULL(CT_EINVAL, "%s: padding_idx %lld must be within num_embeddings (in [-%lld, %lld), or CT_NO_PADDING_IDX)", op,
+                 (long long)padding_idx, (long long)num_embeddings, (long long)num_embeddings);
+  int64_t shape[2] = {num_embeddings, embedding_dim};
+  if (!ct__check_new(op, 2, shape, CT_F32, dev)) return NULL;
+  ct_module *m = ct__module_alloc(CT_M_EMBEDDING);
+  if (!m) return NULL;
+  m->in = num_embeddings, m->out = embedding_dim;
+  m->padding_idx = padding_idx == CT_NO_PADDING_IDX ? -1 : padding_idx < 0 ? padding_idx + num_embeddings : padding_idx;
+  /* torch.nn.Embedding.reset_parameters: normal_(0, 1), then the padding row zeroed */
+  ct_tensor *w = ct_randn(2, shape, 0, 1, CT_F32, dev, gen);
+  if (w && m->padding_idx >= 0) {
+    ct_tensor *row = ct_narrow(w, 0, m->padding_idx, 1);
+    ct_status s = row ? ct_zero_(row) : ct_last_status();
+    ct_tensor_free(row);
+    if (s != CT_OK) ct_tensor_free(w), w = NULL;
+  }
+  if (w) ct_requires_grad_(w, 1);
+  if (!w || ct__module_add(m, "weight", w, 0) != CT_OK) return ct__error_prefix("%s", op), ct_module_free(m), NULL;
+  return m;
+}
+
 ct_module *ct_dropout_new(double p) {
   if (!(p >= 0 && p <= 1)) CT_FAIL_NULL(CT_EINVAL, "ct_dropout_new: p must be in [0, 1], got %g", p);
   ct_module *m = ct__module_alloc(CT_M_DROPOUT);
@@ -294,6 +321,7 @@ static ct_tensor *forward(ct_module *m, ct_tensor *x) {
     case CT_M_GELU: return m->approximate ? ct_gelu_tanh(x) : ct_gelu(x);
     case CT_M_LAYERNORM:
       return ct_layer_norm(x, m->norm_ndim, m->n_slots ? m->slot[0] : NULL, m->n_slots ? m->slot[1] : NULL, m->eps);
+    case CT_M_EMBEDDING: return ct_embedding(m->slot[0], x, m->padding_idx >= 0 ? m->padding_idx : CT_NO_PADDING_IDX);
     case CT_M_IDENTITY: return ct__retain_tracked(x);
     case CT_M_MAXPOOL2D: return ct_max_pool2d(x, &m->pool);
     case CT_M_AVGPOOL2D: return ct_avg_pool2d(x, &m->pool);

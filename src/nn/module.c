@@ -6,7 +6,8 @@
 
 static const char *const type_names[CT_M_KIND_COUNT] = {
     "Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "Flatten", "Dropout", "Sequential", "AvgPool2d",
-    "AdaptiveAvgPool2d", "Identity", "Sigmoid", "Tanh", "GELU", "SiLU", "BatchNorm1d", "LayerNorm", "Module"};
+    "AdaptiveAvgPool2d", "Identity", "Sigmoid", "Tanh", "GELU", "SiLU", "BatchNorm1d", "LayerNorm", "Embedding",
+    "Module"};
 
 ct_module *ct__module_alloc(ct_module_kind kind) {
   ct_module *m = ct__calloc(1, sizeof *m, "a module");
@@ -337,6 +338,11 @@ char *ct__module_desc(const ct_module *m, char *buf, size_t n) {
       break;
     }
     case CT_M_GELU: snprintf(buf, n, "GELU(approximate='%s')", m->approximate ? "tanh" : "none"); break;
+    case CT_M_EMBEDDING: /* torch.nn.Embedding's repr */
+      if (m->padding_idx >= 0)
+        snprintf(buf, n, "Embedding(%lld, %lld, padding_idx=%lld)", (long long)m->in, (long long)m->out, (long long)m->padding_idx);
+      else snprintf(buf, n, "Embedding(%lld, %lld)", (long long)m->in, (long long)m->out);
+      break;
     case CT_M_USER: snprintf(buf, n, "%s", m->type_name); break;
     default: snprintf(buf, n, "%s%s", type_names[m->kind], m->kind == CT_M_SEQUENTIAL ? "" : "()"); break;
   }

@@ -10,7 +10,7 @@
 typedef enum {
   CT_M_LINEAR, CT_M_CONV2D, CT_M_BATCHNORM2D, CT_M_RELU, CT_M_MAXPOOL2D, CT_M_FLATTEN, CT_M_DROPOUT, CT_M_SEQUENTIAL,
   CT_M_AVGPOOL2D, CT_M_ADAPTIVEAVGPOOL2D, CT_M_IDENTITY, CT_M_SIGMOID, CT_M_TANH, CT_M_GELU, CT_M_SILU, CT_M_BATCHNORM1D,
-  CT_M_LAYERNORM,
+  CT_M_LAYERNORM, CT_M_EMBEDDING,
   CT_M_USER, /* ct_module_new: a user's forward over named children, parameters and buffers */
   CT_M_KIND_COUNT
 } ct_module_kind;
@@ -35,6 +35,7 @@ struct ct_module {
   double p, eps, momentum;
   int approximate;       /* GELU: 1 for the tanh approximation */
   int64_t out_size[2];   /* AdaptiveAvgPool2d */
+  int64_t padding_idx;   /* Embedding: the row without gradient, or -1 */
   int norm_ndim;         /* LayerNorm: normalized_shape's dims */
   int64_t norm_shape[CT_MAX_DIMS];
   /* CT_M_USER */

@@ -2,6 +2,7 @@
  * sequence models use: embedding's padding row and deterministic backward, cross_entropy's
  * ignore_index default and all-ignored batch, multinomial's frequencies, topk's NaN order and
  * clip_grad_norm_'s scaling, each against values computed here on the host, and their errors. */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,6 +341,54 @@ static void test_clip_grad_norm(void **state) {
   ct_scope_end();
 }
 
+/* nn.Embedding: torch's init (N(0, 1), the padding row zeroed), repr, forward shape; nn.MultiheadAttention's
+ * state_dict names and a self-attention forward of the input's shape (its values: test_interop_sequence) */
+static void test_modules(void **state) {
+  (void)state;
+  ct_scope_begin();
+  ct_generator g = ct_generator_new(2);
+  ct_module *e = ct_assert_nonnull(ct_embedding_new(10, 4, -10, CT_DEVICE_CPU, &g)); /* -10: row 0 */
+  ct_tensor *w = ct_assert_nonnull(ct_module_tensor(e, "weight"));
+  assert_int_equal(ct_tensor_shape(w)[0], 10);
+  double *wv = ct_test_values(w);
+  double sq = 0;
+  for (int i = 0; i < 40; i++) {
+    if (i < 4) assert_true(wv[i] == 0);
+    sq += wv[i] * wv[i];
+  }
+  assert_true(sq / 36 > 0.3 && sq / 36 < 3); /* unit variance, roughly */
+  free(wv);
+  char *s = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  ct_module_print(e, f);
+  fclose(f);
+  assert_string_equal(s, "Embedding(10, 4, padding_idx=0)\n"); /* torch.nn.Embedding's repr */
+  free(s);
+  int64_t iv[6] = {1, 0, 9, 3, 3, 2};
+  ct_tensor *y = ct_assert_nonnull(ct_module_forward(e, host_i64(iv, 6)));
+  assert_int_equal(ct_tensor_ndim(y), 2);
+  assert_int_equal(ct_tensor_shape(y)[1], 4);
+  ct_module_free(e);
+  ct_module *m = ct_assert_nonnull(ct_multihead_attention_new(8, 2, 0.1, 0, 0, CT_DEVICE_CPU, &g));
+  ct_named_tensor nt[4];
+  assert_int_equal(ct_module_named_tensors(m, 1, nt, 4), 2); /* bias = 0: in_proj_weight, out_proj.weight */
+  assert_string_equal(nt[0].name, "in_proj_weight");
+  assert_string_equal(nt[1].name, "out_proj.weight");
+  ct_tensor *x = ct_assert_nonnull(ct_randn(3, (int64_t[]){5, 3, 8}, 0, 1, CT_F32, CT_DEVICE_CPU, &g)); /* (L, N, E) */
+  ct_module_train(m, 0);
+  ct_tensor *o = ct_assert_nonnull(ct_module_forward(m, x));
+  assert_int_equal(ct_tensor_shape(o)[0], 5);
+  assert_int_equal(ct_tensor_shape(o)[1], 3);
+  assert_int_equal(ct_tensor_shape(o)[2], 8);
+  ct_tensor *bad = ct_assert_nonnull(ct_randn(3, (int64_t[]){5, 3, 7}, 0, 1, CT_F32, CT_DEVICE_CPU, &g));
+  assert_null(ct_module_forward(m, bad));
+  assert_int_equal(ct_last_status(), CT_ESHAPE);
+  ct_assert_error_contains("embed_dim = 8");
+  ct_module_free(m);
+  ct_scope_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding_padding_row_gets_no_gradient), cmocka_unit_test(test_embedding_backward_is_deterministic),
@@ -347,7 +396,7 @@ int main(void) {
       cmocka_unit_test(test_cross_entropy_ignores_minus_100),        cmocka_unit_test(test_cross_entropy_ex_errors),
       cmocka_unit_test(test_multinomial_frequencies),                cmocka_unit_test(test_multinomial_without_replacement),
       cmocka_unit_test(test_multinomial_errors),                     cmocka_unit_test(test_topk_specials_and_errors),
-      cmocka_unit_test(test_clip_grad_norm),
+      cmocka_unit_test(test_clip_grad_norm),                         cmocka_unit_test(test_modules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
