@@ -9,6 +9,7 @@
 #include "../ops/pool_kernels.h"
 #include "../ops/seq_kernels.h"
 #include "../ops/conv_kernels.h"
+#include "../ops/attention_kernels.h"
 
 /* The fused conv2d + relu + MaxPool2d(2) (src/backend/opencl/conv_relu_pool.c) goes through its
  * images in chunks of an 8 MB scratch; the op table's inputs fit one chunk, so the cnn's second
@@ -82,6 +83,8 @@ int main(void) {
   pk_dev = CT_DEVICE_OPENCL(0); /* max pooling's ties and NaNs as the CPU's (pool_kernels.h) */
   ck_dev = CT_DEVICE_OPENCL(0); /* conv2d beyond the op table's sizes (conv_kernels.h) */
   sk_dev = CT_DEVICE_OPENCL(0); /* embedding's index checks and backward, multinomial (seq_kernels.h) */
-  const struct CMUnitTest fused[] = {cmocka_unit_test(test_fused_conv_pool_chunks), NK_TESTS, PK_TESTS, CK_TESTS, SK_TESTS};
+  ak_dev = CT_DEVICE_OPENCL(0); /* the fused attention against the CPU's, and its memory (attention_kernels.h) */
+  const struct CMUnitTest fused[] = {cmocka_unit_test(test_fused_conv_pool_chunks), NK_TESTS, PK_TESTS, CK_TESTS, SK_TESTS,
+                                     AK_TESTS};
   return r | cmocka_run_group_tests_name("fused_opencl", fused, NULL, NULL);
 }

@@ -37,7 +37,8 @@ static ct_status ocl_device_props(int index, ct_device_props *out) {
 
 /* What the OpenCL kernels take as they are (core/backend.h's supports): the fused conv + relu +
  * pool in float16 and bfloat16 (conv_relu_pool.c); matmul (CLBlast) and conv2d compute halves in
- * float32 through the front-end; max pooling has no CT_POOL_MAX_RELU. */
+ * float32 through the front-end; the fused attention (attention.c) takes float32 and float64 only,
+ * so the front-end widens halves to float32 around it; max pooling has no CT_POOL_MAX_RELU. */
 static int ocl_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
   int half = dt == CT_F16 || dt == CT_BF16;
   switch (k) {
@@ -45,6 +46,9 @@ static int ocl_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
     case CT_K_conv2d:
     case CT_K_batch_norm: /* the front-end casts a half input to float32 around the kernels */
       return !half;
+    case CT_K_attention:
+    case CT_K_attention_backward: /* float32 and float64 (halves widened by the front-end) */
+      return dt == CT_F32 || dt == CT_F64;
     case CT_K_pool2d_max_relu:
       return 0;
     default:

@@ -10,7 +10,7 @@
  *   5  backend.c      the vtable, and its device_props: device.c's facts, the allocator's figures
  *   4  copy.c         memcpy, the copy and fill kernels              (launch, allocator, pinned, context)
  *      elementwise.c, reduce.c, matmul.c (and ct__ocl_gemm), conv.c, conv_relu_pool.c, pool.c,
- *      softmax.c, random.c, index.c, optim.c, amp.c, bench_access.c            (launch, context, ...)
+ *      softmax.c, attention.c, random.c, index.c, optim.c, amp.c, bench_access.c (launch, context, ...)
  *   3  launch.c       kernel arguments and launching              (allocator, program, context, device)
  *      event.c        synchronization, streams and events   (allocator's call_error, context, device)
  *   2  allocator.c    the caching allocator, in a table of its own, and ct__ocl_call_error
@@ -43,7 +43,7 @@
 
 #define CT_OCL_MAX_DEVICES 64
 #define CT_OCL_SLOT_BITS 36
-#define CT_OCL_MAX_KERNELS 32
+#define CT_OCL_MAX_KERNELS 64 /* the kernels a context may create (program.c's table); kernels/ defines 38 */
 
 /* One OpenCL device: fixed facts from enumeration (device.c). */
 typedef struct {
