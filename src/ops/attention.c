@@ -1,7 +1,8 @@
 /* src/ops/attention.c: scaled dot-product attention, torch.nn.functional.scaled_dot_product_attention.
  * Where the backend has the fused kernels (kernels.def's attention: FlashAttention-2's tiles with an
  * online softmax, the log-sum-exp saved for the backward), the op is one tape node that keeps q, k,
- * v, the output and (B, H, Tq) log-sum-exps: memory O(B H T), never the (Tq, Tk) scores. Elsewhere
+ * v, the output and (B, H, Tq) log-sum-exps: memory O(B H T), never the (Tq, Tk) scores (the CPU's
+ * kernels: src/backend/cpu/attention.c; OpenCL's: src/backend/opencl/attention.c). Elsewhere
  * it is composed of matmul, where, softmax and dropout, torch's math reference, which stays here as
  * the tests' and the benchmark's reference (ct__sdpa_composed). */
 #include <math.h>

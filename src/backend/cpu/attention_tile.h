@@ -1,5 +1,6 @@
 /* src/backend/cpu/attention_tile.h: the CPU's fused attention for one real type, included by
- * attention.c once for float (REAL float, GEMM cblas_sgemm, EXP expf, SUF f32) and once for double.
+ * attention.c once for float (REAL float, GEMM cblas_sgemm, EXP and EXP_ROW its exps, SUF f32) and
+ * once for double.
  * The algorithms are FlashAttention-2's (Dao 2023, algorithms 1 and 2) over tiles of BR query rows
  * and BC key rows: the forward keeps a running maximum m and sum l per query row and rescales its
  * output accumulator when m grows (the online softmax of Milakov and Gimelshein 2018), the backward
@@ -53,13 +54,16 @@ static void CT_CONCAT(forward_, SUF)(const attn_geom *g, const REAL *Q, const RE
         CT_CONCAT(scores_, SUF)(g, b, h, q, k, i0, br, j0, bc, s);
         for (int64_t r = 0; r < br; r++) {
           REAL *sr = s + r * BC, mx = m[r];
+#pragma omp simd reduction(max : mx)
           for (int64_t c = 0; c < bc; c++) mx = sr[c] > mx ? sr[c] : mx;
           if (mx == -(REAL)INFINITY) { /* nothing seen in this row yet: no weight */
             for (int64_t c = 0; c < bc; c++) sr[c] = 0;
             continue;
           }
           REAL alpha = EXP(m[r] - mx), sum = 0;
-          for (int64_t c = 0; c < bc; c++) sr[c] = EXP(sr[c] - mx), sum += sr[c];
+          EXP_ROW(sr, bc, mx);
+#pragma omp simd reduction(+ : sum)
+          for (int64_t c = 0; c < bc; c++) sum += sr[c];
           l[r] = l[r] * alpha + sum, m[r] = mx;
           if (alpha != 1)
             for (int64_t d = 0; d < Dv; d++) acc[r * Dv + d] *= alpha;
@@ -106,8 +110,12 @@ static void CT_CONCAT(backward_, SUF)(const attn_geom *g, const REAL *Q, const R
           int64_t br = g->Tq - i0 < BR ? g->Tq - i0 : BR;
           CT_CONCAT(scores_, SUF)(g, b, h, q, k, i0, br, j0, bc, p);
           for (int64_t r = 0; r < br; r++) {
-            REAL lr = lse[i0 + r];
-            for (int64_t c = 0; c < bc; c++) p[r * BC + c] = lr == -(REAL)INFINITY ? 0 : EXP(p[r * BC + c] - lr);
+            REAL lr = lse[i0 + r], *pr = p + r * BC;
+            if (lr == -(REAL)INFINITY) { /* a row with no key: no probability anywhere */
+              memset(pr, 0, sizeof(REAL) * (size_t)bc);
+              continue;
+            }
+            EXP_ROW(pr, bc, lr);
           }
           REAL *zz = p;
           if (g->p > 0) {
@@ -121,8 +129,11 @@ static void CT_CONCAT(backward_, SUF)(const attn_geom *g, const REAL *Q, const R
           GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)Dv, 1, go + i0 * Dv, (int)Dv, v + j0 * Dv,
                (int)Dv, 0, dp, BC);
           if (g->p > 0) CT_CONCAT(dropout_, SUF)(g, b, h, i0, br, j0, bc, dp);
-          for (int64_t r = 0; r < br; r++)
-            for (int64_t c = 0; c < bc; c++) dp[r * BC + c] = p[r * BC + c] * (dp[r * BC + c] - drow[i0 + r]);
+          for (int64_t r = 0; r < br; r++) {
+            REAL dr = drow[i0 + r];
+#pragma omp simd
+            for (int64_t c = 0; c < bc; c++) dp[r * BC + c] = p[r * BC + c] * (dp[r * BC + c] - dr);
+          }
           /* gq_i += scale ds k_j; gk_j += scale ds^T q_i */
           GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)br, (int)D, (int)bc, (REAL)g->scale, dp, BC, k + j0 * D,
                (int)D, 1, gq + i0 * D, (int)D);
