@@ -10,6 +10,7 @@
 #include "cuttle/autograd.h"
 #include "cuttle/autocast.h"
 #include "cuttle/nn.h"
+#include "cuttle/gpt2.h"
 #include "cuttle/optim.h"
 #include "cuttle/io.h"
 #include "cuttle/dlpack.h"

@@ -949,6 +949,33 @@ static void test_nn_optim(void **state) {
   T(ct_multihead_attention_forward, CT_EINVAL, ct_multihead_attention_forward(NULL, F.x4, F.x4, F.x4, NULL, 0));
   T(ct_multihead_attention_forward, CT_EINVAL, ct_multihead_attention_forward(F.lin, F.a, F.a, F.a, NULL, 0));
   T(ct_multihead_attention_forward, CT_EINVAL, ct_multihead_attention_forward(F.lin, NULL, F.a, F.a, NULL, 0));
+  N(ct_gpt2_config_default, DO(ct_gpt2_config_default(NULL))); /* nothing for NULL */
+  S(ct_gpt2_config_check, CT_EINVAL, ct_gpt2_config_check(NULL));
+  {
+    ct_gpt2_config gc;
+    ct_gpt2_config_default(&gc);
+    gc.n_head = 7;
+    SN(ct_gpt2_config_check, CT_EINVAL, "divisible", ct_gpt2_config_check(&gc));
+    PA(ct_gpt2_new, CT_EINVAL, "divisible", ct_gpt2_new(&gc, CT_DEVICE_CPU, NULL));
+    ct_gpt2_config_default(&gc);
+    gc.vocab_size = 0;
+    PA(ct_gpt2_new, CT_EINVAL, "vocab_size", ct_gpt2_new(&gc, CT_DEVICE_CPU, NULL));
+    snprintf(gc.activation_function, sizeof gc.activation_function, "tanh");
+    gc.vocab_size = 8;
+    SN(ct_gpt2_config_check, CT_EINVAL, "activation_function", ct_gpt2_config_check(&gc));
+  }
+  P(ct_gpt2_new, CT_EINVAL, ct_gpt2_new(NULL, CT_DEVICE_CPU, NULL));
+  P(ct_gpt2_config_of, CT_EINVAL, ct_gpt2_config_of(NULL));
+  PA(ct_gpt2_config_of, CT_EINVAL, "Linear", ct_gpt2_config_of(F.lin));
+  {
+    ct_module *gm = NULL;
+    S(ct_gpt2_from_pretrained, CT_EINVAL, ct_gpt2_from_pretrained(NULL, CT_DEVICE_CPU, &gm));
+    S(ct_gpt2_from_pretrained, CT_EINVAL, ct_gpt2_from_pretrained("/tmp", CT_DEVICE_CPU, NULL));
+    SN(ct_gpt2_from_pretrained, CT_EIO, "/nonexistent/gpt2", ct_gpt2_from_pretrained("/nonexistent/gpt2", CT_DEVICE_CPU, &gm));
+  }
+  S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(NULL, "/tmp/x"));
+  S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(F.lin, NULL));
+  SN(ct_gpt2_save_pretrained, CT_EINVAL, "Linear", ct_gpt2_save_pretrained(F.lin, "/tmp/x"));
   T(ct_clip_grad_norm_, CT_EINVAL, ct_clip_grad_norm_(NULL, 1, 2));
   TA(ct_clip_grad_norm_, CT_EINVAL, "max_norm", ct_clip_grad_norm_(F.lin, -1, 2));
   TA(ct_clip_grad_norm_, CT_EINVAL, "max_norm", ct_clip_grad_norm_(F.lin, INFINITY, 2));
@@ -1469,7 +1496,7 @@ static int declared(const char *text, char names[][64], int cap, int n) {
 static void test_every_function_has_a_row(void **state) {
   (void)state;
   static const char *const headers[] = {"version", "status", "device", "tensor", "cuda",   "ops",
-                                        "autograd", "nn",   "optim",  "io",     "data", "datasets", "monitor", "dist", "data_parallel", "autocast"};
+                                        "autograd", "nn",   "gpt2", "optim",  "io",     "data", "datasets", "monitor", "dist", "data_parallel", "autocast"};
   static char names[1024][64];
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   char root[4096], path[4200];
