@@ -3,7 +3,7 @@
 # environment with Debian's PyTorch and numpy (python3-torch, installed with apt through deps.sh),
 # Debian's torchvision 0.14 and PIL, which match that PyTorch (python3-torchvision: about 3 MB and 6
 # small packages; tests/data/test_interop_imagefolder.c compares the image folder with ImageFolder) and,
-# from PyPI, safetensors and tensorboard (Debian 12 packages neither: tensorboard's EventAccumulator
+# from PyPI, safetensors, transformers and tensorboard (Debian 12 packages none: tensorboard's EventAccumulator
 # reads cuttle's event files in tests/io/test_interop_tensorboard.c, and torch.utils.tensorboard
 # needs it). tests/CMakeLists.txt points
 # CUTTLE_PYTHON at DIR/venv/bin/python by default, so DIR is the build folder.
@@ -30,5 +30,12 @@ if ! "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then
   echo "cuttle: installing tensorboard into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "tensorboard==2.19.0"
 fi
+if ! "$venv/bin/python" -c "import transformers" >/dev/null 2>&1; then
+  # GPT-2's interop (tests/io/test_interop_gpt2.c: GPT2LMHeadModel.from_pretrained and generate on
+  # cuttle's files, save_pretrained for cuttle to read). 4.46 is the last release that runs on
+  # Debian's torch 1.13; it brings tokenizers, huggingface-hub and regex from PyPI.
+  echo "cuttle: installing transformers into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "transformers==4.46.3"
+fi
 # Fail here, with the interpreter's own message, rather than in the tests.
-"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch, tensorboard, torch.utils.tensorboard, torchvision, PIL"
+"$venv/bin/python" -c "import numpy, torch, safetensors.numpy, safetensors.torch, tensorboard, torch.utils.tensorboard, torchvision, PIL, transformers"
