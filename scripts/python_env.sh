@@ -32,8 +32,8 @@ if ! "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then
 fi
 if ! "$venv/bin/python" -c "import transformers" >/dev/null 2>&1; then
   # GPT-2's interop (tests/io/test_interop_gpt2.c: GPT2LMHeadModel.from_pretrained and generate on
-  # cuttle's files, save_pretrained for cuttle to read). 4.46 is the last release that runs on
-  # Debian's torch 1.13; it brings tokenizers, huggingface-hub and regex from PyPI.
+  # cuttle's files, save_pretrained for cuttle to read), pinned to a release that runs on Debian's
+  # torch 1.13 (checked); it brings tokenizers, huggingface-hub and regex from PyPI.
   echo "cuttle: installing transformers into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "transformers==4.46.3"
 fi
