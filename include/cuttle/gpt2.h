@@ -82,6 +82,27 @@ CT_API ct_status ct_gpt2_from_pretrained(const char *path, ct_device dev, ct_mod
  * cannot be created or written; CT_ENOMEM. */
 CT_API ct_status ct_gpt2_save_pretrained(ct_module *m, const char *dir);
 
+/* A KV cache for decoding (the keys and values of past positions, so each new token costs one
+ * position's work instead of a forward over the whole sequence), as transformers' past_key_values:
+ * for each layer, keys and values (batch, n_head, n_positions, head_dim) of m's parameters' dtype on
+ * their device, empty (length 0). It belongs to m (ct_gpt2_forward_cached refuses another model);
+ * the caller frees it, before m. Errors (NULL): CT_EINVAL for a NULL m, an m that is not a GPT-2,
+ * or batch < 1; CT_ENOMEM. */
+typedef struct ct_gpt2_cache ct_gpt2_cache;
+CT_API ct_gpt2_cache *ct_gpt2_cache_new(ct_module *m, int64_t batch);
+CT_API void ct_gpt2_cache_free(ct_gpt2_cache *cache); /* nothing for NULL */
+/* The positions the cache holds; -1 with CT_EINVAL for NULL. */
+CT_API int64_t ct_gpt2_cache_length(const ct_gpt2_cache *cache);
+/* The logits (batch, t, vocab_size) of t new tokens ids (batch, t) int64 at positions len .. len +
+ * t - 1 after the cache's len, each attending to every earlier position and itself, as
+ * ct_module_forward over the whole sequence would give them (the same values to rounding); their
+ * keys and values are appended (len grows by t). Runs without grad and without dropout (eval).
+ * t may be the whole prompt (prefill), then 1 per generated token. Errors (NULL, the cache
+ * unchanged): CT_EINVAL for a NULL argument or a cache of another model; CT_ESHAPE for ids not
+ * (batch, t >= 1) or len + t > n_positions; the embedding's CT_EINVAL for an id past the
+ * vocabulary. */
+CT_API ct_tensor *ct_gpt2_forward_cached(ct_module *m, ct_tensor *ids, ct_gpt2_cache *cache);
+
 #ifdef __cplusplus
 }
 #endif

@@ -231,3 +231,113 @@ const ct_gpt2_config *ct_gpt2_config_of(ct_module *m) {
     CT_FAIL_NULL(CT_EINVAL, "ct_gpt2_config_of: m is a %s, not a model made by ct_gpt2_new", ct_module_type(m));
   return &((const gpt2_ctx *)ct_module_ctx(m))->c;
 }
+
+/* ---- incremental decoding with a KV cache */
+
+struct ct_gpt2_cache {
+  ct_module *m;
+  int64_t batch, len;
+  int64_t n_layer;
+  ct_tensor **k, **v; /* per layer (B, H, n_positions, head_dim), of the parameters' dtype and device */
+};
+
+ct_gpt2_cache *ct_gpt2_cache_new(ct_module *m, int64_t batch) {
+  const char *op = "ct_gpt2_cache_new";
+  const ct_gpt2_config *c = m ? ct_gpt2_config_of(m) : NULL;
+  if (!c) return m ? (ct__error_prefix("%s", op), NULL) : ct__null_arg(op, "m");
+  if (batch < 1) CT_FAIL_NULL(CT_EINVAL, "%s: batch must be >= 1, got %lld", op, (long long)batch);
+  ct_tensor *w = ct_module_tensor(m, "transformer.wte.weight");
+  int64_t shape[4] = {batch, c->n_head, c->n_positions, c->n_embd / c->n_head};
+  ct_gpt2_cache *kc = ct__calloc(1, sizeof *kc, "a KV cache");
+  if (!kc) return NULL;
+  kc->m = m, kc->batch = batch, kc->n_layer = c->n_layer;
+  kc->k = ct__calloc((size_t)c->n_layer, sizeof *kc->k, "a KV cache");
+  kc->v = kc->k ? ct__calloc((size_t)c->n_layer, sizeof *kc->v, "a KV cache") : NULL;
+  int ok = kc->v != NULL;
+  for (int64_t l = 0; ok && l < c->n_layer; l++) {
+    kc->k[l] = ct_empty(4, shape, ct_tensor_dtype(w), ct_tensor_device(w));
+    kc->v[l] = kc->k[l] ? ct_empty(4, shape, ct_tensor_dtype(w), ct_tensor_device(w)) : NULL;
+    ok = kc->v[l] != NULL;
+    if (kc->k[l]) ct__untrack(kc->k[l]); /* the cache owns them, whatever scope is open */
+    if (kc->v[l]) ct__untrack(kc->v[l]);
+  }
+  if (!ok) return ct_gpt2_cache_free(kc), ct__error_prefix("%s", op), NULL;
+  return kc;
+}
+
+void ct_gpt2_cache_free(ct_gpt2_cache *kc) {
+  if (!kc) return;
+  for (int64_t l = 0; l < kc->n_layer; l++) {
+    if (kc->k) ct_tensor_free(kc->k[l]);
+    if (kc->v) ct_tensor_free(kc->v[l]);
+  }
+  free(kc->k), free(kc->v), free(kc);
+}
+
+int64_t ct_gpt2_cache_length(const ct_gpt2_cache *kc) {
+  if (!kc) return ct__null_status("ct_gpt2_cache_length", "cache"), -1;
+  return kc->len;
+}
+
+/* One block on the new positions [len, len + t), their keys and values appended to layer l's cache. */
+static ct_tensor *cached_block(ct_module *blk, const gpt2_ctx *g, ct_gpt2_cache *kc, int64_t l, ct_tensor *x) {
+  int64_t E = g->c.n_embd, H = g->c.n_head, B = ct_tensor_shape(x)[0], t = ct_tensor_shape(x)[1], len = kc->len;
+  ct_module *attn = ct_module_child(blk, "attn");
+  ct_tensor *h = ct_module_forward(ct_module_child(blk, "ln_1"), x);
+  ct_tensor *qkv = h ? ct_module_forward(ct_module_child(attn, "c_attn"), h) : NULL;
+  ct_tensor *q = qkv ? heads(qkv, 0, E, H) : NULL, *k = q ? heads(qkv, 1, E, H) : NULL, *v = k ? heads(qkv, 2, E, H) : NULL;
+  ct_tensor *kslot = v ? ct_narrow(kc->k[l], 2, len, t) : NULL, *vslot = kslot ? ct_narrow(kc->v[l], 2, len, t) : NULL;
+  ct_status s = vslot ? ct_copy_(kslot, k) : ct_last_status();
+  if (s == CT_OK) s = ct_copy_(vslot, v);
+  ct_tensor *keys = s == CT_OK ? ct_narrow(kc->k[l], 2, 0, len + t) : NULL, *vals = keys ? ct_narrow(kc->v[l], 2, 0, len + t) : NULL;
+  /* query i (position len + i) sees keys 0 .. len + i: is_causal's top-left diagonal when the cache
+   * was empty, nothing to mask for one new token, else a mask with the diagonal moved by len */
+  ct_tensor *mask = NULL;
+  if (vals && len > 0 && t > 1) {
+    ct_device dev = ct_tensor_device(x);
+    ct_tensor *ri = ct_arange((double)len, (double)(len + t), 1, CT_I64, dev), *rj = ct_arange(0, (double)(len + t), 1, CT_I64, dev);
+    ct_tensor *rows = ri ? ct_reshape(ri, 2, (int64_t[]){t, 1}) : NULL, *cols = rj ? ct_reshape(rj, 2, (int64_t[]){1, len + t}) : NULL;
+    mask = rows && cols ? ct_ge(rows, cols) : NULL;
+  }
+  ct_tensor *a = vals && (mask || !(len > 0 && t > 1)) ? ct_scaled_dot_product_attention(q, keys, vals, mask, 0, len == 0, 0) : NULL;
+  ct_tensor *p = a ? ct_permute(a, (int[]){0, 2, 1, 3}) : NULL, *y = p ? ct_reshape(p, 3, (int64_t[]){B, t, E}) : NULL;
+  ct_tensor *o = y ? ct_module_forward(ct_module_child(attn, "c_proj"), y) : NULL;
+  ct_tensor *x1 = o ? ct_add(x, o) : NULL;
+  ct_tensor *f = x1 ? ct_module_forward(ct_module_child(blk, "mlp"), ct_module_forward(ct_module_child(blk, "ln_2"), x1)) : NULL;
+  return f ? ct_add(x1, f) : NULL;
+}
+
+ct_tensor *ct_gpt2_forward_cached(ct_module *m, ct_tensor *ids, ct_gpt2_cache *kc) {
+  const char *op = "ct_gpt2_forward_cached";
+  if (!m || !ids || !kc) return ct__null_arg(op, !m ? "m" : !ids ? "ids" : "cache");
+  if (kc->m != m) CT_FAIL_NULL(CT_EINVAL, "%s: the cache was made for another model", op);
+  const gpt2_ctx *g = ctx_of(m);
+  char s[160];
+  if (ct_tensor_ndim(ids) != 2 || ct_tensor_shape(ids)[0] != kc->batch || ct_tensor_shape(ids)[1] < 1)
+    CT_FAIL_NULL(CT_ESHAPE, "%s: ids must be (%lld, t >= 1) (the cache's batch), got %s", op, (long long)kc->batch,
+                 ct_shape_str(ids, s, sizeof s));
+  int64_t t = ct_tensor_shape(ids)[1];
+  if (kc->len + t > g->c.n_positions)
+    CT_FAIL_NULL(CT_ESHAPE, "%s: %lld cached and %lld new tokens exceed n_positions = %lld (start a new cache on the last "
+                 "tokens)", op, (long long)kc->len, (long long)t, (long long)g->c.n_positions);
+  ct_module *tr = ct_module_child(m, "transformer");
+  ct_no_grad_begin();
+  ct_scope_begin();
+  ct_tensor *tok = ct_module_forward(ct_module_child(tr, "wte"), ids);
+  ct_tensor *pos = tok ? ct_arange((double)kc->len, (double)(kc->len + t), 1, CT_I64, ct_tensor_device(ids)) : NULL;
+  ct_tensor *pe = pos ? ct_module_forward(ct_module_child(tr, "wpe"), pos) : NULL;
+  ct_tensor *x = pe ? ct_add(tok, pe) : NULL;
+  ct_module *h = ct_module_child(tr, "h");
+  for (int64_t l = 0; x && l < g->c.n_layer; l++) {
+    char name[24];
+    snprintf(name, sizeof name, "%lld", (long long)l);
+    x = cached_block(ct_module_child(h, name), g, kc, l, x);
+  }
+  ct_tensor *hf = x ? ct_module_forward(ct_module_child(tr, "ln_f"), x) : NULL;
+  ct_tensor *logits = hf ? ct_linear(hf, ct_module_tensor(m, "transformer.wte.weight"), NULL) : NULL;
+  if (logits) logits = ct_scope_keep(logits), kc->len += t;
+  ct_scope_end();
+  ct_no_grad_end();
+  if (!logits && !strstr(ct_last_error(), op)) ct__error_prefix("%s", op);
+  return logits;
+}

@@ -973,6 +973,12 @@ static void test_nn_optim(void **state) {
     S(ct_gpt2_from_pretrained, CT_EINVAL, ct_gpt2_from_pretrained("/tmp", CT_DEVICE_CPU, NULL));
     SN(ct_gpt2_from_pretrained, CT_EIO, "/nonexistent/gpt2", ct_gpt2_from_pretrained("/nonexistent/gpt2", CT_DEVICE_CPU, &gm));
   }
+  P(ct_gpt2_cache_new, CT_EINVAL, ct_gpt2_cache_new(NULL, 1));
+  PA(ct_gpt2_cache_new, CT_EINVAL, "Linear", ct_gpt2_cache_new(F.lin, 1));
+  N(ct_gpt2_cache_free, DO(ct_gpt2_cache_free(NULL)));
+  V(ct_gpt2_cache_length, CT_EINVAL, ct_gpt2_cache_length(NULL) == -1);
+  T(ct_gpt2_forward_cached, CT_EINVAL, ct_gpt2_forward_cached(NULL, F.lab, NULL));
+  T(ct_gpt2_forward_cached, CT_EINVAL, ct_gpt2_forward_cached(F.lin, NULL, NULL));
   S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(NULL, "/tmp/x"));
   S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(F.lin, NULL));
   SN(ct_gpt2_save_pretrained, CT_EINVAL, "Linear", ct_gpt2_save_pretrained(F.lin, "/tmp/x"));

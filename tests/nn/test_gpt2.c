@@ -238,11 +238,57 @@ static void test_config_errors(void **state) {
   ct_module_free(lin);
 }
 
+/* Decoding with the KV cache gives the full forward's logits: a prefill of 5 tokens, a chunk of 4,
+ * then 3 single tokens, for 2 sequences; and its errors leave the cache as it was. */
+static void test_kv_cache_equals_full_forward(void **state) {
+  (void)state;
+  ct_scope_begin();
+  ct_gpt2_config c = small();
+  ct_module *m = ct_assert_nonnull(ct_gpt2_new(&c, CT_DEVICE_CPU, NULL));
+  ct_module_train(m, 0);
+  ct_tensor *x = ids(2, 12, 6);
+  double *full = ct_test_values(ct_assert_nonnull(ct_module_forward(m, x)));
+  ct_gpt2_cache *kc = ct_assert_nonnull(ct_gpt2_cache_new(m, 2));
+  int64_t chunks[5][2] = {{0, 5}, {5, 4}, {9, 1}, {10, 1}, {11, 1}};
+  for (int i = 0; i < 5; i++) {
+    ct_tensor *part = ct_assert_nonnull(ct_contiguous(ct_assert_nonnull(ct_narrow(x, 1, chunks[i][0], chunks[i][1]))));
+    ct_tensor *lg = ct_assert_nonnull(ct_gpt2_forward_cached(m, part, kc));
+    assert_int_equal(ct_tensor_shape(lg)[1], chunks[i][1]);
+    double *v = ct_test_values(lg);
+    for (int b = 0; b < 2; b++)
+      for (int64_t t = 0; t < chunks[i][1]; t++)
+        for (int k = 0; k < 37; k++) {
+          double want = full[(b * 12 + chunks[i][0] + t) * 37 + k], got = v[(b * chunks[i][1] + t) * 37 + k];
+          if (fabs(got - want) > 1e-5) fail_msg("chunk %d, sequence %d, position %lld: %g vs %g", i, b, (long long)(chunks[i][0] + t), got, want);
+        }
+    free(v);
+    assert_int_equal(ct_gpt2_cache_length(kc), chunks[i][0] + chunks[i][1]);
+  }
+  /* 12 + 5 > 16 positions: refused, the cache unchanged */
+  assert_null(ct_gpt2_forward_cached(m, ids(2, 5, 7), kc));
+  assert_int_equal(ct_last_status(), CT_ESHAPE);
+  ct_assert_error_contains("n_positions = 16");
+  assert_null(ct_gpt2_forward_cached(m, ids(1, 1, 7), kc)); /* another batch size */
+  assert_int_equal(ct_last_status(), CT_ESHAPE);
+  assert_int_equal(ct_gpt2_cache_length(kc), 12);
+  ct_module *other = ct_assert_nonnull(ct_gpt2_new(&c, CT_DEVICE_CPU, NULL));
+  assert_null(ct_gpt2_forward_cached(other, ids(2, 1, 7), kc));
+  ct_assert_error_contains("another model");
+  assert_null(ct_gpt2_cache_new(m, 0));
+  assert_int_equal(ct_gpt2_cache_length(NULL), -1);
+  ct_gpt2_cache_free(kc);
+  ct_module_free(other);
+  ct_module_free(m);
+  free(full);
+  ct_scope_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_state_dict_as_transformers), cmocka_unit_test(test_forward_is_causal),
       cmocka_unit_test(test_training_overfits_a_sequence), cmocka_unit_test(test_save_and_load_pretrained),
       cmocka_unit_test(test_foreign_file_refused),       cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_kv_cache_equals_full_forward),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
