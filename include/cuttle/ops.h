@@ -237,10 +237,11 @@ CT_API ct_tensor *ct_log_softmax(ct_tensor *x, int dim);
  * ones(Tq, Tk)); not with attn_mask. dropout_p in [0, 1): the probabilities' dropout, drawn from the
  * default generator (ct_manual_seed), whenever p > 0 (torch's op has no training flag: pass 0 in
  * eval). scale: 0 for torch's default 1 / sqrt(D), else any finite value. A row whose keys are all
- * masked gives NaN, as softmax does. On a backend with the fused kernels (the CPU and OpenCL:
- * float32 and float64, the halves widened to float32 and rounded once) the op runs FlashAttention-2's tiled
+ * masked gives NaN, as softmax does. With the fused kernels (the CPU, OpenCL and CUDA, whose kernels
+ * compile and are unproven until the GPU kit runs them: float32 and float64, the halves widened to
+ * float32 and rounded once) the op runs FlashAttention-2's tiled
  * algorithm (Dao 2023) forward and backward, keeping q, k, v, out and (B, H, Tq) log-sum-exps for
- * the backward: memory O(B H T), never the (Tq, Tk) scores; on the others (CUDA, for now; and when attn_mask
+ * the backward: memory O(B H T), never the (Tq, Tk) scores; otherwise (when attn_mask
  * requires grad) it is composed of matmul, softmax and dropout (torch's math reference, memory
  * O(B H Tq Tk)), with the same values to rounding and, for the same generator state, the same
  * dropped elements. Differentiable in q, k and v (and, composed, a float mask). On autocast's

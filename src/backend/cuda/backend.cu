@@ -9,11 +9,15 @@
 /* What the CUDA kernels take as they are (core/backend.h's supports): cuBLAS (CUBLAS_COMPUTE_32F)
  * and cuDNN (CUDNN_DATA_FLOAT compute, tensor-op math) take float16 and bfloat16 operands as they
  * are and accumulate in float32 (matmul.cu, conv.cu): tensor cores. Max pooling has no
- * CT_POOL_MAX_RELU (the front-end applies relu first). Batch norm takes float32 and float64 only. */
+ * CT_POOL_MAX_RELU (the front-end applies relu first). Batch norm takes float32 and float64 only,
+ * and so does the fused attention (attention.cu): the front-end widens halves to float32 around it. */
 static int cuda_supports(ct_kernel_id k, ct_dtype dt, ct_memory_format fmt) {
   switch (k) {
     case CT_K_pool2d_max_relu:
       return 0;
+    case CT_K_attention:
+    case CT_K_attention_backward: /* float32 and float64 (halves widened by the front-end) */
+      return dt == CT_F32 || dt == CT_F64;
     case CT_K_batch_norm: /* no mixed (half x, float32 statistics) kernels yet: the front-end casts a
                              half input to float32 around them */
       return dt != CT_F16 && dt != CT_BF16;

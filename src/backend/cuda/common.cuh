@@ -8,6 +8,7 @@
  *    as the CPU's ct__store does), typed and by a runtime dtype tag;
  *  - the strided iterator: an output shape plus one stride vector per operand, with adjacent dims
  *    merged on the host so most calls run with one or two dims;
+ *  - Philox4x32-10 (random.cu's specification), for ct_rand and attention's dropout;
  *  - the entry points of every kernel file, which backend.cu puts into the vtable.
  * What every backend shares (CT_TRY, temporary tensors, chunking) is backend/common.h's, and the
  * contiguity check is the core's ct_tensor_is_contiguous. Only src/backend/cuda/ includes this file. */
@@ -267,6 +268,23 @@ static __device__ __forceinline__ void ct_st(void *p, int64_t i, int dt, C v) {
  * and for int64 up to 2^53), float for float32, float16, bfloat16, uint8 and bool. */
 static inline int ct__cuda_wants_double(ct_dtype dt) { return dt == CT_F64 || dt == CT_I32 || dt == CT_I64; }
 
+/* ---- Philox4x32-10, as random.cu's specification writes it (and core/rng.c computes it on the
+ * host): the draws of ct_rand (random.cu) and of attention.cu's dropout. */
+static __host__ __device__ __forceinline__ void ct_philox4x32_10(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi,
+                                                                 uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32), c2 = (uint32_t)ctr_hi, c3 = (uint32_t)(ctr_hi >> 32);
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+    uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0, c1 = lo1, c2 = hi0 ^ c3 ^ k1, c3 = lo0;
+    k0 += 0x9E3779B9u, k1 += 0xBB67AE85u; /* the bump after the last round is unused */
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
 /* ---- the strided iterator over an N-d index space shared by NOPS operands */
 /* core's ct__strided (internal.h), in elements, passed to the kernels by value */
 typedef ct__strided ct__cuda_iter;
@@ -296,7 +314,7 @@ static __device__ __forceinline__ void ct_iter_offsets(const ct__cuda_iter &it, 
 
 /* ---- the kernels of core/kernels.def, ct__cuda_<name>, each in the file of its family (copy.cu,
  * elementwise.cu, reduce.cu, matmul.cu, conv.cu, pool.cu, softmax.cu, norm.cu, random.cu, index.cu,
- * optim.cu), with C linkage; the table is in backend.cu */
+ * optim.cu, attention.cu), with C linkage; the table is in backend.cu */
 #define CT_KERNEL(name, params) extern "C" ct_status ct__cuda_##name params;
 #include "core/kernels.def"
 

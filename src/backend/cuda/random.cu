@@ -35,21 +35,7 @@
 
 #include "backend/cuda/common.cuh"
 
-/* ---- Philox4x32-10 */
-static __host__ __device__ __forceinline__ void philox4x32_10(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi,
-                                                              uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32), c2 = (uint32_t)ctr_hi, c3 = (uint32_t)(ctr_hi >> 32);
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-    uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-    c0 = hi1 ^ c1 ^ k0, c1 = lo1, c2 = hi0 ^ c3 ^ k1, c3 = lo0;
-    k0 += 0x9E3779B9u, k1 += 0xBB67AE85u; /* the bump after the last round is unused */
-  }
-  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
-}
+/* Philox4x32-10 itself is common.cuh's ct_philox4x32_10 (attention.cu's dropout draws it too). */
 
 /* ---- kernels */
 
@@ -73,7 +59,7 @@ __global__ void random_kernel(void *out, int odt, ct__cuda_iter it, int64_t n, d
   for (int64_t blk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; blk < nblocks;
        blk += (int64_t)gridDim.x * blockDim.x) {
     uint32_t w[4];
-    philox4x32_10(seed, offset + (uint64_t)blk, 0, w);
+    ct_philox4x32_10(seed, offset + (uint64_t)blk, 0, w);
     double z[4];
     if (DIST == CT_DIST_NORMAL) {
 #pragma unroll
@@ -140,5 +126,5 @@ ct_status ct__cuda_random(ct_tensor *out, ct_dist dist, double p0, double p1, ui
 /* A host-side known-answer check of the device Philox (the same code compiled for the host); used
  * by tests through ct__cuda_philox_host. */
 extern "C" void ct__cuda_philox_host(uint64_t seed, uint64_t ctr_lo, uint64_t ctr_hi, uint32_t out[4]) {
-  philox4x32_10(seed, ctr_lo, ctr_hi, out);
+  ct_philox4x32_10(seed, ctr_lo, ctr_hi, out);
 }
