@@ -6,6 +6,7 @@
 #include "cuttle.h"
 int ct_cmd_train(int argc, char **argv);
 int ct_cmd_eval(int argc, char **argv);
+int ct_cmd_sample(int argc, char **argv); /* cmd_sample.c */
 int ct_cmd_devices(int argc, char **argv);
 int ct_cmd_smi(int argc, char **argv);
 int ct_cmd_bench(int argc, char **argv); /* bench/bench.c */

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"train", ct_cmd_train, "train an image classifier (Fashion-MNIST by default) and keep the run in a folder"},
     {"eval", ct_cmd_eval, "the test accuracy of a checkpoint, on the split its run held out"},
+    {"sample", ct_cmd_sample, "continue a prompt with a GPT-2 (KV cache, temperature, top-k, a seed)"},
     {"devices", ct_cmd_devices, "list the devices, like try_all_gpus, with their properties"},
     {"smi", ct_cmd_smi, "a device monitor in the spirit of nvidia-smi"},
     {"bench", ct_cmd_bench, "benchmarks (below), each against PyTorch where it has a peer"},
