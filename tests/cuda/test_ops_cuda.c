@@ -24,7 +24,7 @@ int main(void) {
   int r = od_run_table(CT_DEVICE_CUDA(0), "ops_cuda");
   nk_dev = CT_DEVICE_CUDA(0);
   sk_dev = CT_DEVICE_CUDA(0); /* embedding's index checks and backward, multinomial (seq_kernels.h) */
-  ak_dev = CT_DEVICE_CUDA(0); /* attention (composed on CUDA) against the CPU's fused kernels (attention_kernels.h) */
+  ak_dev = CT_DEVICE_CUDA(0); /* CUDA's fused attention (attention.cu) against the CPU's (attention_kernels.h) */
   pk_dev = CT_DEVICE_CUDA(0); /* max pooling's ties and NaNs as the CPU's (pool_kernels.h) */
   ck_dev = CT_DEVICE_CUDA(0); /* conv2d beyond the op table's sizes: the bias gradient's blocks (conv_kernels.h) */
   const struct CMUnitTest norms[] = {NK_TESTS, PK_TESTS, CK_TESTS, SK_TESTS, AK_TESTS};

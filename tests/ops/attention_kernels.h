@@ -6,7 +6,7 @@
  * through a transpose), Dv != D: the outputs and the three gradients, float32 (1e-4 relative: sums
  * in another order) and float64 (1e-10). Dropout with the same ct_manual_seed must drop the CPU's
  * elements (kernels.def's Philox mapping), so the results agree to rounding too. Where the device
- * has the fused kernels (OpenCL's; CUDA composes), the result must be their one tape node, and a
+ * has the fused kernels (OpenCL's; CUDA's, unproven until a GPU runs this), the result must be their one tape node, and a
  * forward and backward at T = 2048 must stay far below one (T, T) float32 matrix of device memory. */
 #ifndef CUTTLE_TESTS_ATTENTION_KERNELS_H
 #define CUTTLE_TESTS_ATTENTION_KERNELS_H
@@ -24,7 +24,7 @@ typedef struct {
   double p, scale;
 } ak_cfg;
 
-/* 1 when ak_dev runs the fused kernels (else the front-end composes them: CUDA today) */
+/* 1 when ak_dev runs the fused kernels (else the front-end composes them) */
 static int ak_fused(void) {
   const ct_backend *be = ct__backend(ak_dev.kind);
   return ct__has_kernel(be, CT_K_attention) && ct__has_kernel(be, CT_K_attention_backward);
@@ -130,7 +130,7 @@ static void test_attention_dropout_on_device(void **state) {
 /* The device's peak bytes beyond what it held before, for a causal forward and backward at
  * T = 2048 (B = H = 1, D = 16, float32): the fused kernels keep q, out, the (T) log-sum-exps and the
  * gradients, O(T) (about 1 MB on PoCL); one (T, T) float32 matrix would be 16 MiB. Where the device
- * composes (CUDA), it only prints the figure. */
+ * composes, it only prints the figure. */
 static void test_attention_memory_on_device(void **state) {
   (void)state;
   ct_scope_begin();
