@@ -17,6 +17,8 @@ int ct_bench_matmul_sweep(int argc, char **argv);
 int ct_bench_norms(int argc, char **argv);
 int ct_bench_bandwidth(int argc, char **argv);
 int ct_bench_train(int argc, char **argv);
+/* `bench train --model gpt2` (bench/train_gpt2.c): ct_bench_train hands it its whole command line. */
+int ct_bench_train_gpt2(int argc, char **argv);
 int ct_bench_two_devices(int argc, char **argv);
 int ct_bench_data_parallel(int argc, char **argv);
 int ct_bench_allreduce(int argc, char **argv);

@@ -209,6 +209,7 @@ static int usage(FILE *f) {
              "                          [--amp bf16|f16] [--cuda-graph] [--pytorch-graph] [--quick] [--csv FILE]\n"
              "MODEL: mlp, cnn, resnet18, resnet34, resnet50 (torchvision's, conv1 taking 1 channel, 10 classes),\n"
              "       resnet18-small, resnet34-small, resnet50-small (3x3 stride-1 stem, no max-pool); all: mlp and cnn\n"
+             "       gpt2: tokens/s of GPT-2 training beside PyTorch, options of its own (--model gpt2 --help)\n"
              "defaults: --model all --device auto --epochs 1 --threads <online cores> --workers 2 --batch-size 128\n"
              "          --optimizer adam --lr 1e-3 (sgd: plain SGD, no momentum)\n"
              "          --python python3 --script %s/bench/pytorch_recipe.py\n"
@@ -319,6 +320,10 @@ static int known_model(const char *m) {
 }
 
 int ct_bench_train(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) /* --model gpt2: a bench of its own (bench/train_gpt2.c) */
+    if ((strcmp(argv[i], "--model") == 0 && i + 1 < argc && strcmp(argv[i + 1], "gpt2") == 0) ||
+        strcmp(argv[i], "--model=gpt2") == 0)
+      return ct_bench_train_gpt2(argc, argv);
   train_opts o = {.python = "python3", .script = CUTTLE_SOURCE_DIR "/bench/pytorch_recipe.py", .epochs = 1,
                   .workers = 2, .progress = 1, .batch = 128, .optimizer = "adam", .lr = 1e-3};
   const char *model_arg = "all";

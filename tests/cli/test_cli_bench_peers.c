@@ -1,6 +1,6 @@
 /* tests/cli/test_cli_bench_peers.c: the PyTorch peers of `cuttle bench gemm`, `matmul-sweep`,
- * `norms`, `bandwidth` and `attention` (--pytorch [--python PATH] [--script FILE]) as a user runs them, with
- * --quick: PyTorch's columns hold numbers beside cuttle's on the CPU (the test's Python,
+ * `norms`, `bandwidth`, `attention` and `train --model gpt2` (--pytorch [--python PATH]
+ * [--script FILE]) as a user runs them, with --quick: PyTorch's columns hold numbers beside cuttle's on the CPU (the test's Python,
  * $CUTTLE_PYTHON: the build folder's venv with Debian's PyTorch 1.13, scripts/python_env.sh);
  * bandwidth on opencl:0 (PoCL) says "no PyTorch peer on opencl" in PyTorch's cells and exits 0;
  * a Python that cannot run, a missing script or a peer that fails leave cuttle's rows whole, the
@@ -198,6 +198,25 @@ static void attention_beside_pytorch(void **state) {
   assert_null(strstr(out, "failed"));
 }
 
+/* GPT-2 training steps (bench train --model gpt2, a tiny --quick model of 2 layers, 4 batches of 16
+ * bytes, 3 timed steps): tokens/s, ms per step and the losses of each side are numbers, and the peer
+ * (torch 1.13 here: its private attention) got cuttle's configuration. */
+static void gpt2_train_beside_pytorch(void **state) {
+  (void)state;
+  table t;
+  assert_int_equal(expect(ct_test_run(out, sizeof out, "%s bench train --model gpt2 --quick --threads 1 --csv %s --pytorch "
+                                      "--python '%s'", cuttle, csv, ct_test_python()), 0), 0);
+  read_csv(&t);
+  static const char *const cols[9] = {"cuttle tokens/s", "cuttle ms/step", "cuttle first loss", "cuttle last loss",
+                                      "PyTorch tokens/s", "PyTorch ms/step", "PyTorch first loss", "PyTorch last loss",
+                                      "cuttle / PyTorch (tokens/s)"};
+  for (int k = 0; k < 9; k++) assert_int_equal(all_numbers(&t, cols[k]), 1);
+  assert_non_null(strstr(out, "--n-layer 2 --n-head 2 --n-embd 32 --n-positions 16 --vocab-size 256 --batch-size 4"));
+  assert_non_null(strstr(out, "PyTorch's attention: "));
+  assert_null(strstr(out, "PyTorch's model has")); /* the same parameters on both sides */
+  assert_null(strstr(out, "failed"));
+}
+
 /* A Python that is not there, a script that is not there, and a peer that fails with a message:
  * cuttle's rows print, PyTorch's cells read "failed", the reason is printed, exit status 1. */
 static void a_failed_peer_leaves_cuttles_rows(void **state) {
@@ -287,7 +306,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_beside_pytorch),          cmocka_unit_test(matmul_sweep_beside_pytorch),
       cmocka_unit_test(norms_beside_pytorch),         cmocka_unit_test(bandwidth_on_opencl_has_no_peer),
-      cmocka_unit_test(attention_beside_pytorch),
+      cmocka_unit_test(attention_beside_pytorch),     cmocka_unit_test(gpt2_train_beside_pytorch),
       cmocka_unit_test(a_failed_peer_leaves_cuttles_rows), cmocka_unit_test(bad_options_exit_2)};
   return cmocka_run_group_tests_name("cli bench peers", tests, setup, teardown);
 }
