@@ -17,6 +17,7 @@
 #include "cuttle/tensorboard.h"
 #include "cuttle/data.h"
 #include "cuttle/datasets.h"
+#include "cuttle/text.h"
 #include "cuttle/monitor.h"
 #include "cuttle/profiler.h"
 #include "cuttle/dist.h"

@@ -982,6 +982,27 @@ static void test_nn_optim(void **state) {
   S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(NULL, "/tmp/x"));
   S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(F.lin, NULL));
   SN(ct_gpt2_save_pretrained, CT_EINVAL, "Linear", ct_gpt2_save_pretrained(F.lin, "/tmp/x"));
+  P(ct_text_from_file, CT_EINVAL, ct_text_from_file(NULL));
+  PA(ct_text_from_file, CT_EIO, "/nonexistent/t.txt", ct_text_from_file("/nonexistent/t.txt"));
+  P(ct_text_from_bytes, CT_EINVAL, ct_text_from_bytes(NULL, 3, NULL));
+  P(ct_text_from_ids, CT_EINVAL, ct_text_from_ids(NULL, 3, 10, NULL));
+  PA(ct_text_from_ids, CT_EINVAL, "vocab_size", ct_text_from_ids((int64_t[]){1}, 1, 0, NULL));
+  PA(ct_text_from_ids, CT_EINVAL, "id 12", ct_text_from_ids((int64_t[]){1, 12}, 2, 10, NULL));
+  N(ct_text_free, DO(ct_text_free(NULL)));
+  V(ct_text_length, CT_EINVAL, ct_text_length(NULL, CT_TEXT_ALL) == -1);
+  V(ct_text_vocab_size, CT_EINVAL, ct_text_vocab_size(NULL) == -1);
+  V(ct_text_num_windows, CT_EINVAL, ct_text_num_windows(NULL, CT_TEXT_ALL, 4) == -1);
+  {
+    ct_tensor *tx = NULL, *ty = NULL;
+    S(ct_text_batch, CT_EINVAL, ct_text_batch(NULL, CT_TEXT_ALL, 1, 4, 0, 0, CT_DEVICE_CPU, &tx, &ty));
+    S(ct_text_windows, CT_EINVAL, ct_text_windows(NULL, CT_TEXT_ALL, 4, 0, 1, CT_DEVICE_CPU, &tx, &ty));
+    ct_text *tt = ct_text_from_bytes("abcdef", 6, "six");
+    SN(ct_text_batch, CT_ESHAPE, "six's whole split has 6 tokens", ct_text_batch(tt, CT_TEXT_ALL, 1, 8, 0, 0, CT_DEVICE_CPU, &tx, &ty));
+    SN(ct_text_batch, CT_EINVAL, "B >= 1", ct_text_batch(tt, CT_TEXT_ALL, 0, 2, 0, 0, CT_DEVICE_CPU, &tx, &ty));
+    SN(ct_text_batch, CT_EDEVICE, "ct_text_batch", ct_text_batch(tt, CT_TEXT_ALL, 1, 2, 0, 0, cuda7, &tx, &ty));
+    SN(ct_text_windows, CT_EINVAL, "windows 3 .. 3", ct_text_windows(tt, CT_TEXT_ALL, 2, 3, 1, CT_DEVICE_CPU, &tx, &ty));
+    ct_text_free(tt);
+  }
   T(ct_clip_grad_norm_, CT_EINVAL, ct_clip_grad_norm_(NULL, 1, 2));
   TA(ct_clip_grad_norm_, CT_EINVAL, "max_norm", ct_clip_grad_norm_(F.lin, -1, 2));
   TA(ct_clip_grad_norm_, CT_EINVAL, "max_norm", ct_clip_grad_norm_(F.lin, INFINITY, 2));
@@ -1502,7 +1523,7 @@ static int declared(const char *text, char names[][64], int cap, int n) {
 static void test_every_function_has_a_row(void **state) {
   (void)state;
   static const char *const headers[] = {"version", "status", "device", "tensor", "cuda",   "ops",
-                                        "autograd", "nn",   "gpt2", "optim",  "io",     "data", "datasets", "monitor", "dist", "data_parallel", "autocast"};
+                                        "autograd", "nn",   "gpt2", "optim",  "io",     "data", "datasets", "text", "monitor", "dist", "data_parallel", "autocast"};
   static char names[1024][64];
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   char root[4096], path[4200];
