@@ -11,6 +11,7 @@
 #include "cuttle/autocast.h"
 #include "cuttle/nn.h"
 #include "cuttle/gpt2.h"
+#include "cuttle/tokenizer.h"
 #include "cuttle/optim.h"
 #include "cuttle/io.h"
 #include "cuttle/dlpack.h"

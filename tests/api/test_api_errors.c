@@ -982,6 +982,35 @@ static void test_nn_optim(void **state) {
   S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(NULL, "/tmp/x"));
   S(ct_gpt2_save_pretrained, CT_EINVAL, ct_gpt2_save_pretrained(F.lin, NULL));
   SN(ct_gpt2_save_pretrained, CT_EINVAL, "Linear", ct_gpt2_save_pretrained(F.lin, "/tmp/x"));
+  /* the BPE tokenizer (cuttle/tokenizer.h) */
+  P(ct_bpe_load, CT_EINVAL, ct_bpe_load(NULL, "/tmp/merges.txt"));
+  P(ct_bpe_load, CT_EINVAL, ct_bpe_load("/tmp/vocab.json", NULL));
+  PA(ct_bpe_load, CT_EIO, "/nonexistent/vocab.json", ct_bpe_load("/nonexistent/vocab.json", "/nonexistent/merges.txt"));
+  P(ct_bpe_parse, CT_EINVAL, ct_bpe_parse(NULL, 3, "", 0, NULL, NULL));
+  P(ct_bpe_parse, CT_EINVAL, ct_bpe_parse("{}", 2, NULL, 3, NULL, NULL));
+  PA(ct_bpe_parse, CT_EFORMAT, "vocab.json line 1", ct_bpe_parse("[1]", 3, "", 0, NULL, NULL));
+  PA(ct_bpe_parse, CT_EFORMAT, "merges.txt line 2", ct_bpe_parse("{\"a\": 0}", 8, "#version: 0.2\na b c\n", 20, NULL, NULL));
+  PA(ct_bpe_parse, CT_EFORMAT, "merges.txt line 1", ct_bpe_parse("{\"a\": 0}", 8, "a a\n", 4, NULL, NULL));
+  {
+    ct_bpe *bpe = ct_bpe_parse("{\"a\": 0}", 8, "", 0, NULL, NULL); /* one token, "a" */
+    int64_t *ids = NULL, count = 0;
+    S(ct_bpe_encode, CT_EINVAL, ct_bpe_encode(NULL, "a", 1, &ids, &count));
+    S(ct_bpe_encode, CT_EINVAL, ct_bpe_encode(bpe, "a", 1, NULL, &count));
+    S(ct_bpe_encode, CT_EINVAL, ct_bpe_encode(bpe, "a", 1, &ids, NULL));
+    S(ct_bpe_encode, CT_EINVAL, ct_bpe_encode(bpe, NULL, 1, &ids, &count));
+    S(ct_bpe_encode, CT_EINVAL, ct_bpe_encode(bpe, "b", 1, &ids, &count)); /* no token for "b", no "<|endoftext|>" */
+    P(ct_bpe_decode, CT_EINVAL, ct_bpe_decode(NULL, (int64_t[]){0}, 1, NULL));
+    P(ct_bpe_decode, CT_EINVAL, ct_bpe_decode(bpe, NULL, 1, NULL));
+    P(ct_bpe_decode, CT_EINVAL, ct_bpe_decode(bpe, (int64_t[]){0}, -1, NULL));
+    PA(ct_bpe_decode, CT_EINVAL, "id 1", ct_bpe_decode(bpe, (int64_t[]){0, 1}, 2, NULL));
+    PA(ct_bpe_decode, CT_EINVAL, "id -1", ct_bpe_decode(bpe, (int64_t[]){-1}, 1, NULL));
+    V(ct_bpe_vocab_size, CT_EINVAL, ct_bpe_vocab_size(NULL) == -1);
+    V(ct_bpe_token_id, CT_EINVAL, ct_bpe_token_id(NULL, "a") == -1);
+    V(ct_bpe_token_id, CT_EINVAL, ct_bpe_token_id(bpe, NULL) == -1);
+    V(ct_bpe_token_id, CT_EINVAL, ct_bpe_token_id(bpe, "b") == -1);
+    N(ct_bpe_free, DO(ct_bpe_free(NULL)));
+    ct_bpe_free(bpe);
+  }
   P(ct_text_from_file, CT_EINVAL, ct_text_from_file(NULL));
   PA(ct_text_from_file, CT_EIO, "/nonexistent/t.txt", ct_text_from_file("/nonexistent/t.txt"));
   P(ct_text_from_bytes, CT_EINVAL, ct_text_from_bytes(NULL, 3, NULL));
@@ -1523,7 +1552,7 @@ static int declared(const char *text, char names[][64], int cap, int n) {
 static void test_every_function_has_a_row(void **state) {
   (void)state;
   static const char *const headers[] = {"version", "status", "device", "tensor", "cuda",   "ops",
-                                        "autograd", "nn",   "gpt2", "optim",  "io",     "data", "datasets", "text", "monitor", "dist", "data_parallel", "autocast"};
+                                        "autograd", "nn",   "gpt2", "tokenizer", "optim",  "io",     "data", "datasets", "text", "monitor", "dist", "data_parallel", "autocast"};
   static char names[1024][64];
   const char *src = getenv("CUTTLE_SOURCE_DIR");
   char root[4096], path[4200];
