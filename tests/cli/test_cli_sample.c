@@ -4,11 +4,13 @@
  *    (no cache), so the KV cache's decoding is the uncached forward's, past the window too (the
  *    cache restarting on its last half gives what the full forward over those tokens gives);
  *  - a seed gives the same text twice, another seed another text;
+ *  - with vocab.json and merges.txt beside it, the prompt and the tokens go through GPT-2's BPE;
  *  - usage errors exit 2 naming the option; a missing checkpoint says so. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "testutil.h"
 
 static char cuttle[4096], dir[4200];
@@ -85,6 +87,56 @@ static void seeds(void **state) {
   assert_true(a[0] == 'a' && a[1] == 'b');
 }
 
+/* GPT-2's byte-to-unicode table (transformers' bytes_to_unicode): byte b's character, as UTF-8 */
+static void byte_char(int b, char *out) {
+  int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  int cp = b;
+  if (!printable) {
+    int k = 0;
+    for (int c = 0; c < b; c++)
+      if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) k++;
+    cp = 256 + k;
+  }
+  if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
+  else out[0] = (char)(0xC0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+}
+
+/* With vocab.json and merges.txt beside the model, sample goes through GPT-2's BPE: a vocabulary of
+ * the 256 byte tokens, byte b's at id b, and no merges encodes a text as its bytes, so the greedy
+ * text must be the byte model's; a vocabulary larger than the model's is refused. */
+static void bpe_directory(void **state) {
+  (void)state;
+  char path[4300], out[4096], plain[4096];
+  snprintf(path, sizeof path, "%s/vocab.json", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputc('{', f);
+  for (int b = 0; b < 256; b++) {
+    char ch[4];
+    byte_char(b, ch);
+    fprintf(f, "%s\"%s%s\": %d", b ? ", " : "", ch[0] == '"' || ch[0] == '\\' ? "\\" : "", ch, b);
+  }
+  fputs("}", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/merges.txt", dir);
+  f = fopen(path, "w");
+  fputs("#version: 0.2\n", f);
+  fclose(f);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s sample --checkpoint %s --prompt 'Hello' --max-new-tokens 30 --greedy", cuttle, dir), 0);
+  greedy_reference("Hello", 30, plain);
+  assert_memory_equal(out, plain, 35);
+  /* 257 tokens for a model of 256 */
+  snprintf(path, sizeof path, "%s/vocab.json", dir);
+  f = fopen(path, "r+");
+  fseek(f, -1, SEEK_END);
+  fputs(", \"<|endoftext|>\": 256}", f);
+  fclose(f);
+  assert_int_equal(ct_test_run(out, sizeof out, "%s sample --checkpoint %s --max-new-tokens 3", cuttle, dir), 1);
+  assert_non_null(strstr(out, "larger than the model's vocab_size"));
+  snprintf(path, sizeof path, "%s/vocab.json", dir), unlink(path);
+  snprintf(path, sizeof path, "%s/merges.txt", dir), unlink(path);
+}
+
 static void usage_errors(void **state) {
   (void)state;
   char out[4096];
@@ -113,6 +165,6 @@ static void usage_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(greedy_equals_the_uncached_forward), cmocka_unit_test(seeds),
-                                     cmocka_unit_test(usage_errors)};
+                                     cmocka_unit_test(bpe_directory), cmocka_unit_test(usage_errors)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

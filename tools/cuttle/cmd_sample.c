@@ -4,8 +4,9 @@
  * with the KV cache (ct_gpt2_forward_cached: the prompt once, then one position per token), as
  * nanoGPT's sample.py and transformers' generate do: the last position's logits divided by
  * --temperature, cut to the --top-k largest, and drawn by ct_multinomial from a generator seeded
- * with --seed; --greedy takes the argmax instead (generate(do_sample=False)). Tokens are the text's
- * bytes for a byte model (vocab_size 256). When the window of n_positions fills, the cache restarts
+ * with --seed; --greedy takes the argmax instead (generate(do_sample=False)). Tokens are GPT-2's BPE
+ * (cuttle/tokenizer.h) when the directory holds vocab.json and merges.txt, as the hub's GPT-2 does,
+ * else the text's bytes (a byte model, vocab_size 256). When the window of n_positions fills, the cache restarts
  * on its last half (the sliding window of nanoGPT's crop, without a forward per token). */
 #include <math.h>
 #include <stdio.h>
@@ -117,22 +118,48 @@ int ct_cmd_sample(int argc, char **argv) {
     return 1;
   }
   const ct_gpt2_config *cfg = ct_gpt2_config_of(m);
-  if (cfg->vocab_size != 256) {
-    fprintf(stderr, "%s: %s has a vocabulary of %lld tokens; cuttle samples byte models (vocab_size 256) for now\n", prog,
-            c.checkpoint, (long long)cfg->vocab_size);
+  /* GPT-2's BPE when the directory holds vocab.json and merges.txt (the hub's layout), else bytes */
+  ct_bpe *bpe = NULL;
+  char vocab[4200], merges[4200], dir[4096];
+  snprintf(dir, sizeof dir, "%s", c.checkpoint);
+  if (!S_ISDIR(sb.st_mode)) {
+    char *slash = strrchr(dir, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - c.checkpoint) : 1, slash ? c.checkpoint : ".");
+  }
+  snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+  snprintf(merges, sizeof merges, "%s/merges.txt", dir);
+  struct stat vb, mb;
+  if (stat(vocab, &vb) == 0 && stat(merges, &mb) == 0) {
+    bpe = ct_bpe_load(vocab, merges);
+    if (!bpe || ct_bpe_vocab_size(bpe) > cfg->vocab_size) {
+      fprintf(stderr, "%s: %s\n", prog,
+              bpe ? "the tokenizer's vocabulary is larger than the model's vocab_size" : ct_last_error());
+      ct_bpe_free(bpe), ct_module_free(m);
+      return 1;
+    }
+  } else if (cfg->vocab_size != 256) {
+    fprintf(stderr, "%s: %s has a vocabulary of %lld tokens but no vocab.json and merges.txt beside it; without a "
+            "tokenizer cuttle samples byte models (vocab_size 256)\n", prog, c.checkpoint, (long long)cfg->vocab_size);
     ct_module_free(m);
     return 1;
   }
-  int64_t P = cfg->n_positions, total = (int64_t)plen + c.max_new_tokens;
+  int64_t *prompt_ids = NULL, nprompt = (int64_t)plen;
+  if (bpe && ct_bpe_encode(bpe, c.prompt, plen, &prompt_ids, &nprompt) != CT_OK) {
+    fprintf(stderr, "%s: --prompt: %s\n", prog, ct_last_error());
+    ct_bpe_free(bpe), ct_module_free(m);
+    return 1;
+  }
+  int64_t P = cfg->n_positions, total = nprompt + c.max_new_tokens;
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(total > 0 ? total : 1));
-  ct_gpt2_cache *kc = ids ? ct_gpt2_cache_new(m, 1) : NULL;
+  ct_gpt2_cache *kc = ids && nprompt > 0 ? ct_gpt2_cache_new(m, 1) : NULL;
   int status = kc ? 0 : 1;
-  if (!kc) fprintf(stderr, "%s: %s\n", prog, ids ? ct_last_error() : "out of memory");
-  for (size_t i = 0; i < plen && kc; i++) ids[i] = (unsigned char)c.prompt[i];
+  if (!kc) fprintf(stderr, "%s: %s\n", prog, nprompt == 0 ? "--prompt makes no token" : ids ? ct_last_error() : "out of memory");
+  for (int64_t i = 0; i < nprompt && kc; i++) ids[i] = bpe ? prompt_ids[i] : (unsigned char)c.prompt[i];
+  free(prompt_ids);
   ct_generator gen = ct_generator_new(c.seed);
   fwrite(c.prompt, 1, plen, stdout);
   fflush(stdout);
-  int64_t n = (int64_t)plen, fed = 0; /* ids[0 .. n) known; ids[fed0 .. fed) in the cache */
+  int64_t n = nprompt, fed = 0; /* ids[0 .. n) known; ids[fed0 .. fed) in the cache */
   int64_t start = n > P ? n - P : 0;  /* a prompt past the window: its last n_positions tokens */
   fed = start;
   for (int64_t step = 0; step < c.max_new_tokens && !status; step++) {
@@ -156,13 +183,21 @@ int ct_cmd_sample(int argc, char **argv) {
     }
     fed = n;
     ids[n++] = id;
-    unsigned char byte = (unsigned char)id;
-    fwrite(&byte, 1, 1, stdout);
+    if (bpe) { /* a token's bytes (a character may span tokens: the bytes join up on stdout) */
+      size_t nb = 0;
+      char *text = ct_bpe_decode(bpe, &id, 1, &nb);
+      if (text) fwrite(text, 1, nb, stdout);
+      free(text);
+    } else {
+      unsigned char byte = (unsigned char)id;
+      fwrite(&byte, 1, 1, stdout);
+    }
     fflush(stdout);
   }
   if (!status) putchar('\n');
   ct_gpt2_cache_free(kc);
   free(ids);
+  ct_bpe_free(bpe);
   ct_module_free(m);
   return status;
 }
