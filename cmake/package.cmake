@@ -73,7 +73,7 @@ install(FILES ${CMAKE_SOURCE_DIR}/README.md ${_ct_docs} DESTINATION ${CMAKE_INST
 # flags rather than Requires.private, because not every one ships a .pc file and pkg-config fails
 # on a missing Requires.private even without --static.
 get_filename_component(_ct_blas_dir ${OPENBLAS_LIB} DIRECTORY)
-set(CUTTLE_PC_LIBS_PRIVATE "-L${_ct_blas_dir} -lopenblas -lcjson -lz -lprotobuf-c -lpng16 -ljpeg ${OpenMP_C_FLAGS}") # protobuf-c: the summary writer (issue 20); png16, jpeg: the image folder (issue 19)
+set(CUTTLE_PC_LIBS_PRIVATE "-L${_ct_blas_dir} -lopenblas -lcjson -lz -lprotobuf-c -lpng16 -ljpeg -lpcre2-8 ${OpenMP_C_FLAGS}") # protobuf-c: the summary writer (issue 20); png16, jpeg: the image folder (issue 19); pcre2-8: the BPE tokenizer (issue 33)
 if(CUTTLE_WITH_OPENCL)
   string(APPEND CUTTLE_PC_LIBS_PRIVATE " -lOpenCL -lclblast")
 endif()
@@ -124,7 +124,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 # A shlibs file and the ldconfig trigger, so dpkg -i makes libcuttle.so.0 loadable at once.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
-set(_ct_deb_depends "libopenblas0-openmp | libopenblas0, libcjson1, zlib1g, libprotobuf-c1, libpng16-16, libjpeg62-turbo, libgomp1, libc6")
+set(_ct_deb_depends "libopenblas0-openmp | libopenblas0, libcjson1, zlib1g, libprotobuf-c1, libpng16-16, libjpeg62-turbo, libpcre2-8-0, libgomp1, libc6")
 if(CUTTLE_WITH_OPENCL)
   string(APPEND _ct_deb_depends ", ocl-icd-libopencl1, libclblast1")
 endif()
