@@ -25,21 +25,16 @@ static int run_py(const char *mode, const char *dir) {
 }
 
 /* Greedy decoding without a cache: the forward over the whole sequence, the last position's
- * argmax appended, n times. */
-static ct_tensor *greedy(ct_module *m, ct_tensor *prompt, int n) {
-  ct_tensor *seq = ct_tensor_retain(prompt);
-  for (int i = 0; i < n; i++) {
+ * argmax appended, n times. ids holds the prompt's len tokens and room for n more. */
+static void greedy(ct_module *m, int64_t *ids, int64_t len, int n) {
+  for (int i = 0; i < n; i++, len++) {
     ct_scope_begin();
-    int64_t T = ct_tensor_shape(seq)[1];
+    ct_tensor *seq = ct_assert_nonnull(ct_from_host(ids, 2, (int64_t[]){1, len}, CT_I64, CT_DEVICE_CPU));
     ct_tensor *logits = ct_assert_nonnull(ct_module_forward(m, seq));
-    ct_tensor *last = ct_assert_nonnull(ct_narrow(logits, 1, T - 1, 1)); /* (1, 1, V) */
-    ct_tensor *next = ct_assert_nonnull(ct_argmax(last, 2, 0));          /* (1, 1) */
-    ct_tensor *longer = ct_scope_keep(ct_assert_nonnull(ct_cat(2, (ct_tensor *[]){seq, next}, 1)));
+    ct_tensor *last = ct_assert_nonnull(ct_narrow(logits, 1, len - 1, 1)); /* (1, 1, V) */
+    ids[len] = (int64_t)ct_item(ct_assert_nonnull(ct_argmax(last, 2, 0)));
     ct_scope_end();
-    ct_tensor_free(seq);
-    seq = longer;
   }
-  return seq;
 }
 
 static void cuttle_to_transformers(void **state) {
@@ -58,13 +53,14 @@ static void cuttle_to_transformers(void **state) {
   ct_scope_begin();
   ct_tensor *ids = ct_assert_nonnull(ct_randint(2, (int64_t[]){8, 20}, 0, 101, CT_I64, CT_DEVICE_CPU, &gen));
   ct_tensor *logits = ct_assert_nonnull(ct_module_forward(m, ids));
-  ct_tensor *prompt = ct_assert_nonnull(ct_narrow(ids, 0, 0, 1)), *p5 = ct_assert_nonnull(ct_narrow(prompt, 1, 0, 5));
-  ct_tensor *p5c = ct_assert_nonnull(ct_contiguous(p5));
-  ct_tensor *gen12 = greedy(m, p5c, 12);
+  int64_t seq[20]; /* the first sequence's 20 tokens, of which the prompt keeps 5; then 12 generated */
+  ct_assert_ok(ct_to_host(ct_assert_nonnull(ct_narrow(ids, 0, 0, 1)), seq, sizeof seq, CT_I64));
+  greedy(m, seq, 5, 12); /* the first sequence's 5 first tokens, then 12 */
+  ct_tensor *p5 = ct_assert_nonnull(ct_from_host(seq, 2, (int64_t[]){1, 5}, CT_I64, CT_DEVICE_CPU));
+  ct_tensor *gen12 = ct_assert_nonnull(ct_from_host(seq, 2, (int64_t[]){1, 17}, CT_I64, CT_DEVICE_CPU));
   snprintf(path, sizeof path, "%s/cuttle_logits.safetensors", dir);
   ct_assert_ok(ct_safetensors_save(path, 4, (const char *[]){"ids", "logits", "prompt", "generated"},
-                                   (ct_tensor *[]){ids, logits, p5c, gen12}, 0, NULL));
-  ct_tensor_free(gen12);
+                                   (ct_tensor *[]){ids, logits, p5, gen12}, 0, NULL));
   ct_scope_end();
   assert_int_equal(run_py("check", dir), 0);
   ct_module_free(m);

@@ -160,7 +160,7 @@ static void test_save_and_load_pretrained(void **state) {
   double *a = ct_test_values(la), *b = ct_test_values(lb);
   for (int i = 0; i < 2 * 9 * 37; i++) assert_true(a[i] == b[i]);
   free(a), free(b);
-  ct_tensor_free(la), ct_tensor_free(lb);
+  ct_tensor_free(la), ct_tensor_free(lb), ct_tensor_free(x);
   ct_module_free(back);
   /* the safetensors file named directly, config.json beside it */
   snprintf(path, sizeof path, "%s/model.safetensors", sub);
