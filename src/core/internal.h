@@ -88,6 +88,10 @@ void ct__error_restore(ct_status s, const char *msg);
  * removes it when a write, the close or the rename failed (CT_EIO naming path). Either way f and
  * tmp are gone after the commit. */
 FILE *ct__replace_open(const char *op, const char *path, char **tmp);
+/* The whole file at path (src/core/file_read.c), malloc'd and NUL-terminated after its *n bytes (the
+ * caller frees it); NULL with CT_EIO naming op and the file (cannot open or read it: a directory, a
+ * missing file) or CT_ENOMEM. */
+char *ct__slurp_file(const char *op, const char *path, size_t *n);
 ct_status ct__replace_commit(const char *op, FILE *f, char *tmp, const char *path);
 #define CT_FAIL_NULL(status, ...)   \
   do {                              \

@@ -417,39 +417,14 @@ ct_bpe *ct_bpe_parse(const char *vocab_json, size_t vocab_len, const char *merge
                vocab_label ? vocab_label : "vocab.json", merges_label ? merges_label : "merges.txt");
 }
 
-/* The whole file at path (*n bytes, NUL-terminated); NULL with CT_EIO naming it. */
-static char *slurp(const char *op, const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return ct__error(CT_EIO, "%s: cannot open %s: %s", op, path, strerror(errno)), NULL;
-  char *buf = NULL;
-  size_t cap = 0, len = 0;
-  for (;;) {
-    if (len + 4096 + 1 > cap) {
-      cap = cap ? cap * 2 : 65536;
-      char *nb = ct__realloc(buf, cap, "a tokenizer file");
-      if (!nb) return free(buf), fclose(f), ct__error_prefix("%s: reading %s", op, path), NULL;
-      buf = nb;
-    }
-    size_t r = fread(buf + len, 1, cap - len - 1, f);
-    len += r;
-    if (r == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) return free(buf), ct__error(CT_EIO, "%s: cannot read %s (is it a directory?)", op, path), NULL;
-  buf[len] = 0;
-  *n = len;
-  return buf;
-}
-
 ct_bpe *ct_bpe_load(const char *vocab_json_path, const char *merges_txt_path) {
   static const char op[] = "ct_bpe_load";
   if (!vocab_json_path) return ct__null_arg(op, "vocab_json_path");
   if (!merges_txt_path) return ct__null_arg(op, "merges_txt_path");
   size_t vn = 0, mn = 0;
-  char *v = slurp(op, vocab_json_path, &vn);
+  char *v = ct__slurp_file(op, vocab_json_path, &vn);
   if (!v) return NULL;
-  char *m = slurp(op, merges_txt_path, &mn);
+  char *m = ct__slurp_file(op, merges_txt_path, &mn);
   if (!m) return free(v), NULL;
   ct_bpe *t = parse(op, v, vn, m, mn, vocab_json_path, merges_txt_path);
   free(v), free(m);

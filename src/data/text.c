@@ -34,23 +34,9 @@ ct_text *ct_text_from_bytes(const void *data, size_t n, const char *label) {
 ct_text *ct_text_from_file(const char *path) {
   const char *op = "ct_text_from_file";
   if (!path) return ct__null_arg(op, "path");
-  FILE *f = fopen(path, "rb");
-  if (!f) CT_FAIL_NULL(CT_EIO, "%s: cannot open %s: %s", op, path, strerror(errno));
-  unsigned char *buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (len == cap) {
-      unsigned char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 16);
-      if (!nb) return free(buf), fclose(f), ct__error(CT_ENOMEM, "%s: out of memory reading %s", op, path), NULL;
-      buf = nb;
-    }
-    size_t r = fread(buf + len, 1, cap - len, f);
-    len += r;
-    if (r == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) return free(buf), ct__error(CT_EIO, "%s: cannot read %s", op, path), NULL;
+  size_t len = 0;
+  char *buf = ct__slurp_file(op, path, &len);
+  if (!buf) return NULL;
   ct_text *t = ct_text_from_bytes(buf, len, path);
   free(buf);
   return t;

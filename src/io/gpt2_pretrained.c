@@ -74,30 +74,6 @@ ct_status ct__gpt2_config_parse(const char *json, size_t n, const char *label, c
   return s;
 }
 
-/* The whole file at path, NUL-terminated (*n its length); NULL with CT_EIO naming it. */
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return ct__error(CT_EIO, "cannot open %s: %s", path, strerror(errno)), NULL;
-  char *buf = NULL;
-  size_t cap = 0, len = 0;
-  for (;;) {
-    if (len + 4096 + 1 > cap) {
-      char *nb = realloc(buf, cap = cap ? cap * 2 : 8192);
-      if (!nb) return free(buf), fclose(f), ct__error(CT_ENOMEM, "out of memory reading %s", path), NULL;
-      buf = nb;
-    }
-    size_t r = fread(buf + len, 1, cap - len - 1, f);
-    len += r;
-    if (r == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) return free(buf), ct__error(CT_EIO, "cannot read %s", path), NULL;
-  buf[len] = 0;
-  *n = len;
-  return buf;
-}
-
 /* DIR/config.json and DIR/model.safetensors from path (a directory, or the safetensors file). */
 static void paths_of(const char *path, char *cfg, char *st, size_t cap) {
   struct stat sb;
@@ -128,8 +104,8 @@ ct_status ct_gpt2_from_pretrained(const char *path, ct_device dev, ct_module **o
   char cfg_path[4096], st_path[4096];
   paths_of(path, cfg_path, st_path, sizeof cfg_path);
   size_t n = 0;
-  char *json = slurp(cfg_path, &n);
-  if (!json) return ct__error_prefix("%s", op);
+  char *json = ct__slurp_file(op, cfg_path, &n);
+  if (!json) return ct_last_status();
   ct_gpt2_config c;
   ct_status s = ct__gpt2_config_parse(json, n, cfg_path, &c);
   free(json);
