@@ -88,10 +88,12 @@ cp /usr/include/cmocka.h /usr/include/zlib.h /usr/include/zconf.h "$stage/dev/in
 cp -r /usr/include/dlpack /usr/include/protobuf-c "$stage/dev/include/"
 # xxHash is header only (src/io/safetensors.c compiles it in: XXH_INLINE_ALL); xxhash.h is all of it
 cp /usr/include/xxhash.h "$stage/dev/include/"
+# PCRE2, the BPE tokenizer's pre-tokenization (src/data/bpe.c); its library comes with the ldd pass
+cp /usr/include/pcre2.h "$stage/dev/include/"
 # the TensorBoard messages as protoc-c made them here (the node has no protoc-c)
 mkdir -p "$stage/dev/pb"
 cp "$build"/generated/io/tensorboard.pb-c.c "$build"/generated/io/tensorboard.pb-c.h "$stage/dev/pb/"
-for l in libopenblas.so.0 libcjson.so.1 libcmocka.so.0 libz.so.1 libprotobuf-c.so.1; do
+for l in libopenblas.so.0 libcjson.so.1 libcmocka.so.0 libz.so.1 libprotobuf-c.so.1 libpcre2-8.so.0; do
   [ -f "$stage/lib/$l" ] && ln -sf "$l" "$stage/lib/${l%.so.*}.so"
 done
 # The sources, for that rebuild.

@@ -205,7 +205,7 @@ rebuild() {
     -DCMOCKA_INCLUDE="$K/dev/include" -DCMOCKA_LIB="$K/lib/libcmocka.so" \
     -DZLIB_INCLUDE_DIR="$K/dev/include" -DZLIB_LIBRARY="$K/lib/libz.so" \
     -DDLPACK_INCLUDE="$K/dev/include" -DPROTOBUF_C_INCLUDE="$K/dev/include" -DPROTOBUF_C_LIB="$K/lib/libprotobuf-c.so" \
-    -DXXHASH_INCLUDE="$K/dev/include" \
+    -DXXHASH_INCLUDE="$K/dev/include" -DPCRE2_INCLUDE="$K/dev/include" -DPCRE2_LIB="$K/lib/libpcre2-8.so" \
     -DCUTTLE_TENSORBOARD_PB_DIR="$K/dev/pb" \
     ${cudnn_lib:+-DCUDNN_LIB=$cudnn_lib} ${cudnn_inc:+-DCUDNN_INCLUDE=$cudnn_inc} \
     ${nccl_lib:+-DNCCL_LIB=$nccl_lib} ${nccl_inc:+-DNCCL_INCLUDE=$nccl_inc} || return 1
