@@ -28,7 +28,7 @@ for f in bin/cuttle include/cuttle.h include/cuttle/version.h include/cuttle/exp
 done
 [ -L "$p/lib/libcuttle.so" ] && [ -L "$p/lib/libcuttle.so.0" ] || fail "libcuttle.so and libcuttle.so.0 must be links"
 # Nothing internal is installed: the headers are exactly include/cuttle.h and include/cuttle/*.h.
-extra=$(cd "$p/include" && find . -type f | grep -v -e '^\./cuttle\.h$' -e '^\./cuttle/[a-z_]*\.h$' || true)
+extra=$(cd "$p/include" && find . -type f | grep -v -e '^\./cuttle\.h$' -e '^\./cuttle/[a-z0-9_]*\.h$' || true)
 [ -z "$extra" ] || fail "installed headers outside the public API: $extra"
 "$p/bin/cuttle" --help > /dev/null 2>&1 || fail "the installed cuttle --help"
 
