@@ -298,17 +298,22 @@ static void run_folder_after_max_steps(void **state) {
   assert_true(exists(dir, "best.safetensors"));
 }
 
-/* SIGINT: the step finishes, last.safetensors is saved, exit 130, and it evaluates. */
+/* SIGINT: the step finishes, last.safetensors is saved, exit 130, and it evaluates. The folder has
+ * 600 training images at batch 1, so that the signal, sent once the first step's line is written,
+ * lands within the first epoch: a signal that came during the evaluation after an epoch's save would
+ * find nothing new to save (stop_and_save), and on a loaded machine 30 steps could run out first. */
 static void run_folder_after_sigint(void **state) {
   (void)state;
   const char *dir = path_in("run3");
-  char log[4400], cmd[16384], metrics[8400], buf[65536];
+  char log[4400], cmd[16384], metrics[8400], buf[65536], big[4200];
+  snprintf(big, sizeof big, "%s/flat800", tmp);
+  write_flat_folder(big, 800);
   snprintf(log, sizeof log, "%s/sigint.log", tmp);
   snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
   snprintf(cmd, sizeof cmd,
            "exec %s train --model mlp --data imagefolder:%s --gray --val-split 0.25 --seed 3 --epochs 100000 "
            "--batch-size 1 --device cpu --workers 0 --log-every 1 --out %s >%s 2>&1",
-           cuttle, flat, dir, log);
+           cuttle, big, dir, log);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
