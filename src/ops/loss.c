@@ -62,32 +62,20 @@ static ct_tensor *ce_compose(ct_tensor *logits, ct_tensor *target, ct_tensor *we
     ok = smooth != NULL;
     ct_tensor_free(wl), ct_tensor_free(rs);
   }
+  /* loss_i = (1 - eps) nll_i + (eps / C) smooth_i, then the reduction: the weighted mean divides by
+   * sum_i w[y_i] m_i, the plain one is reduce()'s mean, as before weights and ignore_index came */
+  ct_tensor *a = ok ? ct_mul_scalar(nll, -(1.0 - eps)) : NULL;
+  ct_tensor *b = a && smooth ? ct_mul_scalar(smooth, -eps / (double)C) : NULL;
+  ct_tensor *loss = smooth ? (a && b ? ct_add(a, b) : NULL) : ct__retain_tracked(a);
   ct_tensor *r = NULL;
-  if (ok) {
-    if (reduction == CT_REDUCTION_NONE) {
-      ct_tensor *a = ct_mul_scalar(nll, -(1.0 - eps));
-      ct_tensor *b = smooth ? ct_mul_scalar(smooth, -eps / (double)C) : NULL;
-      r = smooth ? (a && b ? ct_add(a, b) : NULL) : ct__retain_tracked(a);
-      ct_tensor_free(a), ct_tensor_free(b);
-    } else {
-      ct_tensor *sn = ct_sum(nll, 0, NULL, 0), *ss = smooth ? ct_sum(smooth, 0, NULL, 0) : NULL;
-      ct_tensor *tot = NULL;
-      if (sn) {
-        ct_tensor *a = ct_mul_scalar(sn, -(1.0 - eps));
-        ct_tensor *b = ss ? ct_mul_scalar(ss, -eps / (double)C) : NULL;
-        tot = smooth ? (a && b ? ct_add(a, b) : NULL) : ct__retain_tracked(a);
-        ct_tensor_free(a), ct_tensor_free(b);
-      }
-      if (tot && reduction == CT_REDUCTION_MEAN) {
-        ct_tensor *den = wm ? ct_sum(wm, 0, NULL, 0) : ct_scalar((double)N, dt, dev);
-        r = den ? ct_div(tot, den) : NULL;
-        ct_tensor_free(den), ct_tensor_free(tot);
-      } else {
-        r = tot;
-      }
-      ct_tensor_free(sn), ct_tensor_free(ss);
-    }
+  if (loss && reduction == CT_REDUCTION_MEAN && wm) {
+    ct_tensor *tot = ct_sum(loss, 0, NULL, 0), *den = tot ? ct_sum(wm, 0, NULL, 0) : NULL;
+    r = den ? ct_div(tot, den) : NULL;
+    ct_tensor_free(tot), ct_tensor_free(den);
+  } else if (loss) {
+    r = reduce(loss, reduction);
   }
+  ct_tensor_free(a), ct_tensor_free(b), ct_tensor_free(loss);
   ct_tensor_free(lsm), ct_tensor_free(ti), ct_tensor_free(valid), ct_tensor_free(tsafe), ct_tensor_free(vf);
   ct_tensor_free(wc), ct_tensor_free(wy), ct_tensor_free(wm), ct_tensor_free(t2), ct_tensor_free(picked);
   ct_tensor_free(lp), ct_tensor_free(nll), ct_tensor_free(smooth);
