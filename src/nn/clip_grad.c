@@ -9,7 +9,8 @@
 /* sum(|g|^p) (p finite) or max|g| (p = inf) over all of g, a 0-dim float32 tensor (float64 for a
  * float64 g), computed in float32 or wider. */
 static ct_tensor *grad_part(ct_tensor *g, double p) {
-  ct_tensor *gw = ct_cast(g, g->dtype == CT_F64 ? CT_F64 : CT_F32), *ag = gw ? ct_abs(gw) : NULL, *r = NULL;
+  ct_tensor *gw = ct_cast(g, g->dtype == CT_F64 ? CT_F64 : CT_F32), *r = NULL;
+  ct_tensor *ag = !gw ? NULL : p == 2 ? ct__retain_tracked(gw) : ct_abs(gw); /* p = 2 squares: no |g| pass */
   if (ag && isinf(p)) {
     ct_tensor *flat = ct_reshape(ag, 1, (int64_t[]){-1});
     r = flat ? (ct_tensor_numel(flat) ? ct_max(flat, 0, 0, NULL) : ct_scalar(0, ag->dtype, ag->device)) : NULL;
